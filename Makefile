@@ -1,0 +1,35 @@
+# The commands people type. Each target creates or reuses .venv and installs what it needs.
+#   make run    - the main job: `bubblescope run` on the best preset this machine holds (debug on CPU)
+#   make test   - the test suite (GPU tests skip without CUDA)
+
+VENV    ?= .venv
+PYTHON  ?= python3
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+# pip takes this exact torch from the machine's wheel store when it has one (a CPU build on CI);
+# elsewhere from PyPI. An existing newer torch in the venv is kept.
+TORCH   ?= torch==2.13.0
+
+.PHONY: setup run test lint bench-analyze clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/bubblescope run $(ARGS)
+
+test: setup
+	@$(PY) tools/ensure_browser.py || true
+	$(PY) -m pytest -q $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check bubblescope reference_model kernels tests benchmarks
+	$(VENV)/bin/ruff format --check bubblescope reference_model kernels tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,19 @@
+"""bubblescope: a latency profiler for batch-size-1 LLM decoding.
+
+The analysis core (`bubblescope.trace`, `bubblescope.detect`, `bubblescope.report`, `bubblescope.gate`)
+never imports torch; `bubblescope.capture` and the reference workload import it lazily.
+"""
+
+from pathlib import Path as _Path
+
+__version__ = "0.1.0"
+
+# In a source checkout used through PYTHONPATH=. (the device machine, quick scripts), the mapped
+# folders reference_model/ and kernels/ sit beside this package rather than inside it. Adding the
+# checkout root to this package's search path makes `bubblescope.reference_model` and
+# `bubblescope.kernels` resolve the same way the installed mapping does.
+_checkout_root = _Path(__file__).resolve().parent.parent
+if (_checkout_root / "reference_model" / "__init__.py").is_file() and not (
+    _Path(__file__).resolve().parent / "reference_model"
+).exists():
+    __path__.append(str(_checkout_root))  # type: ignore[name-defined]

@@ -1,0 +1,3 @@
+from bubblescope.cli import main
+
+main()

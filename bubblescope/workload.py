@@ -1,0 +1,85 @@
+"""The workload protocol (ARCHITECTURE §2): what `bubblescope run` and `ablate` drive.
+
+A workload is any object with these members. The reference Ling-3.0-flash decoder implements it, and
+`bubblescope run --workload package.module:factory` runs a user's own. This module never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from bubblescope.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SwitchInfo:
+    """One optimization switch a workload offers.
+
+    Attributes:
+        name: identifier used on the command line (`--toggle name`).
+        help: one line for a user.
+        replaces: what the switch removes when on (the baseline behaviour it replaces).
+        needs_gpu: True when the switch only exists on a CUDA device; on CPU it is reported unavailable.
+    """
+
+    name: str
+    help: str
+    replaces: str = ""
+    needs_gpu: bool = False
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A decode loop whose optimizations can be switched on and off.
+
+    `prepare(enabled)` rebuilds only what the switches change (never the weights); `step()` runs one
+    decode step exactly as a serving loop would, host work included, and returns the number of tokens
+    it emitted; `bytes_per_token(enabled)` is the HBM traffic per emitted token used for the floor.
+    """
+
+    name: str
+
+    def switches(self) -> list[SwitchInfo]: ...
+
+    def prepare(self, enabled: frozenset[str]) -> None: ...
+
+    def step(self) -> int: ...
+
+    def bytes_per_token(self, enabled: frozenset[str]) -> int: ...
+
+
+def parse_toggles(text: str | None, available: Iterable[SwitchInfo], *, all_on: bool = False) -> frozenset[str]:
+    """Turn `--toggle a,b` (or `--all`) into a set of switch names, rejecting unknown ones.
+
+    Raises:
+        ConfigError: naming the unknown switches and listing the valid ones.
+    """
+    valid = [info.name for info in available]
+    if all_on:
+        return frozenset(valid)
+    if not text:
+        return frozenset()
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        listing = ", ".join(valid) if valid else "(this workload has no switches yet)"
+        raise ConfigError(f"unknown switch {', '.join(unknown)}; valid switches: {listing}")
+    return frozenset(names)
+
+
+def load_workload_factory(spec: str) -> Any:
+    """Resolve `package.module:factory` to the callable, with a one-line error when it is not there."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--workload must look like package.module:factory, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import workload module {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if factory is None or not callable(factory):
+        raise ConfigError(f"{module_name!r} has no callable {attr!r}")
+    return factory
