@@ -117,7 +117,8 @@ def chunk_kda(
     outputs = []
     for start in range(0, seq_len, chunk_size):
         part = slice(start, min(start + chunk_size, seq_len))
-        out, state = _chunk_step(q[:, :, part], k[:, :, part], v[:, :, part], g[:, :, part], beta[:, :, part], state)
+        pieces = (x[:, :, part] for x in (q, k, v, g, beta))
+        out, state = _chunk_step(*pieces, state)
         outputs.append(out)
     if outputs:
         # [B, T, H, V]

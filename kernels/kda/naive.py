@@ -33,7 +33,8 @@ def check_kda_inputs(
 ) -> None:
     """Raise KDAInputError (one line) unless the shapes follow the documented convention."""
     if q.dim() != 4 or v.dim() != 4:
-        raise KDAInputError(f"KDA: q and v must be [B, T, H, K|V]; got q {tuple(q.shape)}, v {tuple(v.shape)}")
+        shapes = f"q {tuple(q.shape)}, v {tuple(v.shape)}"
+        raise KDAInputError(f"KDA: q and v must be [B, T, H, K|V]; got {shapes}")
     batch, seq_len, heads, key_dim = q.shape
     if k.shape != q.shape or g.shape != q.shape:
         raise KDAInputError(
@@ -47,7 +48,8 @@ def check_kda_inputs(
     if initial_state is not None:
         want = (batch, heads, key_dim, v.shape[-1])
         if tuple(initial_state.shape) != want:
-            raise KDAInputError(f"KDA: initial_state must be [B, H, K, V] = {want}; got {tuple(initial_state.shape)}")
+            got = tuple(initial_state.shape)
+            raise KDAInputError(f"KDA: initial_state must be [B, H, K, V] = {want}; got {got}")
         devices.add(initial_state.device)
     if len(devices) != 1:
         raise KDAInputError(f"KDA: all inputs must be on one device; got {sorted(str(d) for d in devices)}")
