@@ -1,0 +1,77 @@
+"""Triton GEMV for decode: y[M, N] = x[M, K] @ W[N, K]^T with M = 1..16, fp32 accumulation.
+
+Batch-1 decode is bound by reading W once from HBM, so the work is split over N only ("wide-N"
+tiling: many narrow row strips, each program streaming its strip over the whole K). Split-K would
+need a second launch or atomics to reduce; with N >= 512 there are already enough strips to cover
+the 132 SMs of an H200 several times, so it is not needed for the Flash shapes.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
+
+
+@triton.jit
+def load_weight_tile(p_w, o_n, m_n, k_start, K, stride_wn, BLOCK_K: tl.constexpr):
+    """W[o_n, k_start : k_start + BLOCK_K] as a [BLOCK_N, BLOCK_K] block, zero past N and K."""
+    o_k = k_start + tl.arange(0, BLOCK_K)
+    m_w = m_n[:, None] & (o_k < K)[None, :]
+    return tl.load(p_w + o_n[:, None] * stride_wn + o_k[None, :], mask=m_w, other=0.0)
+
+
+@triton.jit
+def accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm,
+                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DOT_FP32: tl.constexpr):
+    """acc[BLOCK_M, BLOCK_N] += x[:, k-tile] @ b_w^T; M == 1 reduces on CUDA cores, M > 1 uses tl.dot
+    (in the weight dtype on tensor cores; DOT_FP32 upcasts, because the CPU interpreter's bf16 dot
+    returns garbage in triton 3.9)."""
+    o_m = tl.arange(0, BLOCK_M)
+    o_k = k_start + tl.arange(0, BLOCK_K)
+    m_x = (o_m < M)[:, None] & (o_k < K)[None, :]
+    b_x = tl.load(p_x + o_m[:, None] * stride_xm + o_k[None, :], mask=m_x, other=0.0)
+    if BLOCK_M == 1:
+        # [1, BLOCK_K] * [BLOCK_N, BLOCK_K] -> row sums; exact fp32, no tensor-core rounding of x.
+        prod = b_w.to(tl.float32) * b_x.to(tl.float32)
+        acc += tl.sum(prod, axis=1)[None, :]
+    else:
+        if DOT_FP32:
+            acc += tl.dot(b_x.to(b_w.dtype).to(tl.float32), tl.trans(b_w.to(tl.float32)), input_precision="ieee")
+        else:
+            acc += tl.dot(b_x.to(b_w.dtype), tl.trans(b_w), input_precision="ieee")
+    return acc
+
+
+@triton.jit
+def gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr,
+               DOT_FP32: tl.constexpr):
+    """One [BLOCK_M, BLOCK_N] output strip in fp32. Under PDL the first weight tile is loaded before
+    `gdc_wait` (weights never depend on the previous kernel; x does), and dependents launch at once."""
+    o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_n = o_n < N
+    b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K)
+    pdl_launch_dependents(USE_PDL)
+    pdl_wait(USE_PDL)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k_start in range(0, K, BLOCK_K):
+        # Prefetch the next weight tile before using this one (all-masked past K: no traffic).
+        b_w_next = load_weight_tile(p_w, o_n, m_n, k_start + BLOCK_K, K, stride_wn, BLOCK_K)
+        acc = accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm, BLOCK_M, BLOCK_K, DOT_FP32)
+        b_w = b_w_next
+    return acc
+
+
+@triton.jit
+def gemv_kernel(p_x, p_w, p_y, M, N, K, stride_xm, stride_wn, stride_ym,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr,
+                DOT_FP32: tl.constexpr):
+    """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
+    i_n = tl.program_id(0).to(tl.int64)
+    acc = gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32)
+    o_m = tl.arange(0, BLOCK_M)
+    o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_y = (o_m < M)[:, None] & (o_n < N)[None, :]
+    tl.store(p_y + o_m[:, None] * stride_ym + o_n[None, :], acc.to(p_y.dtype.element_ty), mask=m_y)

@@ -1,0 +1,106 @@
+"""GEMV launcher and public entry point (validation, output allocation, grid choice)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
+from bubblescope.kernels.gemv.checks import (
+    FLOAT_DTYPES,
+    KernelInputError,
+    check_dtype,
+    check_same_device,
+)
+from bubblescope.kernels.gemv.kernel import gemv_kernel
+
+MAX_ROWS = 16
+# H200 has 132 SMs; aim for a few strips per SM so every SM keeps several weight tiles in flight.
+TARGET_PROGRAMS = 4 * 132
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """Tile sizes and warps of one GEMV launch (benchmarks sweep these; the heuristic picks one)."""
+
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+
+
+def rows_block(rows: int) -> int:
+    """BLOCK_M: 1 for a single row (CUDA-core reduction), else 16 (tl.dot needs >= 16 rows)."""
+    return 1 if rows == 1 else MAX_ROWS
+
+
+def choose_config(rows: int, out_features: int, in_features: int) -> GemvConfig:
+    """Narrowest strip that still gives >= TARGET_PROGRAMS programs, at least 8 rows (16 for tl.dot)."""
+    smallest = 8 if rows == 1 else 16
+    block_n = smallest
+    for candidate in (64, 32, 16, 8):
+        if candidate >= smallest and triton.cdiv(out_features, candidate) >= TARGET_PROGRAMS:
+            block_n = candidate
+            break
+    block_k = min(512 if rows == 1 else 128, max(16, triton.next_power_of_2(in_features)))
+    return GemvConfig(block_n=block_n, block_k=block_k, num_warps=4)
+
+
+def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -> None:
+    """Raise KernelInputError unless x is [M<=16, K] and weight [N, K], float, one device, unit inner stride."""
+    if x.dim() != 2 or weight.dim() != 2:
+        raise KernelInputError(f"{op}: x must be [M, K] and weight [N, K]; got {list(x.shape)} and {list(weight.shape)}")
+    if not 1 <= x.shape[0] <= MAX_ROWS:
+        raise KernelInputError(f"{op}: x must have 1..{MAX_ROWS} rows; got {x.shape[0]}")
+    if x.shape[1] != weight.shape[1]:
+        raise KernelInputError(f"{op}: x has K={x.shape[1]} but weight has K={weight.shape[1]}")
+    check_dtype("x", x, FLOAT_DTYPES, op)
+    check_dtype("weight", weight, FLOAT_DTYPES, op)
+    check_same_device(op, x=x, weight=weight)
+    if x.stride(1) != 1 or weight.stride(1) != 1:
+        raise KernelInputError(f"{op}: x and weight need a contiguous last dimension")
+
+
+def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, config: GemvConfig, use_pdl: bool) -> None:
+    """Launch gemv_kernel into a preallocated out [M, N]; inputs already validated."""
+    rows, in_features = x.shape
+    out_features = weight.shape[0]
+    grid = (triton.cdiv(out_features, config.block_n),)
+    gemv_kernel[grid](
+        x, weight, out, rows, out_features, in_features, x.stride(0), weight.stride(0), out.stride(0),
+        BLOCK_M=rows_block(rows), BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=use_pdl,
+        DOT_FP32=is_interpreting(), num_warps=config.num_warps, **launch_options(use_pdl),
+    )
+
+
+def gemv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    out_dtype: torch.dtype | None = None,
+    use_pdl: bool = False,
+    config: GemvConfig | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """y = x @ weight^T for 1..16 rows of activations, fp32 accumulation (decode-time nn.Linear).
+
+    Args:
+        x: activations `[M, K]`, M in 1..16, fp32/bf16/fp16.
+        weight: `[N, K]` row-major (nn.Linear layout), bf16/fp16/fp32.
+        out_dtype: result dtype; default x's dtype.
+        use_pdl: launch with Programmatic Dependent Launch (ignored where unsupported).
+        config: tile sizes; default `choose_config(M, N, K)`.
+        out: optional preallocated `[M, N]` result (CUDA-graph friendly).
+    Returns:
+        `[M, N]` in `out_dtype`.
+    """
+    check_gemv_inputs(x, weight)
+    dtype = out_dtype or x.dtype
+    want = (x.shape[0], weight.shape[0])
+    if out is None:
+        out = torch.empty(want, dtype=dtype, device=x.device)
+    elif tuple(out.shape) != want or out.dtype != dtype or out.device != x.device or out.stride(1) != 1:
+        raise KernelInputError(f"gemv: out must be {list(want)} {dtype} on {x.device}; got {list(out.shape)} {out.dtype}")
+    config = config or choose_config(x.shape[0], weight.shape[0], x.shape[1])
+    launch_gemv(x, weight, out, config, resolve_pdl(use_pdl, x.device))
+    return out
