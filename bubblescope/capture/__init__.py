@@ -1,0 +1,1 @@
+"""Timed runs, profiled windows and environment capture around a Workload (torch imported lazily)."""

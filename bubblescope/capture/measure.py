@@ -1,0 +1,150 @@
+"""Measure one switch configuration: timed run → profiled window → analysis → RunRecord on disk."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_json_atomic, write_text_atomic
+from bubblescope.capture.environment import capture_environment
+from bubblescope.capture.floor import compute_floor
+from bubblescope.capture.profiled import STEP_MARKER, profile_window
+from bubblescope.capture.readbacks import count_readbacks
+from bubblescope.capture.setup import switches_block, workload_on_cuda
+from bubblescope.capture.timed import run_timed
+from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
+from bubblescope.stats import stable_seed
+
+CPU_NOTE = "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
+IDLE_CLASSES = ("sync", "host", "launch", "dependency")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Step counts of a run (the `settings` block of a RunRecord)."""
+
+    steps: int = 64
+    warmup: int = 8
+    repeats: int = 3
+    profile_steps: int = 4
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _analyze_full(trace_path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The full analysis/1 of a trace when `bubblescope.analysis` is installed, else a warning."""
+    try:
+        from bubblescope.analysis import analyze_traces
+    except ImportError:
+        return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
+    return analyze_traces([str(trace_path)], step_marker=STEP_MARKER), None
+
+
+def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The RunRecord `analysis` block, and the full analysis/1 dict when there is one.
+
+    On CPU the readbacks come from counting ATen readback ops per step (a CPU trace has no CUDA sync
+    to see); on CUDA from the analysis' sync detection, falling back to the same count without it.
+    """
+    full, warning = _analyze_full(trace_path)
+    if on_cuda and full is not None:
+        summary = full.get("summary", {})
+        idle = summary.get("idle_by_class_ns_per_step", {})
+        steps = max(1, int(summary.get("steps", 1) or 1))
+        kernels = sum(int(s.get("kernels", 0)) for s in full.get("steps", [])) / steps
+        return {"blocking_reads_per_step": float(summary.get("blocking_reads_per_step", 0.0)),
+                "syncs": full.get("syncs", []),
+                "idle_by_class_ns_per_step": {c: int(idle.get(c, 0)) for c in IDLE_CLASSES},
+                "gpu_busy_ns_per_step": int(summary.get("gpu_busy_ns_per_step", 0)),
+                "idle_ns_per_step": int(summary.get("idle_ns_per_step", 0)),
+                "kernels_per_step": kernels, "gpu_measured": True, "note": None}, full
+    counted = count_readbacks(trace_path)
+    note = CPU_NOTE if not on_cuda else f"{warning}; readbacks counted from ATen ops"
+    return {"blocking_reads_per_step": counted["blocking_reads_per_step"], "syncs": counted["syncs"],
+            "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES}, "gpu_busy_ns_per_step": 0,
+            "idle_ns_per_step": 0, "kernels_per_step": 0, "gpu_measured": False,
+            "readbacks_per_step": counted["per_step"], "note": note}, full
+
+
+def render_run_report(record: RunRecord, full: dict[str, Any] | None, report_path: Path) -> tuple[str | None, str | None]:
+    """Write the HTML report when the renderer is installed; (relative name, notice)."""
+    try:
+        from bubblescope.report.html import render_run_html
+    except ImportError:
+        return None, "HTML report skipped: bubblescope.report.html is not installed"
+    write_text_atomic(report_path, render_run_html(record, full))
+    return report_path.name, None
+
+
+def measure_config(
+    workload: Any,
+    enabled: frozenset[str],
+    *,
+    settings: RunSettings,
+    record_path: Path,
+    workload_info: dict[str, Any],
+    bandwidth: tuple[float, str] | None,
+    html: bool = True,
+    on_repeat: Callable[[int], None] | None = None,
+) -> tuple[RunRecord, list[str]]:
+    """Measure `enabled` on `workload` and write its RunRecord (and trace, analysis, HTML) atomically.
+
+    Artifacts sit beside the record: `<stem>.trace.json.gz`, `<stem>.analysis.json` (stem = record
+    file name without `.json`; `record.json` uses plain `trace.json.gz` etc.).
+
+    Returns:
+        (the record, notices for the user).
+    """
+    on_cuda = workload_on_cuda(workload)
+    notices: list[str] = []
+    workload.prepare(frozenset(enabled))
+    timed = run_timed(workload, steps=settings.steps, warmup=settings.warmup, repeats=settings.repeats,
+                      on_repeat=on_repeat)
+    folder, stem = record_path.parent, record_path.name.removesuffix(".json")
+    prefix = "" if stem == "record" else f"{stem}."
+    trace_name = analysis_name = None
+    analysis = None
+    full = None
+    if settings.profile_steps > 0:
+        trace_path = profile_window(workload, steps=settings.profile_steps, warmup=min(settings.warmup, 4),
+                                    trace_path=folder / f"{prefix}trace.json.gz")
+        trace_name = trace_path.name
+        analysis, full = analysis_block(trace_path, on_cuda)
+        if full is not None:
+            analysis_name = f"{prefix}analysis.json"
+            write_json_atomic(folder / analysis_name, full)
+        if analysis.get("note"):
+            notices.append(analysis["note"])
+    seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
+    summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
+    describe = getattr(workload, "describe", None)
+    record: RunRecord = {
+        "schema": RUN_SCHEMA,
+        "created_utc": utc_now(),
+        "environment": capture_environment(str(getattr(workload, "device", "cpu"))),
+        "workload": {**workload_info, **({"describe": describe()} if callable(describe) else {})},
+        "preset": workload_info.get("preset"),
+        "switches": switches_block(frozenset(enabled), workload.switches(), on_cuda),
+        "settings": {**asdict(settings), "timing": timed.timing},
+        "samples_ns": timed.samples_ns,
+        "tokens_per_step": timed.tokens_per_step,
+        "host_samples_ns": timed.host_samples_ns,
+        "repeat_wall_ns": timed.repeat_wall_ns,
+        "tokens": timed.tokens,
+        "summary": summary,
+        "floor": compute_floor(workload, frozenset(enabled), summary["tpot_ms"], bandwidth),
+        "analysis": analysis,
+        "trace": trace_name,
+        "analysis_file": analysis_name,
+        "report": None,
+    }
+    if html:
+        record["report"], notice = render_run_report(record, full, folder / f"{prefix}report.html")
+        notices += [notice] if notice else []
+    save_record(record, record_path)
+    return record, notices

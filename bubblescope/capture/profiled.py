@@ -1,0 +1,101 @@
+"""A short profiled window of decode steps, exported as a gzipped Kineto trace.
+
+Every step runs inside an NVTX range (domain `bubblescope`, so the same ranges show in Nsight
+Systems) and a `record_function("bubblescope.step")`, which is how the analysis segments steps.
+The window is separate from the timed run: profiling inflates host time, so its numbers never
+feed TPOT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_bytes_atomic
+from bubblescope.capture.timed import reset_if_possible
+
+STEP_MARKER = "bubblescope.step"
+NVTX_DOMAIN = "bubblescope"
+
+
+def _nvtx_range_factory(on_cuda: bool) -> Any:
+    """A context-manager factory for one step's NVTX range, or a no-op one when NVTX is absent."""
+    try:
+        import nvtx  # the PyPI package: supports domains
+
+        return lambda name: nvtx.annotate(name, domain=NVTX_DOMAIN)
+    except ImportError:
+        pass
+    if on_cuda:
+        import torch
+
+        @contextlib.contextmanager
+        def torch_range(name: str) -> Iterator[None]:
+            # torch.cuda.nvtx has no domains; the message carries it instead.
+            torch.cuda.nvtx.range_push(f"{NVTX_DOMAIN}:{name}")
+            try:
+                yield
+            finally:
+                torch.cuda.nvtx.range_pop()
+
+        return torch_range
+    return lambda name: contextlib.nullcontext()
+
+
+def _profiler_kwargs(torch: Any, on_cuda: bool) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    kwargs: dict[str, Any] = {"activities": activities, "with_stack": True, "record_shapes": True}
+    config_cls = getattr(torch.profiler, "_ExperimentalConfig", None)
+    if on_cuda and config_cls is not None:
+        try:
+            kwargs["experimental_config"] = config_cls(enable_cuda_sync_events=True)
+        except TypeError:
+            # Older torch without sync events: the analysis falls back to runtime-call detection.
+            pass
+    return kwargs
+
+
+def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | os.PathLike[str]) -> Path:
+    """Profile `steps` decode steps (after `warmup` untimed ones) and write a gzipped trace atomically.
+
+    Args:
+        workload: a prepared Workload.
+        steps: profiled steps (>= 1).
+        warmup: steps run before the profiler starts.
+        trace_path: destination, `.json.gz`.
+    Returns:
+        the trace path.
+    """
+    import torch
+    from torch.profiler import profile, record_function
+
+    on_cuda = str(getattr(workload, "device", "cpu")).startswith("cuda") and torch.cuda.is_available()
+    nvtx_range = _nvtx_range_factory(on_cuda)
+    reset_if_possible(workload)
+    for _ in range(warmup):
+        workload.step()
+    if on_cuda:
+        torch.cuda.synchronize()
+    with profile(**_profiler_kwargs(torch, on_cuda)) as prof:
+        for _ in range(steps):
+            with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
+                workload.step()
+        if on_cuda:
+            torch.cuda.synchronize()
+    target = Path(trace_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, raw_name = tempfile.mkstemp(prefix=".trace.", suffix=".json", dir=target.parent)
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(raw_name)
+        raw_bytes = Path(raw_name).read_bytes()
+    finally:
+        Path(raw_name).unlink(missing_ok=True)
+    return write_bytes_atomic(target, gzip.compress(raw_bytes, compresslevel=6, mtime=0))

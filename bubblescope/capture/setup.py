@@ -1,0 +1,104 @@
+"""Build the workload a run drives: pick the preset the machine holds, check switches are usable."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from bubblescope.errors import ConfigError
+from bubblescope.workload import SwitchInfo, load_workload_factory
+
+REFERENCE_FACTORY = "bubblescope.reference_model.workload:make_workload"
+# Free GPU memory the e256 preset needs (weights ~124 GB bf16 plus caches and workspace).
+E256_FREE_BYTES = 130 * 10**9
+
+
+@dataclass
+class BuiltWorkload:
+    """A workload and how it was chosen, for the RunRecord and the console."""
+
+    workload: Any
+    factory: str
+    preset: str | None
+    notice: str | None
+
+
+def choose_reference_preset() -> tuple[str, str | None]:
+    """The largest reference preset this machine holds, and a notice saying why when it is not obvious."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "debug", "no CUDA device: running the tiny debug preset on CPU"
+    free_bytes, _total = torch.cuda.mem_get_info()
+    if free_bytes >= E256_FREE_BYTES:
+        return "ling3-flash-e256", None
+    return "ling3-tiny", (f"{free_bytes / 1e9:.0f} GB free on the GPU, ling3-flash-e256 needs "
+                          f"~{E256_FREE_BYTES / 1e9:.0f} GB: running ling3-tiny")
+
+
+def _call_factory(factory: Any, options: dict[str, Any]) -> Any:
+    """Call a factory with the options its signature accepts (user factories may take fewer)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory(**options)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return factory(**options)
+    return factory(**{k: v for k, v in options.items() if k in params})
+
+
+def build_workload(spec: str | None, preset: str | None, *, seed: int = 0, max_steps: int | None = None) -> BuiltWorkload:
+    """Resolve `--workload` / `--preset` into a constructed workload.
+
+    Args:
+        spec: `package.module:factory`, or None for the reference Ling-3.0 workload.
+        preset: a preset name; None picks the best for this machine (reference workload only).
+        seed: weight seed.
+        max_steps: decode steps a repeat needs (warmup + timed), passed when the factory takes it.
+    """
+    factory_spec = spec or REFERENCE_FACTORY
+    notice = None
+    if spec is None and preset is None:
+        preset, notice = choose_reference_preset()
+    try:
+        factory = load_workload_factory(factory_spec)
+    except ConfigError:
+        if spec is None:
+            raise ConfigError("the reference workload is not installed yet; pass --workload "
+                              "bubblescope.examples.toy_workload:make_workload") from None
+        raise
+    options: dict[str, Any] = {"preset": preset, "seed": seed}
+    if max_steps is not None:
+        options["max_steps"] = max(4096, max_steps)
+    workload = _call_factory(factory, options)
+    for member in ("switches", "prepare", "step"):
+        if not callable(getattr(workload, member, None)):
+            raise ConfigError(f"{factory_spec} returned an object without {member}(); see the Workload protocol")
+    return BuiltWorkload(workload, factory_spec, preset, notice)
+
+
+def workload_on_cuda(workload: Any) -> bool:
+    return str(getattr(workload, "device", "cpu")).startswith("cuda")
+
+
+def check_usable(enabled: frozenset[str], infos: list[SwitchInfo], on_cuda: bool) -> None:
+    """Refuse switches that need a GPU on a CPU run, naming them and the usable ones."""
+    if on_cuda:
+        return
+    needs_gpu = sorted(info.name for info in infos if info.needs_gpu and info.name in enabled)
+    if needs_gpu:
+        usable = ", ".join(info.name for info in infos if not info.needs_gpu) or "(none)"
+        raise ConfigError(f"switch {', '.join(needs_gpu)} needs a CUDA device and this run is on CPU; "
+                          f"usable here: {usable}")
+
+
+def usable_switches(infos: list[SwitchInfo], on_cuda: bool) -> list[str]:
+    return [info.name for info in infos if on_cuda or not info.needs_gpu]
+
+
+def switches_block(enabled: frozenset[str], infos: list[SwitchInfo], on_cuda: bool) -> dict[str, Any]:
+    """The `switches` block of a RunRecord."""
+    return {"enabled": sorted(enabled),
+            "available": [{"name": i.name, "help": i.help, "replaces": i.replaces, "needs_gpu": i.needs_gpu,
+                           "usable": on_cuda or not i.needs_gpu} for i in infos]}

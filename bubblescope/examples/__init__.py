@@ -1,0 +1,1 @@
+"""Example workloads; `toy_workload` is the one to copy when writing your own."""

@@ -1,0 +1,122 @@
+"""RunRecord (`bubblescope.run/1`): build the summary, validate, load and save.
+
+A RunRecord is a plain JSON dict (see docs/SCHEMAS.md); this module is its only reader and writer,
+and never imports torch, so `gate` runs on a CI box without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_json_atomic
+from bubblescope.errors import RecordError
+from bubblescope.stats import median_with_ci, per_token_samples_ns, stable_seed
+
+RUN_SCHEMA = "bubblescope.run/1"
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+# RunRecord is a JSON dict; the alias names what a function takes or returns.
+RunRecord = dict[str, Any]
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "schema": str,
+    "created_utc": str,
+    "environment": dict,
+    "workload": dict,
+    "switches": dict,
+    "settings": dict,
+    "samples_ns": list,
+    "tokens_per_step": list,
+    "summary": dict,
+}
+_OPTIONAL_NULLABLE: dict[str, type | tuple[type, ...]] = {
+    "preset": str, "floor": dict, "analysis": dict, "trace": str, "analysis_file": str, "report": str,
+}
+
+
+def summarize_samples(samples_ns: list[list[int]], tokens_per_step: list[list[int]], *, seed: int = 0) -> dict[str, Any]:
+    """The `summary` block: TPOT median (ms) with its bootstrap 95% interval, tokens/s, counts."""
+    per_repeat = per_token_samples_ns(samples_ns, tokens_per_step)
+    est_ns, lo_ns, hi_ns = median_with_ci(per_repeat, seed=seed)
+    tokens = int(sum(sum(r) for r in tokens_per_step))
+    return {
+        "tpot_ms": est_ns / 1e6,
+        "tpot_ci95_ms": [lo_ns / 1e6, hi_ns / 1e6],
+        "tokens_per_s": 1e9 / est_ns if est_ns > 0 else 0.0,
+        "steps": len(samples_ns[0]) if samples_ns else 0,
+        "repeats": len(samples_ns),
+        "tokens": tokens,
+    }
+
+
+def _check_matrix(record: RunRecord, key: str) -> None:
+    matrix = record[key]
+    if not matrix or not all(isinstance(row, list) and row for row in matrix):
+        raise RecordError(f"{key} must be a non-empty list of non-empty lists")
+    for row in matrix:
+        for value in row:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise RecordError(f"{key} holds {value!r}; expected integers >= 0")
+
+
+def validate_record(record: Any, *, source: str = "record") -> RunRecord:
+    """Check a RunRecord's schema, required fields and sample shapes; return it unchanged.
+
+    Raises:
+        RecordError: one line naming the first problem.
+    """
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: not a JSON object")
+    schema = record.get("schema")
+    if schema != RUN_SCHEMA:
+        raise RecordError(f"{source}: schema {schema!r} is not {RUN_SCHEMA!r}")
+    for key, kind in _REQUIRED.items():
+        if not isinstance(record.get(key), kind):
+            raise RecordError(f"{source}: field {key!r} is missing or not a {getattr(kind, '__name__', kind)}")
+    for key, kind in _OPTIONAL_NULLABLE.items():
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            raise RecordError(f"{source}: field {key!r} must be {kind.__name__} or null")
+    try:
+        _check_matrix(record, "samples_ns")
+        _check_matrix(record, "tokens_per_step")
+        if [len(r) for r in record["samples_ns"]] != [len(r) for r in record["tokens_per_step"]]:
+            raise RecordError("samples_ns and tokens_per_step differ in shape")
+        per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
+    except RecordError as exc:
+        raise RecordError(f"{source}: {exc}") from None
+    summary = record["summary"]
+    if not isinstance(summary.get("tpot_ms"), (int, float)):
+        raise RecordError(f"{source}: summary.tpot_ms is missing")
+    if not isinstance(record["switches"].get("enabled"), list):
+        raise RecordError(f"{source}: switches.enabled must be a list")
+    return record
+
+
+def load_record(path: str | os.PathLike[str]) -> RunRecord:
+    """Read and validate a RunRecord file (or a run folder holding `record.json`)."""
+    record_path = Path(path)
+    if record_path.is_dir():
+        record_path = record_path / "record.json"
+    if not record_path.is_file():
+        raise RecordError(f"RunRecord not found: {record_path}")
+    if record_path.stat().st_size > MAX_RECORD_BYTES:
+        raise RecordError(f"{record_path}: larger than {MAX_RECORD_BYTES >> 20} MiB; not a RunRecord")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{record_path}: not valid JSON ({type(exc).__name__})") from None
+    return validate_record(record, source=str(record_path))
+
+
+def save_record(record: RunRecord, path: str | os.PathLike[str]) -> Path:
+    """Validate then write a RunRecord atomically."""
+    validate_record(record, source=str(path))
+    return write_json_atomic(path, record)
+
+
+def record_seed(record: RunRecord) -> int:
+    """A bootstrap seed derived from the record's identity, so re-summarising is reproducible."""
+    return stable_seed(record.get("created_utc"), tuple(record["switches"].get("enabled", [])))
