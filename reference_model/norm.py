@@ -1,0 +1,37 @@
+"""RMSNorm as the HF reference computes it (notes §3.0): normalise in fp32, cast back, then scale."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype numerically sensitive math runs in: fp32, or wider when the input already is (fp64 tests)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+class RMSNorm(nn.Module):
+    """y = weight * (x / sqrt(mean(x^2) + eps)), the normalisation done in fp32.
+
+    Args:
+        dim: size of the normalised (last) axis.
+        eps: added inside the square root (config.rms_norm_eps).
+    """
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        # Trained norm gains scatter around 1; never exactly ones so a wrong-weight bug shows in tests.
+        with torch.no_grad():
+            noise = torch.randn(self.weight.shape, generator=generator, device=self.weight.device)
+            self.weight.copy_(1.0 + 0.1 * noise)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., dim] -> [..., dim] in hidden's dtype."""
+        wide = hidden.to(compute_dtype(hidden.dtype))
+        normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(hidden.dtype)
