@@ -79,7 +79,10 @@ class ModelCache:
         mla_layers = list(config.mla_layers)
         if config.num_nextn_predict_layers > 0:
             mla_layers.append(config.num_hidden_layers)
-        mla = {i: LatentCache(torch.zeros(batch, capacity, width, device=device, dtype=dtype)) for i in mla_layers}
+        mla = {
+            i: LatentCache(torch.zeros(batch, capacity, width, device=device, dtype=dtype))
+            for i in mla_layers
+        }
         return cls(kda, mla)
 
     def clone(self) -> ModelCache:
@@ -90,7 +93,7 @@ class ModelCache:
         )
 
     def copy_(self, other: ModelCache) -> None:
-        """Overwrite this cache's tensors in place with `other`'s (same shapes): keeps addresses for graphs."""
+        """Overwrite this cache's tensors in place with `other`'s (same shapes), keeping addresses."""
         for i, state in self.kda.items():
             state.copy_(other.kda[i])
         for i, cache in self.mla.items():

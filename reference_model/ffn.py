@@ -30,7 +30,9 @@ class SwiGLU(nn.Module):
         out_gain: init gain of down_proj (it writes into the residual stream).
     """
 
-    def __init__(self, hidden_size: int, intermediate_size: int, limit: float = 0.0, out_gain: float = 1.0) -> None:
+    def __init__(
+        self, hidden_size: int, intermediate_size: int, limit: float = 0.0, out_gain: float = 1.0
+    ) -> None:
         super().__init__()
         self.limit = limit
         self.out_gain = out_gain

@@ -27,10 +27,17 @@ if TYPE_CHECKING:
 HEADROOM_FRACTION = 0.05
 HEADROOM_BYTES = 1 << 30
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
 
 
-def init_normal_(tensor: torch.Tensor, std: float, generator: torch.Generator | None, mean: float = 0.0) -> None:
+def init_normal_(
+    tensor: torch.Tensor, std: float, generator: torch.Generator | None, mean: float = 0.0
+) -> None:
     """Fill `tensor` in place with N(mean, std), drawn on the tensor's device (fp32 draw, then cast)."""
     with torch.no_grad():
         draw = torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=torch.float32)
@@ -62,7 +69,9 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def _construct(config: LingConfig, device: torch.device | str, dtype: torch.dtype, **dtypes: torch.dtype) -> LingForCausalLM:
+def _construct(
+    config: LingConfig, device: torch.device | str, dtype: torch.dtype, **dtypes: torch.dtype
+) -> LingForCausalLM:
     from .model import LingForCausalLM
 
     with torch.device(device), default_dtype(dtype):
@@ -77,7 +86,9 @@ def estimate_model_bytes(
     lm_head_dtype: torch.dtype = torch.float32,
 ) -> int:
     """Bytes of all parameters and buffers, computed from a meta-device model (allocates nothing)."""
-    model = _construct(config, "meta", dtype or dtype_of(config), router_dtype=router_dtype, lm_head_dtype=lm_head_dtype)
+    model = _construct(
+        config, "meta", dtype or dtype_of(config), router_dtype=router_dtype, lm_head_dtype=lm_head_dtype
+    )
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
 

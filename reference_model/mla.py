@@ -101,7 +101,9 @@ class MLAAttention(nn.Module):
         kv = self.kv_b_proj(c).unflatten(-1, (self.num_heads, -1))
         k_nope, value = kv.split([self.nope_dim, self.v_dim], dim=-1)
         scores = torch.einsum("bthn,bshn->bhts", q_nope, k_nope) + torch.einsum("bthr,bsr->bhts", q_pe, k_pe)
-        probs = self._softmax(scores * self.scale, self._causal_mask(q_nope.shape[1], latent.shape[1], latent.device))
+        probs = self._softmax(
+            scores * self.scale, self._causal_mask(q_nope.shape[1], latent.shape[1], latent.device)
+        )
         return torch.einsum("bhts,bshv->bthv", probs.to(value.dtype), value)
 
     def attend_absorbed(self, q_nope: torch.Tensor, q_pe: torch.Tensor, latent: torch.Tensor) -> torch.Tensor:
@@ -113,11 +115,15 @@ class MLAAttention(nn.Module):
         # [B, T, H, r]
         q_latent = torch.einsum("bthn,hnr->bthr", q_nope, w_uk)
         scores = torch.einsum("bthr,bsr->bhts", q_latent, c) + torch.einsum("bthr,bsr->bhts", q_pe, k_pe)
-        probs = self._softmax(scores * self.scale, self._causal_mask(q_nope.shape[1], latent.shape[1], latent.device))
+        probs = self._softmax(
+            scores * self.scale, self._causal_mask(q_nope.shape[1], latent.shape[1], latent.device)
+        )
         o_latent = torch.einsum("bhts,bsr->bthr", probs.to(c.dtype), c)
         return torch.einsum("bthr,hvr->bthv", o_latent, w_uv)
 
-    def forward(self, hidden: torch.Tensor, cache: LatentCache | None, positions: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden: torch.Tensor, cache: LatentCache | None, positions: torch.Tensor
+    ) -> torch.Tensor:
         """One MLA block.
 
         Args:

@@ -41,7 +41,9 @@ class DecoderLayer(nn.Module):
         else:
             self.mlp = SwiGLU(hidden, config.intermediate_size, 0.0, residual_gain(config))
 
-    def forward(self, hidden: torch.Tensor, cache: ModelCache | None, positions: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden: torch.Tensor, cache: ModelCache | None, positions: torch.Tensor
+    ) -> torch.Tensor:
         """hidden [B, T, D] -> [B, T, D]; updates this layer's cache entry in place."""
         normed = self.input_layernorm(hidden)
         if self.is_mla:
@@ -72,7 +74,9 @@ class LingModel(nn.Module):
         super().__init__()
         self.config = config
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
-        layers: list[nn.Module] = [DecoderLayer(config, i, router_dtype) for i in range(config.num_hidden_layers)]
+        layers: list[nn.Module] = [
+            DecoderLayer(config, i, router_dtype) for i in range(config.num_hidden_layers)
+        ]
         if config.num_nextn_predict_layers > 0:
             layers.append(MTPLayer(config, router_dtype))
         self.layers = nn.ModuleList(layers)
@@ -98,7 +102,11 @@ class LingForCausalLM(nn.Module):
     """
 
     def __init__(
-        self, config: LingConfig, *, router_dtype: torch.dtype = torch.float32, lm_head_dtype: torch.dtype = torch.float32
+        self,
+        config: LingConfig,
+        *,
+        router_dtype: torch.dtype = torch.float32,
+        lm_head_dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
         self.config = config

@@ -91,7 +91,9 @@ class StackedExperts(nn.Module):
         init_linear_(self.up_proj, generator)
         init_linear_(self.down_proj, generator, self.out_gain)
 
-    def forward_gathered(self, hidden: torch.Tensor, expert_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def forward_gathered(
+        self, hidden: torch.Tensor, expert_ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         """Gather the selected experts' weights on device (no host read); for few tokens.
 
         Args:
@@ -105,7 +107,9 @@ class StackedExperts(nn.Module):
         out = torch.einsum("nki,nkdi->nkd", swiglu(gate, up, self.limit), self.down_proj[expert_ids])
         return torch.einsum("nkd,nk->nd", out.to(weights.dtype), weights)
 
-    def forward_grouped(self, hidden: torch.Tensor, expert_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def forward_grouped(
+        self, hidden: torch.Tensor, expert_ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         """Run each hit expert once over its tokens; reads the per-expert counts to the host (prefill)."""
         top_k = expert_ids.shape[-1]
         flat_ids = expert_ids.flatten()
@@ -120,7 +124,9 @@ class StackedExperts(nn.Module):
             start += count
             tokens = rows // top_k
             chosen = hidden[tokens]
-            act = swiglu(F.linear(chosen, self.gate_proj[expert]), F.linear(chosen, self.up_proj[expert]), self.limit)
+            act = swiglu(
+                F.linear(chosen, self.gate_proj[expert]), F.linear(chosen, self.up_proj[expert]), self.limit
+            )
             expert_out = F.linear(act, self.down_proj[expert]).to(weights.dtype)
             out.index_add_(0, tokens, expert_out * weights.flatten()[rows, None])
         return out
@@ -154,13 +160,18 @@ class MoE(nn.Module):
         gather_max_rows: token x expert pairs up to which experts run gathered (no host read).
     """
 
-    def __init__(self, config: LingConfig, layer_index: int, router_dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, config: LingConfig, layer_index: int, router_dtype: torch.dtype = torch.float32
+    ) -> None:
         super().__init__()
         self.gate = MoERouter(config, router_dtype)
         self.experts = StackedExperts(config, config.expert_swiglu_limit(layer_index))
         shared_inner = config.moe_shared_expert_intermediate_size * config.num_shared_experts
         self.shared_experts = SwiGLU(
-            config.hidden_size, shared_inner, config.shared_expert_swiglu_limit(layer_index), residual_gain(config)
+            config.hidden_size,
+            shared_inner,
+            config.shared_expert_swiglu_limit(layer_index),
+            residual_gain(config),
         )
         self.gather_max_rows = 64
 

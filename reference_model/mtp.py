@@ -42,7 +42,11 @@ class MTPLayer(nn.Module):
         init_linear_(self.eh_proj.weight, generator)
 
     def forward(
-        self, final_hidden: torch.Tensor, next_embeds: torch.Tensor, cache: LatentCache | None, positions: torch.Tensor
+        self,
+        final_hidden: torch.Tensor,
+        next_embeds: torch.Tensor,
+        cache: LatentCache | None,
+        positions: torch.Tensor,
     ) -> torch.Tensor:
         """One draft step.
 
