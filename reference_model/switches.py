@@ -1,0 +1,106 @@
+"""The optimization switches of the reference workload (ARCHITECTURE §3): one frozen dataclass.
+
+Off is what a stock engine runs; on is the optimization. A switch is applied by construction or module
+swap, never by flipping another switch. Which switches a workload offers depends on what is built:
+the eager reference path implements `bf16_gate` and `bf16_lm_head` (router / lm_head dtype).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+from bubblescope.errors import ConfigError
+from bubblescope.workload import SwitchInfo
+
+SWITCH_INFO: list[SwitchInfo] = [
+    SwitchInfo(
+        "no_readback",
+        "keep decode metadata on device and enqueue step k+1 before the host sees step k's token",
+        "per-step host reads of sequence length / accepted count to build the next step's metadata",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "pdl",
+        "Programmatic Dependent Launch: issue weight loads before the previous kernel finishes",
+        "plain Triton launches that wait for the previous kernel to drain",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "fused_moe",
+        "routing and expert compute (shared expert included) in the fewest launches",
+        "separate gate GEMV, sigmoid, bias, grouped top-k, renormalise and expert launches",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "bf16_gate",
+        "router gate GEMV in bf16 (fp32 accumulation)",
+        "fp32 router weights and GEMV (HF's router_dtype fp32)",
+        needs_gpu=False,
+    ),
+    SwitchInfo(
+        "bf16_lm_head",
+        "lm_head in bf16, logits returned in fp32",
+        "fp32 lm_head weights and GEMV",
+        needs_gpu=False,
+    ),
+    SwitchInfo(
+        "staged_kda",
+        "speculative verify writes each position's KDA state to scratch and commits only the accepted one",
+        "checkpointing the whole KDA state and restoring/recomputing on rejection",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "fused_kda_verify",
+        "KDA verify as one fused kernel per layer",
+        "separate conv, gating and delta-rule launches during verify",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "graph_metadata",
+        "prepare decode metadata inside the captured CUDA graph",
+        "eager metadata ops between graph replays",
+        needs_gpu=True,
+    ),
+]
+
+# (first, second, why): pairs that cannot be on together. Empty today: every switch above composes
+# with every other. A later switch that cannot adds its pair here; LingSwitches then refuses it.
+INCOMPATIBLE_PAIRS: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LingSwitches:
+    """One bool per switch; all False is the baseline."""
+
+    no_readback: bool = False
+    pdl: bool = False
+    fused_moe: bool = False
+    bf16_gate: bool = False
+    bf16_lm_head: bool = False
+    staged_kda: bool = False
+    fused_kda_verify: bool = False
+    graph_metadata: bool = False
+
+    def __post_init__(self) -> None:
+        for first, second, why in INCOMPATIBLE_PAIRS:
+            if getattr(self, first) and getattr(self, second):
+                raise ConfigError(f"switches {first} and {second} cannot be on together: {why}")
+
+    @classmethod
+    def from_names(cls, names: Iterable[str]) -> LingSwitches:
+        """Switches named on, the rest off.
+
+        Raises:
+            ConfigError: an unknown name (listing the valid ones) or an incompatible pair (naming both).
+        """
+        valid = [field.name for field in fields(cls)]
+        chosen = set(names)
+        unknown = sorted(chosen - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown switch {', '.join(unknown)}; valid switches: {', '.join(valid)}")
+        return cls(**{name: True for name in chosen})
+
+    def enabled(self) -> frozenset[str]:
+        """Names of the switches that are on."""
+        return frozenset(field.name for field in fields(self) if getattr(self, field.name))

@@ -1,0 +1,199 @@
+"""The reference workload: a stock eager greedy decode loop of a Ling-3.0 preset (bubblescope Workload).
+
+Each step runs the model on the last token, reads the new token back to the host with `.item()` (the
+blocking read a stock serving loop has) and builds the next input from that host int. Switches that
+exist in this eager path are applied by construction: `bf16_gate` and `bf16_lm_head` swap the router /
+lm_head weights for bf16 copies of the fp32 masters (weights are never reloaded).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+from bubblescope.errors import ConfigError
+from bubblescope.workload import SwitchInfo
+
+from .cache import ModelCache
+from .config import LingConfig, get_preset
+from .generate import new_cache
+from .init import build_model
+from .moe import MoERouter
+from .switches import SWITCH_INFO, LingSwitches
+
+# Switches whose behaviour exists in this code path; other engineers add theirs as they land.
+IMPLEMENTED_SWITCHES = ("bf16_gate", "bf16_lm_head")
+
+
+class LingWorkload:
+    """Greedy batch-1 decode of a randomly initialised Ling-3.0 preset.
+
+    Args:
+        config: model shape.
+        device: "cpu", "cuda", "cuda:N".
+        seed: weights and prompt seed.
+        prompt_len: random prompt tokens prefilled by reset().
+        max_steps: decode steps the cache holds before reset() is needed.
+    """
+
+    name = "ling3"
+
+    def __init__(
+        self, config: LingConfig, device: str, *, seed: int, prompt_len: int, max_steps: int
+    ) -> None:
+        if prompt_len < 1 or max_steps < 1:
+            raise ConfigError(f"prompt_len and max_steps must be >= 1, got {prompt_len} and {max_steps}")
+        self.config = config
+        self.device = device
+        self.seed = seed
+        self.model = build_model(config, device, seed=seed)
+        self._routers = [module for module in self.model.modules() if isinstance(module, MoERouter)]
+        # fp32 masters: the switches cast copies of these, so toggling off restores the exact baseline.
+        self._router_masters = [router.weight for router in self._routers]
+        self._lm_head_master = self.model.lm_head.weight
+        generator = torch.Generator().manual_seed(seed)
+        # [1, prompt_len]
+        self.prompt_ids = torch.randint(0, config.vocab_size, (1, prompt_len), generator=generator).to(device)
+        self.max_steps = max_steps
+        self.cache: ModelCache = new_cache(self.model, prompt_len + max_steps + 1)
+        self.enabled: frozenset[str] = frozenset()
+        self._tokens: list[int] = []
+        self.reset()
+
+    def switches(self) -> list[SwitchInfo]:
+        """The switches implemented in this code path (see IMPLEMENTED_SWITCHES)."""
+        return [info for info in SWITCH_INFO if info.name in IMPLEMENTED_SWITCHES]
+
+    def prepare(self, enabled: frozenset[str]) -> None:
+        """Apply the switches (router / lm_head dtype), then re-prefill so the run starts consistent.
+
+        Raises:
+            ConfigError: a switch this workload does not implement.
+        """
+        missing = sorted(set(enabled) - set(IMPLEMENTED_SWITCHES))
+        if missing:
+            valid = ", ".join(IMPLEMENTED_SWITCHES)
+            raise ConfigError(f"switch {', '.join(missing)} is not implemented by ling3; available: {valid}")
+        switches = LingSwitches.from_names(enabled)
+        router_dtype = torch.bfloat16 if switches.bf16_gate else self._router_masters[0].dtype
+        for router, master in zip(self._routers, self._router_masters, strict=True):
+            router.weight = nn.Parameter(master.to(router_dtype), requires_grad=False)
+        lm_head_dtype = torch.bfloat16 if switches.bf16_lm_head else self._lm_head_master.dtype
+        self.model.lm_head.weight = nn.Parameter(self._lm_head_master.to(lm_head_dtype), requires_grad=False)
+        self.enabled = switches.enabled()
+        self.reset()
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Empty the cache and prefill the prompt again; the first generated token is read back here."""
+        self.cache.reset()
+        logits = self.model(self.prompt_ids, self.cache)
+        self._tokens = [int(logits[0, -1].argmax().item())]
+
+    @torch.no_grad()
+    def step(self) -> int:
+        """One greedy decode step with its host work; returns the tokens emitted (1).
+
+        Raises:
+            ConfigError: the cache is full (max_steps steps since the last reset()).
+        """
+        if self.cache.length >= self.cache.mla[self.config.mla_layers[0]].capacity:
+            raise ConfigError(f"ling3 workload ran {self.max_steps} steps; call reset() or raise max_steps")
+        with record_function("ling3.input"):
+            token_ids = torch.tensor([[self._tokens[-1]]], device=self.device)
+        logits = self.model(token_ids, self.cache)
+        with record_function("ling3.readback"):
+            token = int(logits[0, -1].argmax().item())
+        self._tokens.append(token)
+        return 1
+
+    def tokens(self) -> list[int]:
+        """Generated ids since the last reset (the prefill's token first)."""
+        return list(self._tokens)
+
+    def describe(self) -> dict[str, object]:
+        params = sum(p.numel() for p in self.model.parameters())
+        return {
+            "preset": self.config.name,
+            "device": self.device,
+            "dtype": self.config.dtype,
+            "params": params,
+            "prompt_len": int(self.prompt_ids.shape[1]),
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "switches": sorted(self.enabled),
+        }
+
+    def bytes_per_token(self, enabled: frozenset[str]) -> int:
+        """HBM bytes per decoded token at the current context length (accounting.py when present)."""
+        switches = LingSwitches.from_names(enabled)
+        context_len = max(self.cache.length, int(self.prompt_ids.shape[1]))
+        try:
+            from .accounting import bytes_per_token
+        except ImportError:
+            return self._bytes_from_tensors(switches, context_len)
+        breakdown = bytes_per_token(
+            self.config,
+            context_len=context_len,
+            router_bf16=switches.bf16_gate,
+            lm_head_bf16=switches.bf16_lm_head,
+        )
+        return int(breakdown.total)
+
+    def _bytes_from_tensors(self, switches: LingSwitches, context_len: int) -> int:
+        """Estimate from the live tensors when accounting.py is absent.
+
+        Every weight is read once per token except routed experts (top-k of E per MoE layer) and the
+        embedding table (one row); the MTP layer is not run by step(). KDA states are read and written,
+        MLA latent caches read over the context.
+        """
+        from .moe import StackedExperts
+
+        config = self.config
+        main = self.model.model.layers[: config.num_hidden_layers]
+        total = 0
+        for module in main.modules():
+            direct = list(module.parameters(recurse=False))
+            share = (
+                config.num_experts_per_tok / config.num_experts if isinstance(module, StackedExperts) else 1.0
+            )
+            total += int(share * sum(p.numel() * p.element_size() for p in direct))
+        total += sum(p.numel() * p.element_size() for p in self.model.model.norm.parameters())
+        if switches.bf16_gate:
+            total -= sum(r.weight.numel() * (r.weight.element_size() - 2) for r in self._routers[: len(main)])
+        lm_head = self._lm_head_master
+        total += lm_head.numel() * (2 if switches.bf16_lm_head else lm_head.element_size())
+        embed = self.model.model.word_embeddings.weight
+        total += embed.shape[1] * embed.element_size()
+        for state in self.cache.kda.values():
+            total += 2 * (state.recurrent.numel() * state.recurrent.element_size())
+            total += 2 * (state.conv.numel() * state.conv.element_size())
+        for index in config.mla_layers:
+            buffer = self.cache.mla[index].buffer
+            total += context_len * buffer.shape[-1] * buffer.element_size()
+        return total
+
+
+def make_workload(
+    preset: str = "debug",
+    device: str | None = None,
+    seed: int = 0,
+    prompt_len: int = 32,
+    max_steps: int = 4096,
+) -> LingWorkload:
+    """The `ling3` workload (bubblescope run's default factory).
+
+    Args:
+        preset: ling3-flash, ling3-flash-e256, ling3-tiny or debug.
+        device: defaults to "cuda" when available, else "cpu".
+        seed: weights and prompt.
+        prompt_len: prompt tokens prefilled before decoding.
+        max_steps: decode steps before reset() is needed (sizes the MLA caches).
+
+    Raises:
+        ConfigError: unknown preset or bad sizes. InsufficientMemoryError: the preset does not fit.
+    """
+    config = get_preset(preset)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return LingWorkload(config, device, seed=seed, prompt_len=prompt_len, max_steps=max_steps)
