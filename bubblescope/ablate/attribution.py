@@ -1,0 +1,143 @@
+"""Attribution of TPOT savings to switches, with bootstrap intervals.
+
+Each configuration's per-token samples are bootstrapped once (B replicate medians, seeded by its
+key), and every statistic is computed replicate by replicate from those same draws: the intervals
+of a difference, a Shapley value or a sum are joint, not a combination of separate intervals.
+Savings are positive when a switch makes TPOT smaller (docs/SCHEMAS.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bubblescope.ablate.plan import AblationPlan
+from bubblescope.errors import RecordError
+from bubblescope.records import RunRecord
+from bubblescope.stats import (
+    DEFAULT_BOOTSTRAP,
+    bootstrap_medians,
+    estimate,
+    per_token_samples_ns,
+    shapley_exact,
+    shapley_from_permutations,
+    stable_seed,
+)
+
+IDLE_CLASSES = ("sync", "host", "launch", "dependency")
+
+
+class _Tpot:
+    """Point TPOT (ms) and its [B] bootstrap replicates for every measured configuration."""
+
+    def __init__(self, plan: AblationPlan, records: dict[str, RunRecord], n_boot: int) -> None:
+        self.point: dict[frozenset[str], float] = {}
+        self.reps: dict[frozenset[str], np.ndarray] = {}
+        for config in plan.configs:
+            record = records.get(config.key)
+            if record is None:
+                raise RecordError(f"configuration {config.key} has not been measured")
+            per_repeat = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
+            self.point[config.enabled] = float(np.median(np.concatenate(per_repeat))) / 1e6
+            self.reps[config.enabled] = bootstrap_medians(
+                per_repeat, n_boot=n_boot, seed=stable_seed(config.key)) / 1e6
+
+    def saving(self, enabled: frozenset[str], replicates: bool) -> np.ndarray | float:
+        """baseline TPOT - TPOT(enabled): the value of a coalition of switches."""
+        table = self.reps if replicates else self.point
+        return table[frozenset()] - table[enabled]
+
+
+def _sync_counts(record: RunRecord) -> dict[str, float]:
+    analysis = record.get("analysis") or {}
+    counts: dict[str, float] = {}
+    for sync in analysis.get("syncs", []):
+        label = f"{sync.get('site', 'unknown')} [{sync.get('op', '?')}]"
+        counts[label] = counts.get(label, 0.0) + float(sync.get("per_step", 0.0))
+    return counts
+
+
+def _idle_us(record: RunRecord) -> dict[str, float]:
+    idle = (record.get("analysis") or {}).get("idle_by_class_ns_per_step", {})
+    return {c: float(idle.get(c, 0)) / 1e3 for c in IDLE_CLASSES}
+
+
+def removed_by(baseline: RunRecord, switched: RunRecord) -> tuple[dict[str, float], dict[str, float]]:
+    """Blocking reads per step (by site) and idle µs per step (by class) that a switch removed.
+
+    Positive numbers were removed; a negative one means the switch added reads or idle time.
+    """
+    before, after = _sync_counts(baseline), _sync_counts(switched)
+    reads = {site: before.get(site, 0.0) - after.get(site, 0.0) for site in sorted(set(before) | set(after))}
+    idle_before, idle_after = _idle_us(baseline), _idle_us(switched)
+    return ({k: v for k, v in reads.items() if v != 0.0},
+            {c: idle_before[c] - idle_after[c] for c in IDLE_CLASSES})
+
+
+def _shapley(plan: AblationPlan, tpot: _Tpot, replicates: bool) -> dict[str, Any]:
+    def value(coalition: frozenset[str]) -> np.ndarray | float:
+        return tpot.saving(coalition, replicates)
+
+    if plan.shapley_method == "exact":
+        return shapley_exact(plan.toggles, value)
+    return shapley_from_permutations(plan.permutations, value)
+
+
+def _waterfall(plan: AblationPlan, tpot: _Tpot) -> list[dict[str, Any]]:
+    lo, hi = np.percentile(tpot.reps[frozenset()], [2.5, 97.5])
+    steps = [{"step": "baseline", "tpot_ms": tpot.point[frozenset()], "lo": float(lo), "hi": float(hi)}]
+    previous: frozenset[str] = frozenset()
+    for name in plan.order:
+        current = previous | {name}
+        lo, hi = np.percentile(tpot.reps[current], [2.5, 97.5])
+        delta = estimate(tpot.point[current] - tpot.point[previous], tpot.reps[current] - tpot.reps[previous])
+        steps.append({"step": f"+{name}", "tpot_ms": tpot.point[current], "lo": float(lo), "hi": float(hi),
+                      "delta_ms": delta["est"], "delta_lo": delta["lo"], "delta_hi": delta["hi"]})
+        previous = current
+    return steps
+
+
+def attribute(plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
+    """The `attribution` block of `bubblescope.ablation/1` from a complete set of records."""
+    tpot = _Tpot(plan, records, n_boot)
+    everything = frozenset(plan.toggles)
+    by_set = plan.by_set()
+    baseline = records[by_set[frozenset()].key]
+    shapley_point, shapley_reps = _shapley(plan, tpot, False), _shapley(plan, tpot, True)
+    switches = []
+    cumulative: dict[str, dict[str, float]] = {}
+    previous: frozenset[str] = frozenset()
+    for name in plan.order:
+        current = previous | {name}
+        cumulative[name] = estimate(tpot.saving(current, False) - tpot.saving(previous, False),
+                                    tpot.saving(current, True) - tpot.saving(previous, True))
+        previous = current
+    for name in plan.toggles:
+        alone = frozenset({name})
+        reads, idle = removed_by(baseline, records[by_set[alone].key])
+        switches.append({
+            "name": name,
+            "alone_ms": estimate(tpot.saving(alone, False), tpot.saving(alone, True)),
+            "removed_from_all_ms": estimate(
+                tpot.saving(everything, False) - tpot.saving(everything - {name}, False),
+                tpot.saving(everything, True) - tpot.saving(everything - {name}, True)),
+            "shapley_ms": estimate(float(shapley_point[name]), shapley_reps[name]),
+            "cumulative_ms": cumulative[name],
+            "removed_reads_per_step": reads,
+            "removed_idle_us_per_step": idle,
+        })
+    alone_sum_point = sum(tpot.saving(frozenset({n}), False) for n in plan.toggles)
+    alone_sum_reps = sum(tpot.saving(frozenset({n}), True) for n in plan.toggles)
+    return {
+        "baseline_tpot_ms": tpot.point[frozenset()],
+        "all_on_tpot_ms": tpot.point[everything],
+        "total_saving_ms": estimate(tpot.saving(everything, False), tpot.saving(everything, True)),
+        "switches": switches,
+        "interaction_ms": estimate(tpot.saving(everything, False) - alone_sum_point,
+                                   tpot.saving(everything, True) - alone_sum_reps),
+        "shapley_method": plan.shapley_method,
+        "bootstrap": {"replicates": n_boot, "level": 0.95,
+                      "resampling": "steps within repeats, each config once, shared by all statistics"},
+        "waterfall": _waterfall(plan, tpot),
+    }
