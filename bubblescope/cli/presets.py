@@ -1,14 +1,126 @@
-"""`bubblescope presets` (placeholder until the reference model lands)."""
+"""`bubblescope presets`: the model presets with their size, bytes per token and whether they fit here."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
 
-from bubblescope.errors import BubblescopeError
+from bubblescope.cli.floor import DEFAULT_CONTEXT, OutputFormat
+
+PRESETS_SCHEMA = "bubblescope.presets/1"
+
+
+def preset_rows() -> dict[str, Any]:
+    """The `bubblescope.presets/1` object: one row per preset plus the machine it was judged against."""
+    from bubblescope.bandwidth import machine_memory
+    from bubblescope.reference_model.accounting import (
+        bytes_per_token,
+        count_parameters,
+        min_devices_to_fit,
+        weight_memory_bytes,
+    )
+    from bubblescope.reference_model.config import PRESETS
+
+    machine = machine_memory()
+    rows = []
+    for config in PRESETS.values():
+        params = count_parameters(config)
+        breakdown = bytes_per_token(config, context_len=DEFAULT_CONTEXT, router_bf16=True, lm_head_bf16=True)
+        tp_needed = min_devices_to_fit(config, machine.bytes_per_device, max_devices=machine.devices)
+        rows.append(
+            {
+                "preset": config.name,
+                "layers": config.num_hidden_layers,
+                "kda_layers": len(config.kda_layers),
+                "mla_layers": len(config.mla_layers),
+                "mtp_layers": config.num_nextn_predict_layers,
+                "experts": config.num_experts,
+                "experts_per_token": config.num_experts_per_tok,
+                "dtype": config.dtype,
+                "params_total": params.total,
+                "params_active": params.active_with_lm_head,
+                "bf16_weight_bytes": weight_memory_bytes(config.with_(dtype="bfloat16")),
+                "weight_bytes": weight_memory_bytes(config),
+                "weight_bytes_per_token": breakdown.weights,
+                "bytes_per_token": breakdown.total,
+                "fits": tp_needed is not None,
+                "min_devices": tp_needed,
+                "description": config.description,
+            }
+        )
+    return {
+        "schema": PRESETS_SCHEMA,
+        "context": DEFAULT_CONTEXT,
+        "machine": {
+            "kind": machine.kind,
+            "devices": machine.devices,
+            "bytes_per_device": machine.bytes_per_device,
+            "name": machine.name,
+        },
+        "presets": rows,
+    }
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("presets", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def presets() -> None:
-        """Not implemented yet."""
-        raise BubblescopeError("'presets' is not implemented yet")
+    @app.command("presets")
+    def presets(
+        output_format: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    ) -> None:
+        """List the model presets: layers, experts, parameters, weight memory, bytes per token, fit.
+
+        Bytes per token use the bf16 router and lm_head and an 8K context, as `bubblescope floor`
+        does by default. "fits" compares the preset's weights (its dtype, MTP included, plus 5 % and
+        1 GiB headroom) with this machine: each CUDA device, splitting by tensor parallelism up to the
+        number of devices, or host RAM when there is no GPU.
+        """
+        listing = preset_rows()
+        if output_format is OutputFormat.json:
+            typer.echo(json.dumps(listing, indent=1))
+        else:
+            _print_table(listing)
+
+
+def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
+    if not row["fits"]:
+        return "no"
+    if machine["kind"] == "cpu":
+        return "yes (CPU)"
+    return "yes" if row["min_devices"] == 1 else f"TP {row['min_devices']}"
+
+
+def _print_table(listing: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    machine = listing["machine"]
+    where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f} GB each"
+    table = Table(title=f"presets (fit judged on {where})")
+    for column in (
+        "preset",
+        "layers (KDA+MLA)",
+        "experts",
+        "params",
+        "active",
+        "bf16 weights",
+        "GB/token @8K",
+        "fits",
+    ):
+        table.add_column(column, justify="left" if column == "preset" else "right")
+    for row in listing["presets"]:
+        table.add_row(
+            row["preset"],
+            f"{row['layers']} ({row['kda_layers']}+{row['mla_layers']})",
+            f"{row['experts']} top-{row['experts_per_token']}",
+            _count(row["params_total"]),
+            _count(row["params_active"]),
+            f"{row['bf16_weight_bytes'] / 1e9:,.2f} GB",
+            f"{row['bytes_per_token'] / 1e9:.4f}",
+            _fit_text(row, machine),
+        )
+    Console().print(table)
+
+
+def _count(value: int) -> str:
+    return f"{value / 1e9:.3f} B" if value >= 1e8 else f"{value / 1e6:.3f} M"
