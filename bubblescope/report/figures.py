@@ -1,0 +1,428 @@
+"""Plotly figure builders for the HTML report: pure functions, dicts from the JSON contracts in, figures out.
+
+Every string that came from a trace or a record goes through `plot_text` before it reaches plotly:
+plotly renders a subset of HTML in hover text, tick labels and legends, so a kernel named `<b>x</b>`
+would be drawn bold (and a `<script>` would be a tag, not text). Entities it decodes back to text.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+
+GAP_COLORS = {
+    "sync": "#d62728",
+    "host": "#ff7f0e",
+    "launch": "#e6c229",
+    "dependency": "#9467bd",
+    "outside": "#9e9e9e",
+}
+SLICE_COLORS = {
+    "user_annotation": "#c7d7ea",
+    "gpu_user_annotation": "#c7d7ea",
+    "python_function": "#d9e8d0",
+    "cpu_op": "#6baed6",
+    "cuda_runtime": "#31a354",
+    "cuda_driver": "#74c476",
+    "kernel": "#3182bd",
+    "gpu_memcpy": "#e377c2",
+    "gpu_memset": "#f7b6d2",
+    "cuda_sync": "#d62728",
+}
+# Draw outer (long, enclosing) categories first so nested slices end up on top of them.
+SLICE_DRAW_ORDER = [
+    "user_annotation",
+    "gpu_user_annotation",
+    "python_function",
+    "cpu_op",
+    "cuda_driver",
+    "cuda_runtime",
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_sync",
+]
+ESTIMATORS = [
+    ("alone_ms", "alone"),
+    ("removed_from_all_ms", "removed from all-on"),
+    ("shapley_ms", "Shapley"),
+    ("cumulative_ms", "cumulative (in order)"),
+]
+NS_PER_US = 1000.0
+BAR_WIDTH_OUTER = 0.8
+BAR_WIDTH_STEP = 0.14
+BAR_WIDTH_MIN = 0.25
+
+
+def plot_text(value: Any) -> str:
+    """A string safe to hand to plotly as text: HTML-escaped so it is drawn literally."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any, default: float = 0.0) -> float:
+    """A float from a JSON number, `default` for null/missing/non-numeric."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value)
+
+
+def _base_layout(fig: go.Figure, title: str, height_px: int) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01},
+        height=height_px,
+        template="plotly_white",
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        hoverlabel={"align": "left"},
+    )
+    return fig
+
+
+def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
+    """TPOT waterfall: the baseline, each switch's cumulative delta in the stated order, and the end.
+
+    Args:
+        waterfall: ablation/1 `attribution.waterfall` rows: {step, tpot_ms, delta_ms?, lo, hi}.
+    Returns:
+        a figure with a Waterfall trace plus the 95% interval of each cumulative TPOT as error bars.
+    """
+    labels = [plot_text(row.get("step")) for row in waterfall]
+    tpot_ms = [_num(row.get("tpot_ms")) for row in waterfall]
+    lo_ms = [_num(row.get("lo"), tpot) for row, tpot in zip(waterfall, tpot_ms, strict=True)]
+    hi_ms = [_num(row.get("hi"), tpot) for row, tpot in zip(waterfall, tpot_ms, strict=True)]
+    measures = ["absolute"] + ["relative"] * (len(waterfall) - 1)
+    values_ms = tpot_ms[:1] + [
+        _num(row.get("delta_ms"), tpot_ms[i + 1] - tpot_ms[i]) for i, row in enumerate(waterfall[1:])
+    ]
+    texts = [f"{v:.3f}" if i == 0 else f"{v:+.3f}" for i, v in enumerate(values_ms)]
+    hover = [
+        f"{label}<br>TPOT {tpot:.3f} ms<br>95% CI {lo:.3f} – {hi:.3f} ms"
+        for label, tpot, lo, hi in zip(labels, tpot_ms, lo_ms, hi_ms, strict=True)
+    ]
+    bar_labels = list(labels)
+    if len(waterfall) > 1:
+        # The closing total bar: where all switches in the stated order land.
+        bar_labels.append("all on")
+        measures.append("total")
+        values_ms.append(tpot_ms[-1])
+        texts.append(f"{tpot_ms[-1]:.3f}")
+        hover.append(hover[-1])
+    fig = go.Figure()
+    fig.add_trace(
+        go.Waterfall(
+            x=bar_labels,
+            y=values_ms,
+            measure=measures,
+            name="TPOT",
+            hovertext=hover,
+            hoverinfo="text",
+            text=texts,
+            textposition="outside",
+            decreasing={"marker": {"color": "#2ca02c"}},
+            increasing={"marker": {"color": "#d62728"}},
+            totals={"marker": {"color": "#1f77b4"}},
+            connector={"line": {"color": "#999", "dash": "dot"}},
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=tpot_ms,
+            mode="markers",
+            name="95% CI",
+            hovertext=hover[: len(labels)],
+            hoverinfo="text",
+            marker={"color": "#333", "size": 5},
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [max(hi - t, 0.0) for hi, t in zip(hi_ms, tpot_ms, strict=True)],
+                "arrayminus": [max(t - lo, 0.0) for lo, t in zip(lo_ms, tpot_ms, strict=True)],
+            },
+        )
+    )
+    fig.update_yaxes(title_text="TPOT (ms)", rangemode="tozero")
+    return _base_layout(fig, "TPOT waterfall (switches added in order)", 420)
+
+
+def _removed_text(switch: dict[str, Any]) -> str:
+    reads = switch.get("removed_reads_per_step") or {}
+    idle_us = switch.get("removed_idle_us_per_step") or {}
+    parts = [f"−{_num(n):g} read/step at {plot_text(site)}" for site, n in reads.items() if _num(n)]
+    parts += [f"−{_num(us):.1f} µs/step {plot_text(cls)} idle" for cls, us in idle_us.items() if _num(us)]
+    return "<br>".join(parts) if parts else "no blocking reads or idle removed"
+
+
+def switch_deltas_figure(switches: list[dict[str, Any]]) -> go.Figure:
+    """Per-switch TPOT saving with 95% intervals, one bar group per switch, one bar per estimator.
+
+    Args:
+        switches: ablation/1 `attribution.switches` rows; each estimator is {est, lo, hi} in ms.
+    Returns:
+        horizontal grouped bars; hover names what the switch removed (reads, idle by class).
+    """
+    names = [plot_text(sw.get("name")) for sw in switches]
+    fig = go.Figure()
+    for key, label in ESTIMATORS:
+        rows = [sw.get(key) if isinstance(sw.get(key), dict) else None for sw in switches]
+        if all(row is None for row in rows):
+            continue
+        est = [_num(row.get("est")) if row else 0.0 for row in rows]
+        hi = [max(_num(row.get("hi"), e) - e, 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
+        lo = [max(e - _num(row.get("lo"), e), 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
+        hover = [
+            f"<b>{name}</b> · {label}<br>saves {e:.3f} ms (95% CI {e - minus:.3f} – {e + plus:.3f})"
+            f"<br>{_removed_text(sw)}"
+            for name, e, minus, plus, sw in zip(names, est, lo, hi, switches, strict=True)
+        ]
+        fig.add_trace(
+            go.Bar(
+                y=names,
+                x=est,
+                orientation="h",
+                name=label,
+                hovertext=hover,
+                hoverinfo="text",
+                error_x={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title_text="TPOT saving (ms, positive = faster)", zeroline=True)
+    fig.update_yaxes(autorange="reversed")
+    return _base_layout(fig, "Per-switch ΔTPOT with 95% intervals", 120 + 90 * max(len(switches), 1))
+
+
+def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) -> go.Figure:
+    """Measured TPOT against the speed-of-light floor (bytes per token ÷ HBM bandwidth).
+
+    Args:
+        rows: [{label, tpot_ms, lo, hi}] one bar each (a run, or each ablation config).
+        floor_ms: the floor; None draws the bars without it.
+    Returns:
+        horizontal bars with 95% intervals, a floor line and TPOT ÷ floor in each label.
+    """
+    labels, tpot_ms, err_hi, err_lo, texts = [], [], [], [], []
+    for row in rows:
+        tpot = _num(row.get("tpot_ms"))
+        labels.append(plot_text(row.get("label")))
+        tpot_ms.append(tpot)
+        err_hi.append(max(_num(row.get("hi"), tpot) - tpot, 0.0))
+        err_lo.append(max(tpot - _num(row.get("lo"), tpot), 0.0))
+        ratio = f" · {tpot / floor_ms:.2f}× floor" if floor_ms else ""
+        texts.append(f"{tpot:.3f} ms{ratio}")
+    fig = go.Figure(
+        go.Bar(
+            y=labels,
+            x=tpot_ms,
+            orientation="h",
+            name="TPOT",
+            text=texts,
+            textposition="auto",
+            hovertext=[f"{lab}<br>{txt}" for lab, txt in zip(labels, texts, strict=True)],
+            hoverinfo="text",
+            marker={"color": "#1f77b4"},
+            error_x={"type": "data", "symmetric": False, "array": err_hi, "arrayminus": err_lo},
+        )
+    )
+    if floor_ms:
+        fig.add_vline(
+            x=floor_ms,
+            line={"color": "#2ca02c", "width": 3, "dash": "dash"},
+            annotation_text=f"floor {floor_ms:.3f} ms",
+            annotation_position="top",
+        )
+    fig.update_xaxes(title_text="TPOT (ms)", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    return _base_layout(fig, "Speed of light: TPOT vs bytes-per-token floor", 140 + 36 * max(len(rows), 1))
+
+
+def idle_by_class_figure(rows: list[dict[str, Any]]) -> go.Figure:
+    """GPU idle per step split by gap class, one stacked bar per run/config.
+
+    Args:
+        rows: [{label, idle_by_class_ns_per_step: {class: ns}}].
+    """
+    labels = [plot_text(row.get("label")) for row in rows]
+    fig = go.Figure()
+    for cls, color in GAP_COLORS.items():
+        values_us = [_num((row.get("idle_by_class_ns_per_step") or {}).get(cls)) / NS_PER_US for row in rows]
+        if not any(values_us):
+            continue
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=values_us,
+                orientation="h",
+                name=cls,
+                marker={"color": color},
+                hovertemplate="%{y}<br>" + cls + ": %{x:.1f} µs/step<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="GPU idle per step (µs)")
+    fig.update_yaxes(autorange="reversed")
+    return _base_layout(fig, "GPU idle per step by cause", 140 + 36 * max(len(rows), 1))
+
+
+def _slice_depths(slices: list[dict[str, Any]]) -> list[int]:
+    """Nesting depth of each slice within its lane (0 = outermost), from start/end containment."""
+    depths = [0] * len(slices)
+    by_lane: dict[str, list[int]] = {}
+    for index, sl in enumerate(slices):
+        by_lane.setdefault(str(sl.get("lane")), []).append(index)
+    for indices in by_lane.values():
+        indices.sort(key=lambda i: (_num(slices[i].get("start_ns")), -_num(slices[i].get("dur_ns"))))
+        open_ends_ns: list[float] = []
+        for i in indices:
+            start_ns = _num(slices[i].get("start_ns"))
+            while open_ends_ns and open_ends_ns[-1] <= start_ns:
+                open_ends_ns.pop()
+            depths[i] = len(open_ends_ns)
+            open_ends_ns.append(start_ns + _num(slices[i].get("dur_ns")))
+    return depths
+
+
+def _gap_lanes(gap_lane: str, lanes: list[dict[str, Any]]) -> list[str]:
+    """GPU lanes a gap shades: its own lane if drawn, else lanes of that device, else every GPU lane."""
+    gpu_lanes = [str(lane.get("lane")) for lane in lanes if lane.get("kind") == "gpu"]
+    if gap_lane in gpu_lanes:
+        return [gap_lane]
+    matching = [name for name in gpu_lanes if name.startswith(gap_lane + " ")]
+    return matching or gpu_lanes
+
+
+def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) -> None:
+    lanes = timeline.get("lanes") or []
+    grouped: dict[str, dict[str, list[Any]]] = {}
+    for gap in timeline.get("gaps") or []:
+        cls = str(gap.get("class", "other"))
+        start_us = (_num(gap.get("start_ns")) - origin_ns) / NS_PER_US
+        dur_us = _num(gap.get("dur_ns")) / NS_PER_US
+        hover = (
+            f"<b>idle gap · {plot_text(cls)}</b><br>{dur_us:.1f} µs at +{start_us:.1f} µs"
+            f"<br>blame: {plot_text(gap.get('blame') or '—')}"
+        )
+        for lane in _gap_lanes(str(gap.get("lane")), lanes):
+            bucket = grouped.setdefault(cls, {"y": [], "x": [], "base": [], "hover": []})
+            bucket["y"].append(plot_text(lane))
+            bucket["x"].append(dur_us)
+            bucket["base"].append(start_us)
+            bucket["hover"].append(hover)
+    for cls, bucket in grouped.items():
+        fig.add_trace(
+            go.Bar(
+                y=bucket["y"],
+                x=bucket["x"],
+                base=bucket["base"],
+                orientation="h",
+                name=f"gap: {plot_text(cls)}",
+                width=0.95,
+                opacity=0.35,
+                marker={"color": GAP_COLORS.get(cls, "#bbbbbb"), "line": {"width": 0}},
+                hovertext=bucket["hover"],
+                hoverinfo="text",
+                legendgroup="gaps",
+            )
+        )
+
+
+def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) -> None:
+    slices = [sl for sl in timeline.get("slices") or [] if isinstance(sl, dict)]
+    depths = _slice_depths(slices)
+    by_cat: dict[str, list[int]] = {}
+    for index, sl in enumerate(slices):
+        by_cat.setdefault(str(sl.get("cat", "other")), []).append(index)
+    ordered = sorted(
+        by_cat, key=lambda c: SLICE_DRAW_ORDER.index(c) if c in SLICE_DRAW_ORDER else len(SLICE_DRAW_ORDER)
+    )
+    for cat in ordered:
+        indices = sorted(by_cat[cat], key=lambda i: depths[i])
+        rows = [slices[i] for i in indices]
+        start_us = [(_num(sl.get("start_ns")) - origin_ns) / NS_PER_US for sl in rows]
+        dur_us = [_num(sl.get("dur_ns")) / NS_PER_US for sl in rows]
+        widths = [max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN) for i in indices]
+        hover = [
+            f"<b>{plot_text(sl.get('name'))}</b><br>{plot_text(cat)} · {d:.1f} µs at +{s:.1f} µs"
+            for sl, s, d in zip(rows, start_us, dur_us, strict=True)
+        ]
+        fig.add_trace(
+            go.Bar(
+                y=[plot_text(sl.get("lane")) for sl in rows],
+                x=dur_us,
+                base=start_us,
+                width=widths,
+                orientation="h",
+                name=plot_text(cat),
+                hovertext=hover,
+                hoverinfo="text",
+                marker={"color": SLICE_COLORS.get(cat, "#8c8c8c"), "line": {"width": 0.5, "color": "#fff"}},
+            )
+        )
+
+
+def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lane: str) -> None:
+    syncs = [s for s in timeline.get("syncs") or [] if isinstance(s, dict)]
+    if not syncs:
+        return
+    start_us = [(_num(s.get("start_ns")) - origin_ns) / NS_PER_US for s in syncs]
+    hover = [
+        f"<b>blocking read · {plot_text(s.get('op'))}</b><br>{plot_text(s.get('site') or '—')}"
+        f"<br>host blocked {_num(s.get('dur_ns')) / NS_PER_US:.1f} µs at +{x:.1f} µs"
+        for s, x in zip(syncs, start_us, strict=True)
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=start_us,
+            y=[plot_text(host_lane)] * len(syncs),
+            mode="markers",
+            name="blocking read",
+            hovertext=hover,
+            hoverinfo="text",
+            marker={
+                "symbol": "triangle-down",
+                "size": 14,
+                "color": "#d62728",
+                "line": {"width": 1, "color": "#fff"},
+            },
+        )
+    )
+    for x_us in start_us:
+        fig.add_vline(x=x_us, line={"color": "#d62728", "width": 1, "dash": "dot"})
+
+
+def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
+    """One decode step: host lane, GPU lane(s), idle gaps shaded by class, blocking reads marked.
+
+    Args:
+        timeline: analysis/1 `timeline`: {start_ns, dur_ns, lanes[], slices[], gaps[], syncs[]}; times are
+            ns from trace start, drawn as µs from the step's start.
+    Returns:
+        a horizontal-bar timeline with hover details for every slice, gap and read.
+    """
+    origin_ns = _num(timeline.get("start_ns"))
+    lanes = [lane for lane in timeline.get("lanes") or [] if isinstance(lane, dict)]
+    lane_names = [str(lane.get("lane")) for lane in lanes]
+    for sl in timeline.get("slices") or []:
+        if isinstance(sl, dict) and str(sl.get("lane")) not in lane_names:
+            lane_names.append(str(sl.get("lane")))
+    host_lane = next(
+        (str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"),
+        lane_names[0] if lane_names else "host",
+    )
+    fig = go.Figure()
+    _add_gap_traces(fig, timeline, origin_ns)
+    _add_slice_traces(fig, timeline, origin_ns)
+    _add_sync_marks(fig, timeline, origin_ns, host_lane)
+    fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
+    fig.update_yaxes(
+        categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
+    )
+    fig.update_xaxes(title_text="µs from step start")
+    step_us = _num(timeline.get("dur_ns")) / NS_PER_US
+    if step_us > 0:
+        fig.update_xaxes(range=[0, step_us])
+    title = (
+        f"One decode step (step {plot_text(timeline.get('step'))}, rank {plot_text(timeline.get('rank', 0))})"
+    )
+    return _base_layout(fig, title, 260 + 70 * max(len(lane_names), 1))

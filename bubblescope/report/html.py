@@ -1,0 +1,350 @@
+"""The self-contained HTML report: one file, plotly.js inlined once, opens offline.
+
+Safety: every string from a trace or record is escaped with `html.escape` before it enters markup, and
+all JSON placed inside a `<script>` goes through `script_safe_json` (`<`, `>`, `&`, U+2028/9 become
+\\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own hover/labels get
+`figures.plot_text`.
+
+Browser hooks (used by the headless-browser test and handy when debugging a page): the `<html>` element
+counts uncaught errors in `data-js-errors` (first message in `data-js-first-error`), and `<body>` gets
+`data-figures-rendered="N"` once every `Plotly.newPlot` promise has resolved.
+
+Table rows come from markdown.py (`*_rows`), so the HTML and Markdown reports show the same numbers.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import plotly.graph_objects as go
+
+from bubblescope.report import figures
+from bubblescope.report.markdown import (
+    Rows,
+    ablation_summary_items,
+    config_key_with_role,
+    config_rows,
+    device_rows,
+    environment_rows,
+    gap_rows,
+    num,
+    plain,
+    record_syncs,
+    run_summary_items,
+    run_title,
+    switch_info_rows,
+    switch_rows,
+    sync_rows,
+    tpot_interval_ms,
+    trace_summary_items,
+    trace_title,
+)
+
+JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_safe_json(obj: Any) -> str:
+    """JSON text that cannot end or open a `<script>` element or break a JS string literal."""
+    text = json.dumps(obj, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    for raw, escaped in JS_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+# ---- Markup ----
+
+
+class Page:
+    """Collects sections and figures; `render()` returns the whole self-contained document."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.parts: list[str] = []
+        self.figure_specs: list[dict[str, Any]] = []
+
+    def add(self, markup: str) -> None:
+        self.parts.append(markup)
+
+    def heading(self, text: str) -> None:
+        """An `<h1>` for one input; the first one also names the page when the page has no title yet."""
+        if not self.title:
+            self.title = f"bubblescope · {text}"
+        self.parts.append(f"<h1>{esc(text)}</h1>")
+
+    def figure(self, fig: go.Figure) -> None:
+        fig_id = f"bs-fig-{len(self.figure_specs)}"
+        spec = json.loads(fig.to_json())
+        self.figure_specs.append(
+            {
+                "id": fig_id,
+                "data": spec.get("data", []),
+                "layout": spec.get("layout", {}),
+                "config": {"responsive": True, "displaylogo": False},
+            }
+        )
+        self.parts.append(f'<div class="figure" id="{fig_id}"></div>')
+
+    def render(self) -> str:
+        scripts = ""
+        if self.figure_specs:
+            scripts = (
+                f"<script>{_plotly_js()}</script>\n"
+                '<script type="application/json" id="bs-figures">'
+                f"{script_safe_json(self.figure_specs)}</script>\n"
+                f"<script>{RENDER_JS}</script>"
+            )
+        else:
+            scripts = "<script>document.body.dataset.figuresRendered = '0';</script>"
+        body = "\n".join(self.parts)
+        title = self.title or "bubblescope report"
+        return (
+            f'<!DOCTYPE html>\n<html lang="en" data-js-errors="0">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{html.escape(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
+            f"<style>{STYLE_CSS}</style>\n</head>\n<body>\n{body}\n{scripts}\n</body>\n</html>\n"
+        )
+
+
+def _plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    source = get_plotlyjs()
+    # The bundled library never contains this today; if a future build did, inlining would cut the page.
+    if "</script" in source.lower():
+        raise RuntimeError("plotly.js bundle contains '</script'; cannot inline it safely")
+    return source
+
+
+ERROR_HOOK_JS = """
+(function(){var root=document.documentElement;function note(msg){
+var n=parseInt(root.dataset.jsErrors||'0',10)+1;root.dataset.jsErrors=String(n);
+if(!root.dataset.jsFirstError){root.dataset.jsFirstError=String(msg).slice(0,300);}}
+window.addEventListener('error',function(e){note(e.message||e);});
+window.addEventListener('unhandledrejection',function(e){note(e.reason||'unhandled rejection');});})();
+"""
+RENDER_JS = """
+(function(){var specs=JSON.parse(document.getElementById('bs-figures').textContent);
+var jobs=specs.map(function(s){return Plotly.newPlot(s.id,s.data,s.layout,s.config);});
+Promise.all(jobs).then(function(){var n=0;specs.forEach(function(s){
+if(document.getElementById(s.id).querySelector('.main-svg')){n+=1;}});
+document.body.dataset.figuresRendered=String(n);});})();
+"""
+STYLE_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;
+color:#222;padding:0 16px}
+h1{font-size:1.6em;margin-bottom:4px}h2{border-bottom:2px solid #eee;padding-bottom:4px;margin-top:36px}
+.sub{color:#666;margin-top:0}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:150px;background:#fafafa}
+.card .label{font-size:.8em;color:#666}.card .value{font-size:1.25em;font-weight:600}
+table{border-collapse:collapse;width:100%;font-size:.88em;margin:8px 0}
+th,td{border:1px solid #e3e3e3;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f5f8}td{word-break:break-word}
+.warn{color:#8a5a00;background:#fff7e0;padding:6px 10px;border-radius:4px}
+.figure{margin:8px 0 20px 0}.muted{color:#888}code{background:#f3f3f3;padding:1px 4px;border-radius:3px}
+"""
+
+
+def esc(value: Any) -> str:
+    """HTML-escape anything for text or attribute context."""
+    return html.escape(plain(value), quote=True)
+
+
+def table_html(rows: Rows, empty: str = "none") -> str:
+    headers, body = rows
+    if not body:
+        return f'<p class="muted">{esc(empty)}</p>'
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    lines = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
+
+
+def cards_html(items: list[tuple[str, str]]) -> str:
+    cards = "".join(
+        f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div></div>'
+        for label, value in items
+    )
+    return f'<div class="cards">{cards}</div>'
+
+
+def warnings_html(warnings: list[Any] | None) -> str:
+    return "".join(f'<p class="warn">{esc(w)}</p>' for w in warnings or [])
+
+
+def _timeline_section(page: Page, analysis: dict[str, Any] | None, heading: str) -> None:
+    timeline = (analysis or {}).get("timeline")
+    page.add(f"<h2>{esc(heading)}</h2>")
+    if not isinstance(timeline, dict) or not timeline.get("slices"):
+        page.add('<p class="muted">no timeline: the run has no analysed trace</p>')
+        return
+    if timeline.get("truncated"):
+        page.add('<p class="warn">timeline truncated: the step has more slices than the report draws</p>')
+    page.figure(figures.timeline_figure(timeline))
+
+
+def add_run_sections(
+    page: Page, record: dict[str, Any], analysis: dict[str, Any] | None, warnings: list[str] | None = None
+) -> None:
+    """Append a RunRecord's sections: headline, floor, timeline, reads, gaps, switches, environment."""
+    page.heading(f"Run: {run_title(record)}")
+    page.add(
+        f'<p class="sub">recorded {esc(record.get("created_utc"))} · '
+        f"settings {esc(json.dumps(record.get('settings') or {}))}</p>"
+    )
+    page.add(
+        warnings_html(
+            list(warnings or [])
+            + ([record["analysis"]["note"]] if (record.get("analysis") or {}).get("note") else [])
+        )
+    )
+    page.add(cards_html(run_summary_items(record, analysis)))
+    summary, floor = record.get("summary") or {}, record.get("floor") or {}
+    page.add("<h2>Speed of light</h2>")
+    if num(summary.get("tpot_ms")) is not None and floor:
+        ci = tpot_interval_ms(summary)
+        page.figure(
+            figures.speed_of_light_figure(
+                [{"label": "measured TPOT", "tpot_ms": summary["tpot_ms"], "lo": ci[0], "hi": ci[1]}],
+                floor.get("floor_ms"),
+            )
+        )
+        page.add(
+            f'<p class="sub">{esc(floor.get("bytes_per_token"))} bytes/token ÷ '
+            f"{esc(floor.get('bandwidth_gbps'))} GB/s "
+            f"({esc(floor.get('bandwidth_source'))})</p>"
+        )
+    else:
+        page.add('<p class="muted">no floor recorded for this run</p>')
+    _timeline_section(page, analysis, "One decode step")
+    page.add("<h2>Host-blocking reads</h2>")
+    page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    if analysis and analysis.get("gaps_top"):
+        page.add("<h2>Largest GPU idle gaps</h2>")
+        page.add(table_html(gap_rows(analysis["gaps_top"])))
+    page.add("<h2>Switches</h2>")
+    page.add(table_html(switch_info_rows(record), "no switches"))
+    page.add("<h2>Environment</h2>")
+    page.add(table_html(environment_rows(record.get("environment")), "not recorded"))
+
+
+def add_ablation_sections(
+    page: Page,
+    ablation: dict[str, Any],
+    records: dict[str, dict[str, Any]],
+    analyses: dict[str, dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
+) -> None:
+    """Append an ablation's sections: attribution, waterfall, per-switch ΔTPOT, configs, timelines."""
+    analyses = analyses or {}
+    attribution = ablation.get("attribution") or {}
+    workload = ablation.get("workload") or {}
+    page.heading(f"Ablation: {plain(workload.get('name'))} · {plain(ablation.get('preset'))}")
+    page.add(
+        f'<p class="sub">switches in order: {esc(ablation.get("order") or ablation.get("toggles"))} · '
+        f"Shapley: {esc(attribution.get('shapley_method'))}</p>"
+    )
+    page.add(warnings_html(warnings))
+    page.add(cards_html(ablation_summary_items(attribution)))
+    if not attribution:
+        page.add('<p class="warn">no attribution yet: the ablation has not finished</p>')
+    if attribution.get("waterfall"):
+        page.figure(figures.waterfall_figure(attribution["waterfall"]))
+    page.add("<h2>Per-switch ΔTPOT and what it removed</h2>")
+    if attribution.get("switches"):
+        page.figure(figures.switch_deltas_figure(attribution["switches"]))
+    page.add(table_html(switch_rows(attribution.get("switches")), "no per-switch attribution"))
+    base_key, all_key = config_key_with_role(ablation, "baseline"), config_key_with_role(ablation, "all_on")
+    _ablation_config_sections(page, ablation, records, base_key)
+    for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
+        if key is not None and key in analyses:
+            _timeline_section(page, analyses[key], f"One decode step: {label} ({key})")
+    base_record = records.get(base_key or "") or {}
+    page.add("<h2>Host-blocking reads (baseline)</h2>")
+    page.add(
+        table_html(
+            sync_rows(record_syncs(base_record, analyses.get(base_key or ""))), "no host-blocking reads"
+        )
+    )
+    page.add("<h2>Environment (baseline run)</h2>")
+    page.add(table_html(environment_rows(base_record.get("environment")), "not recorded"))
+
+
+def _ablation_config_sections(
+    page: Page, ablation: dict[str, Any], records: dict[str, dict[str, Any]], base_key: str | None
+) -> None:
+    rows, idle_rows = [], []
+    for config in ablation.get("configs") or []:
+        record = records.get(str(config.get("key")))
+        if not record:
+            continue
+        summary = record.get("summary") or {}
+        ci = tpot_interval_ms(summary)
+        rows.append({"label": config.get("key"), "tpot_ms": summary.get("tpot_ms"), "lo": ci[0], "hi": ci[1]})
+        stats = record.get("analysis") or {}
+        if stats.get("idle_by_class_ns_per_step"):
+            idle_rows.append(
+                {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
+            )
+    floor_ms = ((records.get(base_key or "") or {}).get("floor") or {}).get("floor_ms")
+    page.add("<h2>Speed of light per configuration</h2>")
+    if rows:
+        page.figure(figures.speed_of_light_figure(rows, num(floor_ms)))
+    if idle_rows:
+        page.figure(figures.idle_by_class_figure(idle_rows))
+    page.add(table_html(config_rows(ablation, records), "no configurations"))
+
+
+def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
+    """Append a bare trace's analysis: headline, timeline, blocking reads, gaps, devices."""
+    page.heading(f"Trace: {trace_title(analysis)}")
+    page.add(f'<p class="sub">steps from {esc(analysis.get("step_source"))}</p>')
+    page.add(warnings_html(analysis.get("warnings")))
+    page.add(cards_html(trace_summary_items(analysis)))
+    _timeline_section(page, analysis, "One decode step")
+    page.add("<h2>Host-blocking reads</h2>")
+    page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    page.add("<h2>Largest GPU idle gaps</h2>")
+    page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
+    page.add("<h2>Devices</h2>")
+    page.add(table_html(device_rows(analysis), "no GPU activity in the trace"))
+
+
+def render_run_html(record: dict[str, Any], analysis: dict[str, Any] | None) -> str:
+    """Whole HTML page for one RunRecord (`bubblescope.run/1`) and its optional analysis/1."""
+    page = Page("")
+    add_run_sections(page, record, analysis)
+    return page.render()
+
+
+def render_ablation_html(
+    ablation: dict[str, Any],
+    records: dict[str, dict[str, Any]],
+    analyses: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """Whole HTML page for an ablation/1 document, its RunRecords and optional analyses by config key."""
+    page = Page("")
+    add_ablation_sections(page, ablation, records, analyses)
+    return page.render()
+
+
+def render_trace_html(analysis: dict[str, Any]) -> str:
+    """Whole HTML page for a bare trace's analysis/1: timeline, blocking reads, gaps."""
+    page = Page("")
+    add_trace_sections(page, analysis)
+    return page.render()
+
+
+def render_inputs_html(inputs: list[Any]) -> str:
+    """One page for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
+    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+
+    page = Page("" if len(inputs) == 1 else "bubblescope report")
+    for item in inputs:
+        if isinstance(item, RunInput):
+            add_run_sections(page, item.record, item.analysis, item.warnings)
+        elif isinstance(item, AblationInput):
+            add_ablation_sections(page, item.ablation, item.records, item.analyses, item.warnings)
+        elif isinstance(item, TraceInput):
+            add_trace_sections(page, item.analysis)
+    return page.render()

@@ -1,0 +1,243 @@
+"""Decide what each `bubblescope report` argument is and load it into plain dicts.
+
+An argument can be a run folder (`record.json`, or a single `<key>.json` RunRecord), a RunRecord
+file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, an analysis/1
+JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
+`bubblescope.analysis.analyze_traces` (several files are the ranks of one run). Nothing here imports
+torch; rendering lives in html.py / markdown.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bubblescope.errors import BubblescopeError, RecordError
+
+RUN_SCHEMA = "bubblescope.run/1"
+ABLATION_SCHEMA = "bubblescope.ablation/1"
+ANALYSIS_SCHEMA = "bubblescope.analysis/1"
+# Records and analyses are small; a bigger JSON here is almost surely a trace or a mistake.
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# How many bytes of a file we read to tell a bubblescope document from a trace.
+SNIFF_BYTES = 4096
+
+
+class ReportInputError(BubblescopeError):
+    """A `report` argument that does not exist or is none of the inputs `report` understands."""
+
+
+@dataclass
+class RunInput:
+    """One RunRecord plus, when reachable, the full analysis/1 of its trace."""
+
+    path: Path
+    record: dict[str, Any]
+    analysis: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AblationInput:
+    """An ablation document, its loaded RunRecords by config key, and analyses by key where on disk."""
+
+    path: Path
+    ablation: dict[str, Any]
+    records: dict[str, dict[str, Any]]
+    analyses: dict[str, dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TraceInput:
+    """An analysis/1 document, computed from bare traces or read from an analysis JSON."""
+
+    paths: list[Path]
+    analysis: dict[str, Any]
+
+
+ReportInput = RunInput | AblationInput | TraceInput
+
+
+def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[str, Any]:
+    """Read a (possibly gzipped) JSON object, bounded in size; check its schema when asked.
+
+    Raises:
+        RecordError: missing, unreadable, not a JSON object, too large, or another schema.
+    """
+    try:
+        if path.stat().st_size > MAX_DOCUMENT_BYTES:
+            raise RecordError(
+                f"{path}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB; not a bubblescope document"
+            )
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as handle:
+                raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+            if len(raw) > MAX_DOCUMENT_BYTES:
+                raise RecordError(f"{path}: decompresses past {MAX_DOCUMENT_BYTES >> 20} MiB")
+        doc = json.loads(raw)
+    except FileNotFoundError:
+        raise RecordError(f"{path}: file not found") from None
+    except (OSError, EOFError) as exc:
+        raise RecordError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise RecordError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    if expect_schema is not None and doc.get("schema") != expect_schema:
+        raise RecordError(f"{path}: schema is {doc.get('schema')!r}, expected {expect_schema!r}")
+    return doc
+
+
+def _sniff_schema(path: Path) -> str | None:
+    """The `schema` of a bubblescope JSON file, or None for anything else (e.g. a trace)."""
+    if path.suffix == ".gz":
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise ReportInputError(f"{path}: cannot read ({exc})") from None
+    if '"schema"' not in head or "bubblescope." not in head:
+        return None
+    schema = read_json_document(path).get("schema")
+    return schema if isinstance(schema, str) else None
+
+
+def _run_record_in_folder(folder: Path) -> Path | None:
+    """`record.json`, else the folder's only RunRecord `<key>.json`, else None."""
+    if (folder / "record.json").is_file():
+        return folder / "record.json"
+    candidates = [p for p in sorted(folder.glob("*.json")) if _sniff_schema(p) == RUN_SCHEMA]
+    if len(candidates) > 1:
+        names = ", ".join(p.name for p in candidates[:5])
+        raise ReportInputError(f"{folder}: holds several RunRecords ({names}); pass one of them")
+    return candidates[0] if candidates else None
+
+
+def _optional_analysis(base: Path, relative: Any, warnings: list[str]) -> dict[str, Any] | None:
+    """Load an analysis file named by a record, relative to the record's folder; warn when unusable."""
+    if not isinstance(relative, str) or not relative:
+        return None
+    path = base / relative
+    if not path.is_file():
+        warnings.append(f"analysis file {relative} is missing; showing the record's summary only")
+        return None
+    try:
+        return read_json_document(path, expect_schema=ANALYSIS_SCHEMA)
+    except RecordError as exc:
+        warnings.append(str(exc))
+        return None
+
+
+def load_run(record_path: Path) -> RunInput:
+    """Load a RunRecord file and the analysis it points to (if present)."""
+    record = read_json_document(record_path, expect_schema=RUN_SCHEMA)
+    warnings: list[str] = []
+    analysis = _optional_analysis(record_path.parent, record.get("analysis_file"), warnings)
+    return RunInput(path=record_path, record=record, analysis=analysis, warnings=warnings)
+
+
+def load_ablation(ablation_path: Path) -> AblationInput:
+    """Load `ablation.json` and every finished config's RunRecord (and analysis, when on disk)."""
+    ablation = read_json_document(ablation_path, expect_schema=ABLATION_SCHEMA)
+    folder = ablation_path.parent
+    records: dict[str, dict[str, Any]] = {}
+    analyses: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+    configs = ablation.get("configs")
+    if not isinstance(configs, list):
+        raise RecordError(f"{ablation_path}: 'configs' must be a list")
+    for config in configs:
+        if not isinstance(config, dict) or not isinstance(config.get("key"), str):
+            raise RecordError(f"{ablation_path}: every config needs a string 'key'")
+        key = config["key"]
+        record_path = folder / str(config.get("record") or f"runs/{key}.json")
+        if not record_path.is_file():
+            if config.get("status") == "done":
+                warnings.append(f"config {key}: record {record_path.name} is missing")
+            continue
+        records[key] = read_json_document(record_path, expect_schema=RUN_SCHEMA)
+        analysis = _optional_analysis(record_path.parent, records[key].get("analysis_file"), warnings)
+        if analysis is not None:
+            analyses[key] = analysis
+    return AblationInput(
+        path=ablation_path, ablation=ablation, records=records, analyses=analyses, warnings=warnings
+    )
+
+
+def _analyze_bare_traces(paths: list[Path]) -> TraceInput:
+    try:
+        from bubblescope.analysis import analyze_traces
+    except ImportError as exc:
+        raise ReportInputError(
+            f"cannot analyse bare traces: bubblescope.analysis is unavailable ({exc})"
+        ) from None
+    analysis = analyze_traces([str(p) for p in paths], step_marker=None)
+    if not isinstance(analysis, dict) or analysis.get("schema") != ANALYSIS_SCHEMA:
+        raise ReportInputError(f"analysis of {paths[0]} did not return a {ANALYSIS_SCHEMA} document")
+    return TraceInput(paths=paths, analysis=analysis)
+
+
+def _classify_file(path: Path) -> tuple[str, Path]:
+    schema = _sniff_schema(path)
+    if schema is None:
+        return "trace", path
+    if schema == RUN_SCHEMA:
+        return "run", path
+    if schema == ABLATION_SCHEMA:
+        return "ablation", path
+    if schema == ANALYSIS_SCHEMA:
+        return "analysis", path
+    raise ReportInputError(
+        f"{path}: unknown schema {schema!r} (report reads run/1, ablation/1, analysis/1, traces)"
+    )
+
+
+def classify_path(path: Path) -> tuple[str, Path]:
+    """Return (kind, file) with kind one of run, ablation, analysis, trace.
+
+    Raises:
+        ReportInputError: the path is missing or a folder with nothing `report` can read.
+    """
+    if path.is_dir():
+        if (path / "ablation.json").is_file():
+            return "ablation", path / "ablation.json"
+        record = _run_record_in_folder(path)
+        if record is not None:
+            return "run", record
+        raise ReportInputError(f"{path}: folder has neither ablation.json nor a RunRecord (record.json)")
+    if path.is_file():
+        return _classify_file(path)
+    raise ReportInputError(f"{path}: no such file or folder")
+
+
+def load_inputs(paths: list[str | Path]) -> list[ReportInput]:
+    """Load every argument; bare traces are analysed together as one multi-rank run, placed last.
+
+    Raises:
+        ReportInputError / RecordError / TraceError: one line naming the offending path.
+    """
+    if not paths:
+        raise ReportInputError("give at least one run folder, record, ablation folder or trace file")
+    loaded: list[ReportInput] = []
+    traces: list[Path] = []
+    for raw in paths:
+        kind, file = classify_path(Path(raw))
+        if kind == "run":
+            loaded.append(load_run(file))
+        elif kind == "ablation":
+            loaded.append(load_ablation(file))
+        elif kind == "analysis":
+            loaded.append(
+                TraceInput(paths=[file], analysis=read_json_document(file, expect_schema=ANALYSIS_SCHEMA))
+            )
+        else:
+            traces.append(file)
+    if traces:
+        loaded.append(_analyze_bare_traces(traces))
+    return loaded

@@ -1,0 +1,384 @@
+"""Report content as plain-text rows, and the Markdown report (for CI summaries) built from them.
+
+The `*_rows` functions turn contract dicts (docs/SCHEMAS.md) into (headers, rows) of plain strings; html.py
+renders the same rows as HTML tables, so both formats always show the same numbers. Escaping happens at
+render time: `md_cell` here, `html.escape` there. Nothing here imports plotly or torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = tuple[list[str], list[list[str]]]
+GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
+ESTIMATORS = [
+    ("alone_ms", "alone"),
+    ("removed_from_all_ms", "removed from all-on"),
+    ("shapley_ms", "Shapley"),
+    ("cumulative_ms", "cumulative (in order)"),
+]
+# Characters GitHub-flavoured Markdown (and the raw HTML it allows) would interpret inside a table cell.
+# `_` stays: GFM ignores it inside words, and escaping it would clutter every source path.
+MD_CELL_ESCAPES = [
+    ("\\", "\\\\"),
+    ("&", "&amp;"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ("|", "\\|"),
+    ("`", "\\`"),
+    ("*", "\\*"),
+    ("[", "\\["),
+    ("]", "\\]"),
+]
+
+
+def num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def fmt_ms(value: Any, digits: int = 3) -> str:
+    number = num(value)
+    return "—" if number is None else f"{number:.{digits}f} ms"
+
+
+def fmt_us_from_ns(value: Any) -> str:
+    number = num(value)
+    return "—" if number is None else f"{number / 1000.0:.1f} µs"
+
+
+def fmt_interval(interval: Any) -> str:
+    """`est [lo, hi]` for an {est, lo, hi} dict in ms."""
+    if not isinstance(interval, dict) or num(interval.get("est")) is None:
+        return "—"
+    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
+    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
+    return f"{float(interval['est']):.3f}{bounds}"
+
+
+def plain(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(plain(item) for item in value) or "—"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
+    """Blocking-read table: one row per (site, op), worst first."""
+    headers = [
+        "site (source line)",
+        "op",
+        "api",
+        "per step",
+        "count",
+        "host blocked",
+        "GPU bubble",
+        "fix hint",
+    ]
+    ordered = sorted(
+        (s for s in syncs or [] if isinstance(s, dict)),
+        key=lambda s: -(num(s.get("bubble_ns")) or num(s.get("per_step")) or 0.0),
+    )
+    rows = [
+        [
+            plain(s.get("site")),
+            plain(s.get("op")),
+            plain(s.get("api")),
+            plain(s.get("per_step")),
+            plain(s.get("count")),
+            fmt_us_from_ns(s.get("blocked_ns")),
+            fmt_us_from_ns(s.get("bubble_ns")),
+            plain(s.get("hint")),
+        ]
+        for s in ordered
+    ]
+    return headers, rows
+
+
+def gap_rows(gaps: list[dict[str, Any]] | None) -> Rows:
+    """Largest GPU idle gaps with their class and blame."""
+    headers = ["step", "rank/device", "start", "idle", "class", "blame", "next op"]
+    rows = [
+        [
+            plain(g.get("step")),
+            f"{plain(g.get('rank'))}/{plain(g.get('device'))}",
+            fmt_us_from_ns(g.get("start_ns")),
+            fmt_us_from_ns(g.get("dur_ns")),
+            plain(g.get("class")),
+            plain(g.get("blame")),
+            plain(g.get("next_op")),
+        ]
+        for g in gaps or []
+        if isinstance(g, dict)
+    ]
+    return headers, rows
+
+
+def environment_rows(environment: dict[str, Any] | None) -> Rows:
+    return ["key", "value"], [[str(k), plain(v)] for k, v in (environment or {}).items()]
+
+
+def switch_rows(switches: list[dict[str, Any]] | None) -> Rows:
+    """Per-switch attribution: each estimator `est [lo, hi]` in ms and what the switch removed."""
+    headers = [
+        "switch",
+        "alone",
+        "removed from all-on",
+        "Shapley",
+        "cumulative",
+        "removed reads/step",
+        "removed idle µs/step",
+    ]
+    rows = []
+    for sw in switches or []:
+        reads = sw.get("removed_reads_per_step") or {}
+        idle_us = sw.get("removed_idle_us_per_step") or {}
+        rows.append(
+            [plain(sw.get("name"))]
+            + [fmt_interval(sw.get(key)) for key, _ in ESTIMATORS]
+            + [
+                "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
+                "; ".join(f"{cls} {plain(us)}" for cls, us in idle_us.items() if num(us)) or "—",
+            ]
+        )
+    return headers, rows
+
+
+def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> Rows:
+    headers = ["config", "enabled", "roles", "status", "TPOT", "95% CI", "reads/step", "TPOT ÷ floor"]
+    rows = []
+    for config in ablation.get("configs") or []:
+        record = records.get(str(config.get("key"))) or {}
+        summary = record.get("summary") or {}
+        lo_ms, hi_ms = tpot_interval_ms(summary)
+        ci_text = f"{lo_ms:.3f} – {hi_ms:.3f}" if lo_ms is not None and hi_ms is not None else "—"
+        reads = (record.get("analysis") or {}).get("blocking_reads_per_step")
+        ratio = (record.get("floor") or {}).get("tpot_over_floor")
+        rows.append(
+            [
+                plain(config.get("key")),
+                plain(config.get("enabled")),
+                plain(config.get("roles")),
+                plain(config.get("status")),
+                fmt_ms(summary.get("tpot_ms")),
+                ci_text,
+                plain(reads),
+                f"{ratio:.2f}×" if num(ratio) is not None else "—",
+            ]
+        )
+    return headers, rows
+
+
+def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(label, value) headline numbers of a run."""
+    summary = record.get("summary") or {}
+    floor = record.get("floor") or {}
+    lo_ms, hi_ms = tpot_interval_ms(summary)
+    ci_text = f" [{lo_ms:.3f}, {hi_ms:.3f}]" if lo_ms is not None and hi_ms is not None else ""
+    stats = record.get("analysis") or (analysis or {}).get("summary") or {}
+    ratio = num(floor.get("tpot_over_floor"))
+    return [
+        ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
+        ("tokens/s", plain(summary.get("tokens_per_s"))),
+        ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
+        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None else "—"),
+        ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
+        ("GPU idle/step", fmt_us_from_ns(stats.get("idle_ns_per_step"))),
+    ]
+
+
+def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if analysis and isinstance(analysis.get("syncs"), list):
+        return analysis["syncs"]
+    return (record.get("analysis") or {}).get("syncs") or []
+
+
+def run_title(record: dict[str, Any]) -> str:
+    workload = record.get("workload") or {}
+    enabled = (record.get("switches") or {}).get("enabled") or []
+    switches = plain(enabled) if enabled else "none"
+    return f"{plain(workload.get('name'))} · {plain(record.get('preset'))} · switches: {switches}"
+
+
+def config_key_with_role(ablation: dict[str, Any], role: str) -> str | None:
+    configs = [c for c in ablation.get("configs") or [] if isinstance(c, dict)]
+    for config in configs:
+        if role in (config.get("roles") or []):
+            return str(config.get("key"))
+    want = set() if role == "baseline" else set(ablation.get("toggles") or [])
+    return next((str(c.get("key")) for c in configs if set(c.get("enabled") or []) == want), None)
+
+
+def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(lo, hi) of a RunRecord summary's `tpot_ci95_ms`, (None, None) when absent or malformed."""
+    ci = summary.get("tpot_ci95_ms")
+    if isinstance(ci, list) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
+        return num(ci[0]), num(ci[1])
+    return None, None
+
+
+def switch_info_rows(record: dict[str, Any]) -> Rows:
+    """The switches a run's workload offers, and which were on."""
+    switches = record.get("switches") or {}
+    enabled = set(switches.get("enabled") or [])
+    rows = [
+        [
+            plain(s.get("name")),
+            "on" if s.get("name") in enabled else "off",
+            plain(s.get("help")),
+            plain(s.get("replaces")),
+            plain(s.get("usable")),
+        ]
+        for s in switches.get("available") or []
+        if isinstance(s, dict)
+    ]
+    return ["switch", "on", "help", "replaces", "usable"], rows
+
+
+def device_rows(analysis: dict[str, Any]) -> Rows:
+    """Per (rank, device) busy/idle totals of an analysis, idle split by gap class."""
+    headers = ["rank", "device", "span", "busy", "idle", "kernels", "memcpys", "graph launches"]
+    rows = []
+    for dev in analysis.get("devices") or []:
+        if not isinstance(dev, dict):
+            continue
+        idle_ns = dev.get("idle_by_class_ns") or {}
+        rows.append(
+            [plain(dev.get("rank")), plain(dev.get("device"))]
+            + [fmt_us_from_ns(dev.get(key)) for key in ("span_ns", "busy_ns", "idle_ns")]
+            + [plain(dev.get(key)) for key in ("kernel_count", "memcpy_count", "graph_launches")]
+            + [fmt_us_from_ns(idle_ns.get(cls)) for cls in GAP_CLASSES]
+        )
+    return headers + [f"idle {cls}" for cls in GAP_CLASSES], rows
+
+
+def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
+    summary = analysis.get("summary") or {}
+    items = [
+        ("steps", plain(summary.get("steps"))),
+        ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
+        ("GPU busy/step", fmt_us_from_ns(summary.get("gpu_busy_ns_per_step"))),
+        ("GPU idle/step", fmt_us_from_ns(summary.get("idle_ns_per_step"))),
+    ]
+    by_class = summary.get("idle_by_class_ns_per_step") or {}
+    return items + [(f"idle/step: {cls}", fmt_us_from_ns(ns)) for cls, ns in by_class.items()]
+
+
+def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("baseline TPOT", fmt_ms(attribution.get("baseline_tpot_ms"))),
+        ("all-on TPOT", fmt_ms(attribution.get("all_on_tpot_ms"))),
+        ("total saving ms [95% CI]", fmt_interval(attribution.get("total_saving_ms"))),
+        ("interaction ms [95% CI]", fmt_interval(attribution.get("interaction_ms"))),
+    ]
+
+
+def trace_title(analysis: dict[str, Any]) -> str:
+    inputs = analysis.get("inputs") or []
+    return ", ".join(plain(i.get("path")) for i in inputs if isinstance(i, dict)) or "trace"
+
+
+# ---- Markdown ----
+
+
+def md_cell(value: Any) -> str:
+    """One table cell: Markdown/HTML-significant characters escaped, on one line."""
+    text = " ".join(plain(value).split())
+    for raw, escaped in MD_CELL_ESCAPES:
+        text = text.replace(raw, escaped)
+    return text
+
+
+def md_table(rows: Rows, empty: str = "none") -> str:
+    headers, body = rows
+    if not body:
+        return f"_{md_cell(empty)}_"
+    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + " --- |" * len(headers)]
+    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def md_items(items: list[tuple[str, str]]) -> str:
+    return md_table((["metric", "value"], [[label, value] for label, value in items]))
+
+
+def _md_warnings(warnings: list[Any] | None) -> list[str]:
+    return [f"> ⚠ {md_cell(w)}" for w in warnings or []]
+
+
+def run_markdown(
+    record: dict[str, Any], analysis: dict[str, Any] | None, warnings: list[str] | None = None
+) -> str:
+    """Markdown for one RunRecord: headline numbers, blocking reads, top gaps, switches, environment."""
+    note = (record.get("analysis") or {}).get("note")
+    parts = [
+        f"## Run: {md_cell(run_title(record))}",
+        *_md_warnings(list(warnings or []) + ([note] if note else [])),
+    ]
+    parts += [md_items(run_summary_items(record, analysis)), "### Host-blocking reads"]
+    parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    if analysis and analysis.get("gaps_top"):
+        parts += ["### Largest GPU idle gaps", md_table(gap_rows(analysis["gaps_top"][:10]))]
+    parts += ["### Switches", md_table(switch_info_rows(record), "no switches")]
+    parts += ["### Environment", md_table(environment_rows(record.get("environment")), "not recorded")]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def ablation_markdown(
+    ablation: dict[str, Any], records: dict[str, dict[str, Any]], warnings: list[str] | None = None
+) -> str:
+    """Markdown for an ablation: attribution headline, per-switch ΔTPOT with intervals, waterfall, configs."""
+    attribution = ablation.get("attribution") or {}
+    workload = ablation.get("workload") or {}
+    parts = [f"## Ablation: {md_cell(workload.get('name'))} · {md_cell(ablation.get('preset'))}"]
+    parts += _md_warnings(warnings)
+    parts += [md_items(ablation_summary_items(attribution)), "### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
+    parts.append(md_table(switch_rows(attribution.get("switches")), "no per-switch attribution"))
+    waterfall = [
+        [
+            plain(row.get("step")),
+            fmt_ms(row.get("tpot_ms")),
+            fmt_ms(row.get("delta_ms")),
+            f"{plain(row.get('lo'))} – {plain(row.get('hi'))}",
+        ]
+        for row in attribution.get("waterfall") or []
+        if isinstance(row, dict)
+    ]
+    parts += [
+        "### TPOT waterfall",
+        md_table((["step", "TPOT", "Δ", "95% CI (ms)"], waterfall), "no waterfall"),
+    ]
+    parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
+    base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
+    parts += ["### Host-blocking reads (baseline)"]
+    parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def trace_markdown(analysis: dict[str, Any]) -> str:
+    """Markdown for a bare trace's analysis: per-step numbers, blocking reads, largest gaps."""
+    parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(analysis.get("warnings"))]
+    parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
+    parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    parts += [
+        "### Largest GPU idle gaps",
+        md_table(gap_rows((analysis.get("gaps_top") or [])[:10]), "no idle gaps"),
+    ]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def render_inputs_markdown(inputs: list[Any]) -> str:
+    """Markdown for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
+    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+
+    sections = []
+    for item in inputs:
+        if isinstance(item, RunInput):
+            sections.append(run_markdown(item.record, item.analysis, item.warnings))
+        elif isinstance(item, AblationInput):
+            sections.append(ablation_markdown(item.ablation, item.records, item.warnings))
+        elif isinstance(item, TraceInput):
+            sections.append(trace_markdown(item.analysis))
+    return "\n".join(sections)
