@@ -1,14 +1,110 @@
-"""`bubblescope report` (not implemented yet)."""
+"""`bubblescope report`: one self-contained HTML page (or Markdown) from runs, ablations and traces."""
 
 from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from bubblescope.errors import BubblescopeError
 
+DEFAULT_HTML_NAME = "report.html"
+REPORT_HELP = "\n\n".join(
+    [
+        "Render a report: TPOT waterfall, per-switch ΔTPOT with intervals and what each switch removed, a "
+        "one-step timeline (host lane, GPU lanes, gaps shaded by cause, blocking reads marked), the "
+        "blocking-read table with source lines and fix hints, the speed-of-light bar and the environment.",
+        "The HTML file inlines plotly.js, so it opens offline and works as a CI artifact. From a bare trace "
+        "it shows the analysis alone (timeline, blocking reads, gaps). Exit code 2 on bad input.",
+        "Examples: `bubblescope report runs/ablation -o ablation.html` · "
+        "`bubblescope report trace.json.gz --format markdown >> $GITHUB_STEP_SUMMARY`",
+    ]
+)
+
+
+# typer ships its own copy of click; its ClickException (what typer's runner turns into a message and an
+# exit code) is reachable only through the public exceptions derived from it.
+_TyperClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class ReportCommandError(_TyperClickException, BubblescopeError):  # type: ignore[misc, valid-type]
+    """A bad `report` input, ending the command with one line and exit code 2 on every path.
+
+    `bubblescope.cli.main` catches it as a BubblescopeError (one line, exit 2); typer's standalone mode
+    (CliRunner, `python -m`) shows it as a click error with the same exit code.
+    """
+
+    exit_code = 2
+
+
+class ReportFormat(str, Enum):
+    html = "html"
+    markdown = "markdown"
+
+
+def write_report(
+    paths: list[Path], output: Path | None, report_format: ReportFormat
+) -> tuple[str, Path | None]:
+    """Load the inputs, render them, and write the result atomically when there is a destination.
+
+    Returns:
+        (rendered text, path written or None when Markdown goes to stdout).
+    Raises:
+        BubblescopeError: bad input (one line naming the path).
+    """
+    from bubblescope.atomic import write_text_atomic
+    from bubblescope.report.load_inputs import load_inputs
+
+    inputs = load_inputs(list(paths))
+    if report_format is ReportFormat.markdown:
+        from bubblescope.report.markdown import render_inputs_markdown
+
+        text = render_inputs_markdown(inputs)
+    else:
+        from bubblescope.report.html import render_inputs_html
+
+        text = render_inputs_html(inputs)
+        output = output or Path(DEFAULT_HTML_NAME)
+    if output is None:
+        return text, None
+    if output.is_dir():
+        raise BubblescopeError(f"{output}: is a folder; give a file name for -o")
+    try:
+        return text, write_text_atomic(output, text)
+    except OSError as exc:
+        raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("report", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def report() -> None:
-        """Not implemented yet."""
-        raise BubblescopeError("'report' is not implemented yet")
+    @app.command("report", help=REPORT_HELP)
+    def report(
+        paths: Annotated[
+            list[Path] | None,
+            typer.Argument(
+                metavar="RUN_OR_ABLATION_DIR_OR_TRACE...",
+                help="Run folders or RunRecord JSON files, ablation folders, analysis JSON, or profiler "
+                "traces (.json / .json.gz; several traces are read as the ranks of one run).",
+                show_default=False,
+            ),
+        ] = None,
+        output: Annotated[
+            Path | None,
+            typer.Option(
+                "-o", "--output", help="File to write (default: report.html for HTML, stdout for Markdown)."
+            ),
+        ] = None,
+        report_format: Annotated[
+            ReportFormat,
+            typer.Option("--format", help="html: one self-contained page; markdown: for CI summaries."),
+        ] = ReportFormat.html,
+    ) -> None:
+        try:
+            text, written = write_report(paths or [], output, report_format)
+        except BubblescopeError as exc:
+            raise ReportCommandError(str(exc)) from None
+        if written is None:
+            typer.echo(text, nl=False)
+        else:
+            typer.echo(f"wrote {written}")
