@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bubblescope.reference_model.config import DEBUG, LingConfig
 from bubblescope.reference_model.generate import new_cache
 from bubblescope.reference_model.init import build_model
