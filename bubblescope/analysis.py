@@ -1,0 +1,243 @@
+"""`analyze_traces`: trace files in, the `bubblescope.analysis/1` dict (docs/SCHEMAS.md) out.
+
+Pipeline per file (one file = one rank): load -> tables -> correlate launches -> steps -> detectors
+(plausibility, host-blocking reads, idle gaps, per-stream HTA view) -> JSON-ready dict. Never imports
+torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bubblescope.detect.host_blame import HostBlame, queued_blame
+from bubblescope.detect.idle_gaps import GAP_CLASSES, device_busy_intervals
+from bubblescope.detect.registry import detector
+from bubblescope.trace.correlate import correlate_launches, launch_counts
+from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES, expand_trace_paths, load_raw_trace
+from bubblescope.trace.steps import StepWindows, find_steps, step_index_of
+from bubblescope.trace.tables import TraceTables, build_tables
+from bubblescope.trace.timeline import build_timeline
+
+SCHEMA = "bubblescope.analysis/1"
+TOP_GAPS = 20
+STEP_CLASSES = ("sync", "host", "launch", "dependency")
+
+
+@dataclass
+class RankAnalysis:
+    """Everything found in one rank's trace (tables kept for the annotated trace and timeline)."""
+
+    tables: TraceTables
+    gpu: pd.DataFrame
+    steps: StepWindows
+    reads: pd.DataFrame
+    gaps: pd.DataFrame
+    devices: list[dict]
+    launches: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+    gpu_measured: bool = True
+    host_tid: str = ""
+
+
+def analyze_traces(paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                   step_marker: str | None = None,
+                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> dict:
+    """Analyse one trace per rank and return the `bubblescope.analysis/1` dict.
+
+    Args:
+        paths: trace files (`.json` / `.json.gz`) or folders of them; one file per rank.
+        step_marker: regex for step annotations when neither `bubblescope.step` nor
+            `ProfilerStep#N` is present (e.g. `decode_step_.*`). Default None.
+        max_decompressed_bytes: refuse a file whose JSON text is larger. Default 4 GiB.
+
+    Raises:
+        TraceError: a file is missing, malformed, truncated, too large or not a trace.
+    """
+    return analysis_dict(analyze_ranks(paths, step_marker=step_marker,
+                                       max_decompressed_bytes=max_decompressed_bytes))
+
+
+def analyze_ranks(paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                  step_marker: str | None = None,
+                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[RankAnalysis]:
+    """Per-rank analyses (tables included), for callers that render more than the dict."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    results = []
+    for index, path in enumerate(expand_trace_paths(list(paths))):
+        raw = load_raw_trace(path, max_decompressed_bytes)
+        tables = build_tables(raw.events, raw.meta, path, rank=index)
+        raw.events.clear()
+        del raw
+        results.append(analyze_rank(tables, step_marker))
+    return results
+
+
+def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAnalysis:
+    """Run every detector on one rank's tables."""
+    gpu = correlate_launches(tables.gpu, tables.runtime)
+    launches = launch_counts(tables.runtime)
+    steps = find_steps(tables, step_marker)
+    problems = detector("plausibility").run(gpu, launches)
+    reads = detector("host_syncs").run(tables, gpu)
+    devices, gap_parts = [], []
+    for device, ops in gpu.groupby("device", sort=True):
+        ops = ops.reset_index(drop=True)
+        span = (int(min(ops["start_ns"].iloc[0], steps.start_ns.min())),
+                int(max(ops["end_ns"].max(), steps.end_ns.max())))
+        gaps = detector("idle_gaps").run(ops, reads, steps, int(device), span)
+        gaps["graph"] = ops["graph"].to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)] & (
+            gaps["next_row"].to_numpy() >= 0)
+        gap_parts.append(gaps)
+        devices.append(_device_entry(tables, ops, gaps, span, int(device)))
+    gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else pd.DataFrame(
+        columns=["device", "start_ns", "end_ns", "dur_ns", "class", "step", "read_id", "next_op",
+                 "next_stream", "next_row", "graph"])
+    warnings = [f"{tables.path.name}: {w}" for w in steps.warnings + problems]
+    return RankAnalysis(tables=tables, gpu=gpu, steps=steps, reads=reads, gaps=gaps, devices=devices,
+                        launches=launches, warnings=warnings, gpu_measured=not problems and len(gpu) > 0,
+                        host_tid=_host_tid(tables))
+
+
+def _device_entry(tables: TraceTables, ops: pd.DataFrame, gaps: pd.DataFrame, span: tuple[int, int],
+                  device: int) -> dict:
+    merged_starts, merged_ends = device_busy_intervals(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
+    busy_ns = int((merged_ends - merged_starts).sum())
+    by_class = gaps.groupby("class")["dur_ns"].sum()
+    kinds = ops["kind"].astype(str)
+    return {
+        "device": device, "rank": tables.rank, "span_ns": span[1] - span[0], "busy_ns": busy_ns,
+        "idle_ns": span[1] - span[0] - busy_ns,
+        "idle_by_class_ns": {c: int(by_class.get(c, 0)) for c in GAP_CLASSES},
+        "kernel_count": int((kinds == "kernel").sum()), "memcpy_count": int((kinds == "memcpy").sum()),
+        "memset_count": int((kinds == "memset").sum()),
+        "graph_launches": int(ops.loc[ops["graph"].to_numpy(), "launch_row"].nunique()),
+        "streams": detector("stream_idle").run(ops),
+    }
+
+
+def _host_tid(tables: TraceTables) -> str:
+    """The thread that launches GPU work (most runtime calls); '' when there are none."""
+    if not len(tables.runtime):
+        return ""
+    return str(tables.runtime["tid"].astype(str).value_counts().idxmax())
+
+
+def analysis_dict(ranks: list[RankAnalysis]) -> dict:
+    """Assemble the schema dict from per-rank analyses."""
+    steps_out, gaps_out = [], []
+    for rank in ranks:
+        steps_out.extend(_step_entries(rank))
+        gaps_out.extend(_top_gaps(rank))
+    gaps_out.sort(key=lambda g: -g["dur_ns"])
+    syncs = _sync_entries(ranks, n_steps=max(len(steps_out), 1))
+    return {
+        "schema": SCHEMA,
+        "inputs": [{"path": str(r.tables.path), "rank": r.tables.rank, "events": r.tables.event_count,
+                    "format": r.tables.format} for r in ranks],
+        "warnings": [w for r in ranks for w in r.warnings],
+        "step_source": ranks[0].steps.source if ranks else "whole-trace",
+        "gpu_measured": all(r.gpu_measured for r in ranks),
+        "devices": [d for r in ranks for d in r.devices],
+        "steps": steps_out,
+        "syncs": syncs,
+        "gaps_top": gaps_out[:TOP_GAPS],
+        "summary": _summary(steps_out),
+        "timeline": build_timeline(ranks[0], _blamer(ranks[0])) if ranks else None,
+    }
+
+
+def _step_entries(rank: RankAnalysis) -> list[dict]:
+    steps, origin = rank.steps, rank.tables.origin_ns
+    in_steps = rank.gaps[rank.gaps["step"] >= 0]
+    idle = in_steps.groupby(["step", "class"])["dur_ns"].sum()
+    idle_total = in_steps.groupby("step")["dur_ns"].sum()
+    n_devices = max(len(rank.devices), 1)
+    read_steps = step_index_of(rank.reads["start_ns"].to_numpy().astype(np.int64), steps)
+    launch_at = np.where(rank.gpu["launch_start_ns"] >= 0, rank.gpu["launch_start_ns"], rank.gpu["start_ns"])
+    op_steps = step_index_of(launch_at.astype(np.int64), steps)
+    kernel_steps = op_steps[(rank.gpu["kind"] == "kernel").to_numpy()]
+    out = []
+    for i in range(len(steps)):
+        dur_ns = int(steps.end_ns[i] - steps.start_ns[i])
+        idle_ns = int(idle_total.get(i, 0))
+        out.append({
+            "index": i, "rank": rank.tables.rank, "name": steps.names[i],
+            "start_ns": int(steps.start_ns[i] - origin), "dur_ns": dur_ns,
+            # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
+            "gpu_busy_ns": dur_ns * n_devices - idle_ns if rank.devices else 0, "idle_ns": idle_ns,
+            "idle_by_class_ns": {c: int(idle.get((i, c), 0)) for c in STEP_CLASSES},
+            "blocking_reads": int((read_steps == i).sum()),
+            "kernels": int((kernel_steps == i).sum()),
+        })
+    return out
+
+
+def _blamer(rank: RankAnalysis):
+    host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid)
+    sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist()))
+
+    def blame(row) -> str:
+        if row["class"] == "sync":
+            return sites.get(int(row["read_id"]), "blocking read")
+        if row["class"] in ("host", "outside"):
+            return host.blame(int(row["start_ns"]), int(row["end_ns"]))
+        return queued_blame(row["class"], int(row["next_stream"]), bool(row["graph"]))
+
+    return blame
+
+
+def _top_gaps(rank: RankAnalysis) -> list[dict]:
+    top = rank.gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
+    blame = _blamer(rank)
+    origin = rank.tables.origin_ns
+    return [{"rank": rank.tables.rank, "device": int(row["device"]), "start_ns": int(row["start_ns"] - origin),
+             "dur_ns": int(row["dur_ns"]), "class": row["class"], "step": int(row["step"]),
+             "blame": blame(row), "next_op": row["next_op"]} for _, row in top.iterrows()]
+
+
+def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
+    frames = []
+    for rank in ranks:
+        if not len(rank.reads):
+            continue
+        reads = rank.reads.copy()
+        bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
+        reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
+        reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
+        frames.append(reads)
+    if not frames:
+        return []
+    reads = pd.concat(frames, ignore_index=True)
+    keys = ["site", "op", "kind", "api"]
+    grouped = reads.groupby(keys, sort=False).agg(
+        count=("read_id", "size"), in_steps=("in_step", "sum"), blocked_ns=("blocked_ns", "sum"),
+        bubble_ns=("bubble_ns", "sum"), wait_ns=("wait_ns", "sum"), hint=("hint", "first"),
+        inner_op=("inner_op", "first")).reset_index()
+    grouped = grouped.sort_values(["bubble_ns", "blocked_ns"], ascending=False, kind="stable")
+    return [{"site": r.site, "op": r.op, "kind": r.kind, "api": r.api, "inner_op": r.inner_op,
+             "count": int(r.count), "per_step": round(float(r.in_steps) / n_steps, 4),
+             "blocked_ns": int(r.blocked_ns), "bubble_ns": int(r.bubble_ns), "wait_ns": int(r.wait_ns),
+             "hint": r.hint} for r in grouped.itertuples(index=False)]
+
+
+def _summary(steps: list[dict]) -> dict:
+    n_steps = len(steps)
+    if not n_steps:
+        return {"steps": 0, "blocking_reads_per_step": 0.0, "gpu_busy_ns_per_step": 0,
+                "idle_ns_per_step": 0, "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
+                "step_dur_ns_median": 0}
+    return {
+        "steps": n_steps,
+        "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in steps) / n_steps, 4),
+        "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in steps) / n_steps)),
+        "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in steps) / n_steps)),
+        "idle_by_class_ns_per_step": {c: int(round(sum(s["idle_by_class_ns"][c] for s in steps) / n_steps))
+                                      for c in STEP_CLASSES},
+        "kernels_per_step": round(sum(s["kernels"] for s in steps) / n_steps, 2),
+        "step_dur_ns_median": int(np.median([s["dur_ns"] for s in steps])),
+    }

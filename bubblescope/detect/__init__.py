@@ -1,0 +1,1 @@
+"""Detectors: pure functions from trace tables to findings (one per file, listed in `registry`)."""

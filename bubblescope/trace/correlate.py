@@ -1,0 +1,69 @@
+"""Tie each GPU op to the host call that launched it, through `args.correlation`.
+
+A CUDA graph replay is one `cudaGraphLaunch` whose correlation id every kernel of the replay carries,
+so all of them map to that one call; `first_of_launch` marks the earliest op of each launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000",
+                                "cuGraphLaunch_ptsz", "cudaGraphLaunch_ptsz"})
+
+
+def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
+    """Add launch columns to the GPU op table (sorted by start).
+
+    Args:
+        gpu: GPU op table, one row per kernel/memcpy/memset, sorted by `start_ns`.
+        runtime: runtime/driver call table.
+
+    Returns:
+        `gpu` with `launch_row` (row in `runtime`, -1 when unmatched), `launch_start_ns`,
+        `launch_end_ns` (-1 when unmatched), `launch_tid`, `launch_name`, `graph` (launched by a graph
+        launch) and `first_of_launch`.
+    """
+    out = gpu.copy()
+    n_ops = len(out)
+    runtime_corr = runtime["correlation"].to_numpy()
+    valid = runtime_corr >= 0
+    rows = np.flatnonzero(valid)
+    # Correlation ids are unique per call; keep the first should a writer ever repeat one.
+    keys, first = np.unique(runtime_corr[rows], return_index=True)
+    rows = rows[first]
+    op_corr = out["correlation"].to_numpy()
+    pos = np.searchsorted(keys, op_corr)
+    pos_clipped = np.minimum(pos, max(len(keys) - 1, 0))
+    matched = (len(keys) > 0) & (op_corr >= 0)
+    if len(keys):
+        matched = matched & (keys[pos_clipped] == op_corr)
+    launch_row = np.where(matched, rows[pos_clipped] if len(keys) else -1, -1)
+    out["launch_row"] = launch_row.astype(np.int64)
+    starts = runtime["start_ns"].to_numpy()
+    ends = runtime["end_ns"].to_numpy()
+    safe = np.maximum(launch_row, 0)
+    has = launch_row >= 0
+    out["launch_start_ns"] = np.where(has, starts[safe] if len(starts) else -1, -1)
+    out["launch_end_ns"] = np.where(has, ends[safe] if len(ends) else -1, -1)
+    names = runtime["name"].astype(object).to_numpy()
+    tids = runtime["tid"].astype(object).to_numpy()
+    out["launch_name"] = np.where(has, names[safe] if len(names) else "", "")
+    out["launch_tid"] = np.where(has, tids[safe] if len(tids) else "", "")
+    out["graph"] = out["launch_name"].isin(GRAPH_LAUNCH_NAMES).to_numpy()
+    first_flag = np.ones(n_ops, dtype=bool)
+    if n_ops:
+        # Ops are sorted by start, so the first row of each correlation group starts first.
+        dup = pd.Series(op_corr).duplicated(keep="first").to_numpy() & has
+        first_flag = ~dup
+    out["first_of_launch"] = first_flag
+    return out
+
+
+def launch_counts(runtime: pd.DataFrame) -> dict[str, int]:
+    """How many graph launches and kernel launches the host made (for plausibility checks)."""
+    names = runtime["name"].astype(str)
+    graph = int(names.isin(GRAPH_LAUNCH_NAMES).sum())
+    kernel = int(names.str.contains("LaunchKernel", regex=False).sum())
+    return {"graph_launches": graph, "kernel_launches": kernel}

@@ -1,0 +1,95 @@
+"""Find what encloses a host call: the ATen op around it and the user's Python line that made it.
+
+Host ranges on one thread nest like a call stack. `NestingIndex` sorts one thread's ranges, derives
+each range's parent with one stack pass, and answers "innermost range enclosing [start, end]" with a
+binary search plus a short walk up the parents: O(log n + depth) per query, no per-query scan.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+# Frames of these are library plumbing; the site a user can act on is the first frame outside them.
+_LIBRARY_PREFIXES = ("torch/", "triton/", "numpy/", "pandas/", "typing.py", "contextlib.py",
+                     "functools.py", "threading.py", "bubblescope/capture/", "<")
+_LIBRARY_PARTS = ("site-packages/", "dist-packages/", "/torch/", "/lib/python3")
+_FRAME_NAME = re.compile(r"^(?P<path>.*?)\((?P<line>\d+)\): (?P<func>.*)$")
+
+
+class NestingIndex:
+    """Ranges of one thread, nested.
+
+    Args:
+        table: rows with `name`, `start_ns`, `end_ns` (one thread's ops or frames).
+    """
+
+    def __init__(self, table: pd.DataFrame) -> None:
+        order = np.lexsort((-table["end_ns"].to_numpy(), table["start_ns"].to_numpy()))
+        self.starts = table["start_ns"].to_numpy()[order]
+        self.ends = table["end_ns"].to_numpy()[order]
+        self.names = table["name"].astype(str).to_numpy()[order]
+        self.parent = _parents(self.starts, self.ends)
+
+    def innermost(self, start_ns: int, end_ns: int) -> int:
+        """Index of the innermost range with start <= start_ns and end >= end_ns, or -1."""
+        j = int(np.searchsorted(self.starts, start_ns, side="right")) - 1
+        while j >= 0 and self.ends[j] < end_ns:
+            j = int(self.parent[j])
+        return j
+
+    def outermost_since(self, j: int, since_ns: int) -> int:
+        """Walk up from range `j` to the outermost ancestor that still starts at or after `since_ns`."""
+        while j >= 0 and self.parent[j] >= 0 and self.starts[self.parent[j]] >= since_ns:
+            j = int(self.parent[j])
+        return j
+
+    def first_user_ancestor(self, j: int) -> int:
+        """Walk up from frame `j` to the first frame that is the user's code, or -1."""
+        while j >= 0 and not is_user_frame(self.names[j]):
+            j = int(self.parent[j])
+        return j
+
+
+def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    parent = np.full(len(starts), -1, dtype=np.int64)
+    stack: list[int] = []
+    ends_list = ends.tolist()
+    for i, end in enumerate(ends_list):
+        while stack and ends_list[stack[-1]] < end:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def is_user_frame(name: str) -> bool:
+    """True for a Python frame in the user's code (not torch, not site-packages, not a builtin)."""
+    if name.startswith(_LIBRARY_PREFIXES):
+        return False
+    return not any(part in name for part in _LIBRARY_PARTS)
+
+
+def short_site(frame_name: str) -> str:
+    """'/home/u/proj/run.py(12): main' -> 'run.py(12): main' (the schema's `site` form)."""
+    match = _FRAME_NAME.match(frame_name)
+    if not match:
+        return frame_name
+    base = match["path"].rsplit("/", 1)[-1]
+    return f"{base}({match['line']}): {match['func']}"
+
+
+def indexes_by_thread(table: pd.DataFrame, tids: set[str]) -> dict[str, NestingIndex]:
+    """One NestingIndex per thread in `tids` that has rows in `table`."""
+    out: dict[str, NestingIndex] = {}
+    if not len(table):
+        return out
+    tid_col = table["tid"].astype(str)
+    for tid in tids:
+        rows = table[(tid_col == tid).to_numpy()]
+        if len(rows):
+            out[tid] = NestingIndex(rows)
+    return out

@@ -1,0 +1,115 @@
+"""Cut a trace into decode steps.
+
+Order of preference: `bubblescope.step` annotations, then `ProfilerStep#N`, then a user regex over
+host annotation/op names, else the whole trace as one step (with a warning). Step windows are host
+time ranges; GPU work they launched may run past their end.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bubblescope.errors import BubblescopeError
+from bubblescope.trace.tables import TraceTables
+
+BUBBLESCOPE_STEP = "bubblescope.step"
+_PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
+
+
+@dataclass
+class StepWindows:
+    """Step windows of one rank.
+
+    Attributes:
+        source: "bubblescope.step" | "ProfilerStep" | "regex:<RE>" | "whole-trace".
+        names: name of each step's marker.
+        start_ns, end_ns: [n_steps] absolute ns, sorted by start, non-overlapping.
+        warnings: what the user should know (no markers found, overlapping markers dropped).
+    """
+
+    source: str
+    names: list[str]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    warnings: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+def find_steps(tables: TraceTables, step_marker: str | None = None) -> StepWindows:
+    """Step windows of `tables` (see the module docstring for the order of preference).
+
+    Args:
+        tables: one rank's tables.
+        step_marker: regex matched (fully) against host op/annotation names; used when neither
+            `bubblescope.step` nor `ProfilerStep#N` is present. Default None.
+    """
+    names = tables.ops["name"].astype(str)
+    candidates: list[tuple[str, pd.Series]] = [
+        (BUBBLESCOPE_STEP, names.str.startswith(BUBBLESCOPE_STEP)),
+        ("ProfilerStep", names.str.fullmatch(_PROFILER_STEP)),
+    ]
+    if step_marker:
+        try:
+            pattern = re.compile(step_marker)
+        except re.error as exc:
+            raise BubblescopeError(f"--step-marker {step_marker!r} is not a valid regex ({exc})") from None
+        candidates.append((f"regex:{step_marker}", names.str.fullmatch(pattern)))
+    for source, mask in candidates:
+        if mask.any():
+            return _windows(tables.ops[mask.to_numpy()], source)
+    warning = "no step markers found (bubblescope.step, ProfilerStep#N"
+    warning += f", or {step_marker!r})" if step_marker else "; pass --step-marker REGEX)"
+    return _whole_trace(tables, warning + "; the whole trace is one step")
+
+
+def _windows(marks: pd.DataFrame, source: str) -> StepWindows:
+    marks = marks.sort_values("start_ns", kind="stable")
+    starts = marks["start_ns"].to_numpy()
+    ends = marks["end_ns"].to_numpy()
+    names = marks["name"].astype(str).tolist()
+    # Nested or repeated markers (a marker on two threads, a step inside a step) would double count:
+    # keep a marker only if it starts after the previous kept one ended.
+    keep = np.zeros(len(starts), dtype=bool)
+    last_end = np.iinfo(np.int64).min
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        if start >= last_end:
+            keep[i] = True
+            last_end = end
+    warnings = []
+    if not keep.all():
+        warnings.append(f"{int((~keep).sum())} overlapping step markers ignored")
+    return StepWindows(source=source, names=[n for n, k in zip(names, keep) if k],
+                       start_ns=starts[keep], end_ns=ends[keep], warnings=warnings)
+
+
+def _whole_trace(tables: TraceTables, warning: str) -> StepWindows:
+    # GPU activity bounds the window when there is any: profiler start-up before the first launch
+    # is not part of the workload and would read as idle.
+    if len(tables.gpu):
+        start = int(min(tables.gpu["start_ns"].min(), _first_launch(tables)))
+        end = int(tables.gpu["end_ns"].max())
+    else:
+        start, end = tables.origin_ns, tables.end_ns
+    return StepWindows(source="whole-trace", names=["whole-trace"], start_ns=np.array([start], np.int64),
+                       end_ns=np.array([end], np.int64), warnings=[warning])
+
+
+def _first_launch(tables: TraceTables) -> int:
+    corr = tables.gpu["correlation"].to_numpy()
+    hits = tables.runtime["correlation"].isin(corr[corr >= 0]).to_numpy()
+    starts = tables.runtime["start_ns"].to_numpy()[hits]
+    return int(starts.min()) if len(starts) else int(tables.gpu["start_ns"].min())
+
+
+def step_index_of(times_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
+    """Index of the step window containing each time, -1 when outside every window. [n] int64."""
+    idx = np.searchsorted(steps.start_ns, times_ns, side="right") - 1
+    safe = np.maximum(idx, 0)
+    inside = (idx >= 0) & (times_ns < steps.end_ns[safe]) if len(steps) else np.zeros(len(times_ns), bool)
+    return np.where(inside, idx, -1)

@@ -1,0 +1,265 @@
+"""Normalise a parsed Kineto trace into columnar pandas tables (integer ns, interned names).
+
+One pass buckets the events by category (new and old Kineto names alike); each bucket then becomes
+a DataFrame through per-column comprehensions, and the dicts are dropped. Tables:
+
+- `ops`      host cpu_op and user_annotation ranges          name, cat, tid, start_ns, end_ns
+- `frames`   Python frames (`with_stack=True`)               name, tid, start_ns, end_ns, py_id, parent_id
+- `runtime`  CUDA runtime / driver calls                     name, api, tid, start_ns, end_ns, correlation
+- `gpu`      kernels, memcpys, memsets                       name, kind, device, stream, start_ns, end_ns,
+                                                             correlation, bytes
+- `waits`    cuda_sync rows (GPU side of a sync)             name, device, stream, start_ns, end_ns, correlation
+- `gpu_annotations`  gpu_user_annotation rows                name, device, stream, start_ns, end_ns
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bubblescope.errors import TraceError
+
+# Kineto has renamed categories over the years; all spellings land in one bucket.
+_BUCKET_OF_CATEGORY = {
+    "cpu_op": "ops", "Operator": "ops", "operator": "ops",
+    "user_annotation": "ops", "User Annotation": "ops",
+    "python_function": "frames",
+    "cuda_runtime": "runtime", "Runtime": "runtime", "runtime": "runtime",
+    "cuda_driver": "runtime", "Driver": "runtime", "driver": "runtime",
+    "kernel": "kernel", "Kernel": "kernel",
+    "gpu_memcpy": "memcpy", "Memcpy": "memcpy", "memcpy": "memcpy",
+    "gpu_memset": "memset", "Memset": "memset", "memset": "memset",
+    "cuda_sync": "waits",
+    "gpu_user_annotation": "gpu_annotations", "async_gpu": "gpu_annotations",
+}
+# Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
+_UNSIGNED_MINUS_ONE = 4294967295
+# Some Kineto versions put sync rows on a virtual thread `stream + 1000000` next to the stream's row.
+_VIRTUAL_SYNC_ROW_OFFSET = 1000000
+_EMPTY: dict[str, Any] = {}
+
+
+@dataclass
+class TraceTables:
+    """All tables of one trace file (one rank). Times are absolute integer ns; `origin_ns` is the
+    earliest event, the zero that reports use."""
+
+    path: Path
+    rank: int
+    ops: pd.DataFrame
+    frames: pd.DataFrame
+    runtime: pd.DataFrame
+    gpu: pd.DataFrame
+    waits: pd.DataFrame
+    gpu_annotations: pd.DataFrame
+    origin_ns: int
+    end_ns: int
+    event_count: int
+    format: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def build_tables(events: list[Any], meta: dict[str, Any], path: Path, rank: int) -> TraceTables:
+    """Bucket `events` by category and build the columnar tables. `events` may be cleared afterwards.
+
+    Raises:
+        TraceError: an event of a used category lacks `ts`/`dur`/`name` or carries a non-numeric time.
+    """
+    buckets: dict[str, list[dict[str, Any]]] = {k: [] for k in set(_BUCKET_OF_CATEGORY.values())}
+    by_category = {cat: buckets[name] for cat, name in _BUCKET_OF_CATEGORY.items()}
+    try:
+        for event in events:
+            if event.get("ph") == "X":
+                bucket = by_category.get(event.get("cat"))
+                if bucket is not None:
+                    bucket.append(event)
+    except AttributeError:
+        bad = next(i for i, e in enumerate(events) if not isinstance(e, dict))
+        raise TraceError(f"{path}: event #{bad} is a {type(events[bad]).__name__}, not an object") from None
+    base_us = _base_us(buckets, path)
+    gpu_parts = [_gpu_table(buckets[k], k, base_us, path) for k in ("kernel", "memcpy", "memset")]
+    gpu = pd.concat(gpu_parts, ignore_index=True) if any(len(p) for p in gpu_parts) else gpu_parts[0]
+    gpu["kind"] = pd.Categorical(gpu["kind"], categories=["kernel", "memcpy", "memset"])
+    tables = TraceTables(
+        path=path,
+        rank=_rank_of(meta, rank),
+        ops=_ops_table(buckets["ops"], base_us, path),
+        frames=_frames_table(buckets["frames"], base_us, path),
+        runtime=_runtime_table(buckets["runtime"], base_us, path),
+        gpu=gpu.sort_values("start_ns", kind="stable", ignore_index=True),
+        waits=_waits_table(buckets["waits"], base_us, path),
+        gpu_annotations=_gpu_annotation_table(buckets["gpu_annotations"], base_us, path),
+        origin_ns=0,
+        end_ns=0,
+        event_count=len(events),
+        format=_format_of(meta, buckets),
+        meta={k: v for k, v in meta.items() if k != "traceEvents"},
+    )
+    _set_extent(tables)
+    return tables
+
+
+def _base_us(buckets: dict[str, list[dict[str, Any]]], path: Path) -> int:
+    for bucket in buckets.values():
+        if bucket:
+            ts = bucket[0].get("ts")
+            if isinstance(ts, (int, float)):
+                return int(ts)
+            raise TraceError(f"{path}: event {bucket[0].get('name')!r} has no numeric 'ts'")
+    return 0
+
+
+def _times_ns(bucket: list[dict[str, Any]], base_us: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end in absolute integer ns. Subtracting an integer base first keeps the float
+    product exact to the ns that the µs float carries (Kineto writes ns fractions: 123.456)."""
+    try:
+        ts_us = np.asarray([e["ts"] for e in bucket], dtype=np.float64)
+        dur_us = np.asarray([e["dur"] for e in bucket], dtype=np.float64)
+    except (KeyError, TypeError, ValueError):
+        raise TraceError(f"{path}: {_describe_bad_time(bucket)}") from None
+    start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
+    dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
+    if len(dur_ns) and (dur_ns.min() < 0 or not np.isfinite(ts_us).all()):
+        raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} has a negative or "
+                         "non-finite time")
+    return start_ns, start_ns + dur_ns
+
+
+def _describe_bad_time(bucket: list[dict[str, Any]]) -> str:
+    for i, event in enumerate(bucket):
+        for key in ("ts", "dur"):
+            value = event.get(key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                what = "lacks" if value is None else f"has a non-numeric ({value!r:.30})"
+                return f"event {event.get('name')!r} (cat {event.get('cat')!r}, #{i} of its kind) {what} '{key}'"
+    return "an event has an unreadable time"
+
+
+def _names(bucket: list[dict[str, Any]], path: Path) -> pd.Categorical:
+    names = [e.get("name") for e in bucket]
+    if any(n is None for n in names):
+        raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} lacks 'name'")
+    return pd.Categorical([n if isinstance(n, str) else str(n) for n in names])
+
+
+def _args(bucket: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    args = [e.get("args") or _EMPTY for e in bucket]
+    if any(not isinstance(a, dict) for a in args):
+        raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} has non-object 'args'")
+    return args
+
+
+def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) -> np.ndarray:
+    values = [a.get(key, default) for a in args]
+    try:
+        return np.asarray([default if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{path}: args.{key!r} holds a non-integer value") from None
+
+
+def _tids(bucket: list[dict[str, Any]]) -> pd.Categorical:
+    return pd.Categorical([str(e.get("tid")) for e in bucket])
+
+
+def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    cats = ["user_annotation" if "nnotation" in str(e.get("cat")) else "cpu_op" for e in bucket]
+    return pd.DataFrame({
+        "name": _names(bucket, path), "cat": pd.Categorical(cats, categories=["cpu_op", "user_annotation"]),
+        "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
+    })
+
+
+def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    args = _args(bucket, path)
+    return pd.DataFrame({
+        "name": _names(bucket, path), "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
+        "py_id": _int_column(args, "Python id", -1, path),
+        "parent_id": _int_column(args, "Python parent id", -1, path),
+    })
+
+
+def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    args = _args(bucket, path)
+    apis = ["driver" if "river" in str(e.get("cat")) else "runtime" for e in bucket]
+    return pd.DataFrame({
+        "name": _names(bucket, path), "api": pd.Categorical(apis, categories=["runtime", "driver"]),
+        "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
+        "correlation": _int_column(args, "correlation", -1, path),
+    })
+
+
+def _device_stream(bucket: list[dict[str, Any]], args: list[dict[str, Any]], path: Path,
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    devices = [a.get("device", e.get("pid")) for a, e in zip(args, bucket)]
+    streams = [a.get("stream", e.get("tid")) for a, e in zip(args, bucket)]
+    try:
+        device = np.asarray(devices, dtype=np.int64)
+        stream = np.asarray(streams, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise TraceError(f"{path}: a GPU event has a non-integer device or stream") from None
+    stream[stream == _UNSIGNED_MINUS_ONE] = -1
+    return device, stream
+
+
+def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    args = _args(bucket, path)
+    device, stream = _device_stream(bucket, args, path)
+    return pd.DataFrame({
+        "name": pd.Series(_names(bucket, path), dtype=object), "kind": kind,
+        "device": device, "stream": stream, "start_ns": start_ns, "end_ns": end_ns,
+        "correlation": _int_column(args, "correlation", -1, path),
+        "bytes": _int_column(args, "bytes", 0, path),
+    })
+
+
+def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    args = _args(bucket, path)
+    device, stream = _device_stream(bucket, args, path)
+    virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
+    stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
+    return pd.DataFrame({
+        "name": _names(bucket, path), "device": device, "stream": stream,
+        "start_ns": start_ns, "end_ns": end_ns, "correlation": _int_column(args, "correlation", -1, path),
+    })
+
+
+def _gpu_annotation_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
+    start_ns, end_ns = _times_ns(bucket, base_us, path)
+    args = _args(bucket, path)
+    device, stream = _device_stream(bucket, args, path)
+    return pd.DataFrame({"name": _names(bucket, path), "device": device, "stream": stream,
+                         "start_ns": start_ns, "end_ns": end_ns})
+
+
+def _rank_of(meta: dict[str, Any], fallback: int) -> int:
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    return fallback
+
+
+def _format_of(meta: dict[str, Any], buckets: dict[str, list[dict[str, Any]]]) -> str:
+    old_names = any(e.get("cat") in ("Kernel", "Runtime", "Operator") for e in buckets["kernel"][:1]
+                    + buckets["runtime"][:1] + buckets["ops"][:1])
+    version = meta.get("schemaVersion")
+    return f"kineto-{'legacy' if old_names else 'v' + str(version) if version is not None else 'chrome'}"
+
+
+def _set_extent(tables: TraceTables) -> None:
+    starts = [t["start_ns"].min() for t in (tables.ops, tables.frames, tables.runtime, tables.gpu,
+                                            tables.waits) if len(t)]
+    ends = [t["end_ns"].max() for t in (tables.ops, tables.frames, tables.runtime, tables.gpu,
+                                        tables.waits) if len(t)]
+    if not starts:
+        raise TraceError(f"{tables.path}: no host, runtime or GPU events (not a torch.profiler trace)")
+    tables.origin_ns = int(min(starts))
+    tables.end_ns = int(max(ends))
