@@ -15,6 +15,7 @@ from bubblescope.capture.profiled import STEP_MARKER, profile_window
 from bubblescope.capture.readbacks import count_readbacks
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
+from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
 from bubblescope.stats import stable_seed
 
@@ -31,6 +32,10 @@ class RunSettings:
     repeats: int = 3
     profile_steps: int = 4
 
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.repeats < 1 or self.warmup < 0 or self.profile_steps < 0:
+            raise ConfigError("need --steps >= 1, --repeats >= 1, --warmup >= 0 and --profile-steps >= 0")
+
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -42,7 +47,12 @@ def _analyze_full(trace_path: Path) -> tuple[dict[str, Any] | None, str | None]:
         from bubblescope.analysis import analyze_traces
     except ImportError:
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
-    return analyze_traces([str(trace_path)], step_marker=STEP_MARKER), None
+    try:
+        return analyze_traces([str(trace_path)], step_marker=STEP_MARKER), None
+    except BubblescopeError as exc:
+        return None, f"trace analysis refused the trace: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the measurement is done; keep it and say what failed
+        return None, f"trace analysis failed ({type(exc).__name__}: {exc}); readbacks counted from ATen ops"
 
 
 def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -65,6 +75,8 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
                 "kernels_per_step": kernels, "gpu_measured": True, "note": None}, full
     counted = count_readbacks(trace_path)
     note = CPU_NOTE if not on_cuda else f"{warning}; readbacks counted from ATen ops"
+    if warning and not on_cuda and full is None and "failed" in warning:
+        note = f"{CPU_NOTE} ({warning})"
     return {"blocking_reads_per_step": counted["blocking_reads_per_step"], "syncs": counted["syncs"],
             "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES}, "gpu_busy_ns_per_step": 0,
             "idle_ns_per_step": 0, "kernels_per_step": 0, "gpu_measured": False,

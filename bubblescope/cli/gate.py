@@ -1,14 +1,50 @@
-"""`bubblescope gate` (not implemented yet)."""
+"""`bubblescope gate`: fail CI on new host-blocking reads or a TPOT regression beyond the noise."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import typer
 
-from bubblescope.errors import BubblescopeError
+from bubblescope.errors import ConfigError
+
+FORMATS = ("table", "markdown", "json")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("gate", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def gate() -> None:
-        """Not implemented yet."""
-        raise BubblescopeError("'gate' is not implemented yet")
+    @app.command("gate")
+    def gate(
+        baseline: str = typer.Option(..., "--baseline", help="Baseline RunRecord (record.json or its folder) or trace."),
+        current: str = typer.Option(..., "--current", help="Current RunRecord or trace."),
+        max_regression: str = typer.Option("3%", "--max-regression", help="Allowed TPOT regression, e.g. 3% or 0.03."),
+        output_format: str = typer.Option("table", "--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json."),
+    ) -> None:
+        """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
+
+        Fails when blocking reads per step increased (exact: a count, no noise, works from CPU
+        traces) or when TPOT regressed beyond both --max-regression and the noise (the lower bound
+        of the bootstrap 95% interval of current/baseline median exceeds 1 + threshold). With a
+        trace on either side only the reads are gated.
+        """
+        from bubblescope.gate import run_gate
+
+        if output_format not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+        verdict = run_gate(baseline, current, max_regression)
+        if output_format == "json":
+            typer.echo(json.dumps(verdict, indent=1))
+        elif output_format == "markdown":
+            from bubblescope.report.gate_markdown import render_gate_markdown
+
+            typer.echo(render_gate_markdown(verdict))
+        else:
+            from rich.console import Console
+
+            from bubblescope.report.run_console import print_gate_table
+
+            print_gate_table(Console(), verdict)
+        if verdict["exit_code"]:
+            # SystemExit, not typer.Exit: with standalone_mode=False click returns an Exit's code
+            # from app() instead of exiting, and CI needs the process status.
+            sys.exit(verdict["exit_code"])

@@ -1,14 +1,106 @@
-"""`bubblescope run` (placeholder until the reference model lands)."""
+"""`bubblescope run`: measure one switch configuration and write a RunRecord, trace and report."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 
-from bubblescope.errors import BubblescopeError
+from bubblescope.errors import ConfigError
+
+FORMATS = ("table", "json")
+
+
+def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> Path:
+    """`reports/<kind>/<UTC timestamp>-<preset>-<switches>/`."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    switches = "+".join(sorted(enabled)) or "baseline"
+    return Path("reports") / kind / f"{stamp}-{preset or 'default'}-{switches}"
+
+
+def resolve_toggles(toggle: str | None, all_on: bool, workload: Any) -> tuple[frozenset[str], list[str]]:
+    """`--toggle`/`--all` → enabled switches; GPU-only switches are refused on CPU (or left out of --all)."""
+    from bubblescope.capture.setup import check_usable, usable_switches, workload_on_cuda
+    from bubblescope.workload import parse_toggles
+
+    if toggle and all_on:
+        raise ConfigError("use either --toggle or --all, not both")
+    infos = workload.switches()
+    on_cuda = workload_on_cuda(workload)
+    notices = []
+    if all_on:
+        usable = usable_switches(infos, on_cuda)
+        skipped = [i.name for i in infos if i.name not in usable]
+        if skipped:
+            notices.append(f"--all on CPU leaves out switches that need a GPU: {', '.join(skipped)}")
+        return frozenset(usable), notices
+    enabled = parse_toggles(toggle, infos)
+    check_usable(enabled, infos, on_cuda)
+    return enabled, notices
+
+
+def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
+    summary = record["summary"]
+    lo, hi = summary["tpot_ci95_ms"]
+    typer.echo(f"TPOT {summary['tpot_ms']:.4f} ms (95% CI {lo:.4f}-{hi:.4f}), {summary['tokens']} tokens")
+    analysis = record.get("analysis")
+    if analysis:
+        typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
+    for notice in notices:
+        typer.echo(f"note: {notice}")
+    typer.echo(f"written to {out_dir}")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def run() -> None:
-        """Not implemented yet."""
-        raise BubblescopeError("'run' is not implemented yet")
+    @app.command("run")
+    def run(
+        workload: str = typer.Option(None, "--workload", help="package.module:factory (default: the reference Ling-3.0 workload)."),
+        preset: str = typer.Option(None, "--preset", help="Preset; default: the largest this machine holds (debug on CPU)."),
+        toggle: str = typer.Option(None, "--toggle", help="Switches to turn on, comma-separated."),
+        all_on: bool = typer.Option(False, "--all", help="Turn on every switch usable on this device."),
+        steps: int = typer.Option(64, "--steps", help="Timed decode steps per repeat."),
+        warmup: int = typer.Option(8, "--warmup", help="Untimed steps before each repeat."),
+        repeats: int = typer.Option(3, "--repeats", help="Repeats (the sequence restarts between them)."),
+        profile_steps: int = typer.Option(4, "--profile-steps", help="Steps in the profiled window (0: no trace)."),
+        seed: int = typer.Option(0, "--seed", help="Weight seed."),
+        out: Path = typer.Option(None, "--out", help="Output folder (default reports/runs/<UTC time>-<preset>-<switches>/)."),
+        output_format: str = typer.Option("table", "--format", help="table or json (prints the RunRecord)."),
+    ) -> None:
+        """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
+
+        Writes record.json (schema bubblescope.run/1), trace.json.gz, analysis.json and report.html
+        into --out. On CPU it runs the tiny debug preset and counts device readbacks per step from
+        the trace (each would block the host on a GPU); GPU bubbles are not measured there.
+        """
+        from rich.console import Console
+
+        from bubblescope.capture.floor import resolve_floor_bandwidth
+        from bubblescope.capture.measure import RunSettings, measure_config
+        from bubblescope.capture.setup import build_workload
+        from bubblescope.report.run_console import print_run_summary
+
+        if output_format not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+        settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
+        built = build_workload(workload, preset, seed=seed, max_steps=warmup + steps)
+        enabled, notices = resolve_toggles(toggle, all_on, built.workload)
+        if built.notice:
+            typer.echo(built.notice, err=True)
+        out_dir = out or default_out_dir("runs", built.preset, enabled)
+        workload_info = {"name": getattr(built.workload, "name", "workload"), "factory": built.factory,
+                         "preset": built.preset}
+        record, run_notices = measure_config(
+            built.workload, enabled, settings=settings, record_path=out_dir / "record.json",
+            workload_info=workload_info, bandwidth=resolve_floor_bandwidth())
+        notices += run_notices
+        if output_format == "json":
+            typer.echo(json.dumps(record, indent=1))
+            return
+        console = Console()
+        if console.is_terminal:
+            print_run_summary(console, record, str(out_dir), notices)
+        else:
+            _print_plain(record, out_dir, notices)

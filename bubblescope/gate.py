@@ -1,0 +1,156 @@
+"""The CI gate: a baseline RunRecord (or trace) vs a current one → verdict and exit code.
+
+Two checks:
+  * blocking reads per step — exact: a count, not a timing, so it has no noise and works from CPU
+    traces. Fails when the current count is higher than the baseline's.
+  * TPOT — fails only when the regression is beyond both the threshold and the noise: the lower
+    bound of the bootstrap 95% interval of current median / baseline median exceeds
+    1 + max_regression. A trace carries no timed samples, so with a trace on either side this
+    check is skipped (and says so).
+Exit codes: 0 pass, 1 regression, 2 bad input (a BubblescopeError raised by the loaders).
+torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bubblescope.capture.readbacks import count_readbacks, load_trace_events
+from bubblescope.errors import ConfigError, RecordError
+from bubblescope.records import load_record
+from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
+
+GATE_SCHEMA = "bubblescope.gate/1"
+_GPU_CATEGORIES = {"kernel", "cuda_runtime", "gpu_memcpy", "cuda_driver"}
+
+
+@dataclass
+class GateInput:
+    """What the gate needs from one side: reads per step by site and, for records, TPOT samples."""
+
+    path: str
+    kind: str
+    reads_per_step: float
+    syncs: list[dict[str, Any]]
+    per_token_ns: list[np.ndarray] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_threshold(text: str) -> float:
+    """'3%' or '0.03' → 0.03; a one-line error otherwise."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ConfigError(f"--max-regression must look like 3% or 0.03, got {text!r}") from None
+    if not 0.0 <= value < 10.0:
+        raise ConfigError(f"--max-regression must be between 0% and 1000%, got {text!r}")
+    return value
+
+
+def _is_trace(path: Path) -> bool:
+    name = path.name
+    return name.endswith((".json.gz", ".pt.trace.json")) or (name.endswith(".json") and "trace" in name)
+
+
+def _trace_input(path: Path) -> GateInput:
+    events = load_trace_events(path)
+    has_gpu = any(e.get("cat") in _GPU_CATEGORIES for e in events)
+    if has_gpu:
+        try:
+            from bubblescope.analysis import analyze_traces
+        except ImportError:
+            analyze_traces = None
+        if analyze_traces is not None:
+            analysis = analyze_traces([str(path)])
+            return GateInput(str(path), "trace", float(analysis["summary"]["blocking_reads_per_step"]),
+                             analysis.get("syncs", []), meta={"source": "analysis"})
+    counted = count_readbacks(path)
+    return GateInput(str(path), "trace", counted["blocking_reads_per_step"], counted["syncs"],
+                     meta={"source": "readback ops in the trace"})
+
+
+def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
+    """A RunRecord (file or run folder) or a trace, as the gate sees it."""
+    target = Path(path)
+    if not target.exists():
+        raise RecordError(f"not found: {target}")
+    if target.is_file() and _is_trace(target):
+        return _trace_input(target)
+    record = load_record(target)
+    analysis = record.get("analysis")
+    if analysis is None:
+        raise RecordError(f"{target}: the record has no analysis (run with --profile-steps >= 1)")
+    per_token = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
+    meta = {"preset": record.get("preset"), "enabled": record["switches"].get("enabled", []),
+            "device": record["environment"].get("device"), "gpu": record["environment"].get("gpu"),
+            "tpot_ms": record["summary"].get("tpot_ms"), "gpu_measured": analysis.get("gpu_measured")}
+    return GateInput(str(target), "record", float(analysis.get("blocking_reads_per_step", 0.0)),
+                     list(analysis.get("syncs", [])), per_token, meta)
+
+
+def _reads_by_site(syncs: list[dict[str, Any]]) -> dict[str, float]:
+    sites: dict[str, float] = {}
+    for sync in syncs:
+        label = f"{sync.get('site', 'unknown')} [{sync.get('op', '?')}]"
+        sites[label] = sites.get(label, 0.0) + float(sync.get("per_step", 0.0))
+    return sites
+
+
+def _reads_check(baseline: GateInput, current: GateInput) -> dict[str, Any]:
+    before, after = _reads_by_site(baseline.syncs), _reads_by_site(current.syncs)
+    increased = [{"site": s, "baseline": before.get(s, 0.0), "current": after[s]}
+                 for s in sorted(after) if after[s] > before.get(s, 0.0) + 1e-9]
+    failed = current.reads_per_step > baseline.reads_per_step + 1e-9
+    return {"name": "blocking_reads", "status": "fail" if failed else "pass",
+            "baseline_per_step": baseline.reads_per_step, "current_per_step": current.reads_per_step,
+            "increased_sites": increased}
+
+
+def _tpot_check(baseline: GateInput, current: GateInput, threshold: float, n_boot: int, seed: int) -> dict[str, Any]:
+    check: dict[str, Any] = {"name": "tpot", "threshold": threshold}
+    if baseline.per_token_ns is None or current.per_token_ns is None:
+        return {**check, "status": "skipped", "reason": "a trace has no timed samples; only reads are gated"}
+    ratio, lo, hi = ratio_of_medians_ci(baseline.per_token_ns, current.per_token_ns, n_boot=n_boot, seed=seed)
+    base_ms = float(np.median(np.concatenate(baseline.per_token_ns))) / 1e6
+    cur_ms = float(np.median(np.concatenate(current.per_token_ns))) / 1e6
+    if lo > 1.0 + threshold:
+        status, reason = "fail", "slower beyond the threshold and the noise"
+    elif ratio > 1.0 + threshold:
+        status, reason = "pass", "median beyond the threshold but within the noise"
+    else:
+        status, reason = "pass", "within the threshold"
+    return {**check, "status": status, "reason": reason, "baseline_ms": base_ms, "current_ms": cur_ms,
+            "ratio": {"est": ratio, "lo": lo, "hi": hi}}
+
+
+def _warnings(baseline: GateInput, current: GateInput) -> list[str]:
+    notes = []
+    for key in ("preset", "device", "gpu"):
+        if baseline.meta.get(key) != current.meta.get(key) and baseline.kind == current.kind == "record":
+            notes.append(f"{key} differs: baseline {baseline.meta.get(key)!r}, current {current.meta.get(key)!r}")
+    if baseline.meta.get("gpu_measured") != current.meta.get("gpu_measured") and baseline.kind == "record" == current.kind:
+        notes.append("one side counted reads on a GPU, the other from a CPU trace")
+    return notes
+
+
+def evaluate_gate(baseline: GateInput, current: GateInput, *, max_regression: float = 0.03,
+                  n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Compare two inputs; the verdict dict (schema bubblescope.gate/1) carries `exit_code` 0 or 1."""
+    checks = [_reads_check(baseline, current), _tpot_check(baseline, current, max_regression, n_boot, seed)]
+    failed = any(check["status"] == "fail" for check in checks)
+    return {"schema": GATE_SCHEMA, "verdict": "fail" if failed else "pass", "exit_code": 1 if failed else 0,
+            "max_regression": max_regression, "checks": checks, "warnings": _warnings(baseline, current),
+            "baseline": {"path": baseline.path, "kind": baseline.kind, **baseline.meta},
+            "current": {"path": current.path, "kind": current.kind, **current.meta}}
+
+
+def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") -> dict[str, Any]:
+    """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
+    threshold = parse_threshold(max_regression)
+    return evaluate_gate(load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold)

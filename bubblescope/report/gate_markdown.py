@@ -1,0 +1,70 @@
+"""The gate verdict as Markdown, for `$GITHUB_STEP_SUMMARY` (rendering only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _md(text: object) -> str:
+    """Escape what would break a table cell or inject markup (site names come from traces)."""
+    out = str(text)
+    for char in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
+        out = out.replace(char, "\\" + char)
+    return out.replace("\n", " ")
+
+
+def _reads_rows(check: dict[str, Any]) -> list[str]:
+    rows = [
+        f"| blocking reads / step | {check['baseline_per_step']:.2f} | {check['current_per_step']:.2f} "
+        f"| {'❌ more reads' if check['status'] == 'fail' else '✅'} |"
+    ]
+    return rows
+
+
+def _tpot_row(check: dict[str, Any]) -> str:
+    if check["status"] == "skipped":
+        return f"| TPOT | – | – | ⏭ {_md(check['reason'])} |"
+    ratio = check["ratio"]
+    mark = "❌" if check["status"] == "fail" else "✅"
+    change = (ratio["est"] - 1.0) * 100.0
+    return (
+        f"| TPOT (median, ms) | {check['baseline_ms']:.4f} | {check['current_ms']:.4f} | {mark} {change:+.1f}% "
+        f"(95% CI {(ratio['lo'] - 1) * 100:+.1f}% … {(ratio['hi'] - 1) * 100:+.1f}%; "
+        f"limit +{check['threshold'] * 100:.1f}%): {_md(check['reason'])} |"
+    )
+
+
+def render_gate_markdown(verdict: dict[str, Any]) -> str:
+    """A heading with the verdict, a table of both checks, new read sites and warnings."""
+    reads = next(c for c in verdict["checks"] if c["name"] == "blocking_reads")
+    tpot = next(c for c in verdict["checks"] if c["name"] == "tpot")
+    title = "✅ bubblescope gate: pass" if verdict["verdict"] == "pass" else "❌ bubblescope gate: regression"
+    lines = [
+        f"## {title}",
+        "",
+        "| check | baseline | current | verdict |",
+        "| --- | --- | --- | --- |",
+        *_reads_rows(reads),
+        _tpot_row(tpot),
+        "",
+    ]
+    if reads["increased_sites"]:
+        lines += [
+            "**New or more frequent host-blocking reads** (each stalls the GPU every step):",
+            "",
+            "| site | baseline / step | current / step |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {_md(s['site'])} | {s['baseline']:.2f} | {s['current']:.2f} |"
+            for s in reads["increased_sites"]
+        ]
+        lines.append("")
+    for warning in verdict.get("warnings", []):
+        lines.append(f"> ⚠️ {_md(warning)}")
+    lines += [
+        "",
+        f"<sub>baseline: {_md(verdict['baseline']['path'])} · current: {_md(verdict['current']['path'])}</sub>",
+        "",
+    ]
+    return "\n".join(lines)
