@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from bubblescope.kernels.kda import chunk_kda, recurrent_kda
+from bubblescope.kernels.kda import KDAInputError, chunk_kda, recurrent_kda
 from torch import nn
 
 from bubblescope.errors import BubblescopeError
@@ -158,6 +159,26 @@ def gated_rms_norm(o: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
     return (normed * weight.to(compute_dtype) * torch.sigmoid(gate.to(compute_dtype))).to(o.dtype)
 
 
+class KDADeltaRuleInputs(NamedTuple):
+    """What the delta rule consumes for T tokens, plus the conv history after them.
+
+    Attributes:
+        q: L2-normalised queries `[B, T, H, K]` (the K^-1/2 scale is applied by the delta rule).
+        k: L2-normalised keys `[B, T, H, K]`.
+        v: values `[B, T, H, V]`.
+        g: log decay `[B, T, H, K]`, fp32 (fp64 for an fp64 model).
+        beta: `[B, T, H]`, fp32 (fp64 for an fp64 model).
+        conv: pre-conv history after the T tokens `[B, 3, W, kernel - 1]`, in the conv state's dtype.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    g: torch.Tensor
+    beta: torch.Tensor
+    conv: torch.Tensor
+
+
 class ShortConvWeight(nn.Module):
     """Holds one depthwise conv weight `[W, 1, kernel]` so state_dict keys read `q_conv1d.weight` as in HF."""
 
@@ -256,8 +277,15 @@ class KDAAttention(nn.Module):
         self.dt_bias.copy_((torch.logit(sig) / rate).reshape(width))
         self.o_norm.weight.normal_(1.0, 0.02, generator=generator)
 
-    def _check_state(self, state: KDAState, batch: int, device: torch.device) -> None:
+    def _check_hidden(self, hidden: torch.Tensor) -> None:
+        width = self.config.hidden_size
+        if hidden.dim() != 3 or hidden.shape[-1] != width:
+            got = tuple(hidden.shape)
+            raise KDAInputError(f"KDA layer {self.layer_index}: hidden must be [B, T, {width}]; got {got}")
+
+    def _check_state(self, state: KDAState, hidden: torch.Tensor) -> None:
         cfg = self.config
+        batch, device = hidden.shape[0], hidden.device
         want_recurrent = (batch, self.num_heads, self.head_dim, self.head_dim)
         want_conv = (batch, 3, cfg.kda_width, cfg.short_conv_kernel_size - 1)
         if tuple(state.recurrent.shape) != want_recurrent or tuple(state.conv.shape) != want_conv:
@@ -270,6 +298,47 @@ class KDAAttention(nn.Module):
                 f"KDA layer {self.layer_index}: state is on {state.recurrent.device}, input on {device}"
             )
 
+    def delta_rule_inputs(self, hidden: torch.Tensor, conv_state: torch.Tensor) -> KDADeltaRuleInputs:
+        """Projections, short convs, L2 norms, gate and beta for T tokens (no state is written).
+
+        Args:
+            hidden: normed hidden states `[B, T, D]`.
+            conv_state: `[B, 3, W, kernel - 1]` pre-conv history of q, k, v before these tokens.
+
+        Returns:
+            The delta-rule operands and the conv history after the T tokens (see KDADeltaRuleInputs).
+        """
+        batch, seq_len, _ = hidden.shape
+        heads_shape = (batch, seq_len, self.num_heads, self.head_dim)
+        q, q_conv = short_conv(self.q_proj(hidden), self.q_conv1d.weight, conv_state[:, 0])
+        k, k_conv = short_conv(self.k_proj(hidden), self.k_conv1d.weight, conv_state[:, 1])
+        v, v_conv = short_conv(self.v_proj(hidden), self.v_conv1d.weight, conv_state[:, 2])
+        g = kda_gate(self.f_proj(hidden), self.A_log, self.dt_bias, self.config.kda_lower_bound)
+        beta = torch.sigmoid(self.b_proj(hidden).to(torch.promote_types(hidden.dtype, torch.float32)))
+        return KDADeltaRuleInputs(
+            q=l2_normalize(q.view(heads_shape)),
+            k=l2_normalize(k.view(heads_shape)),
+            v=v.view(heads_shape),
+            g=g,
+            beta=beta,
+            conv=torch.stack([q_conv, k_conv, v_conv], dim=1),
+        )
+
+    def output(self, o: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """Gated per-head RMSNorm of the delta-rule output, then o_proj.
+
+        Args:
+            o: delta-rule output `[B, T, H, V]`.
+            hidden: the normed hidden states `[B, T, D]` the output gate is projected from.
+
+        Returns:
+            `[B, T, D]`.
+        """
+        batch, seq_len, _ = hidden.shape
+        gate = self.g_proj(hidden).view(batch, seq_len, self.num_heads, self.head_dim)
+        z = gated_rms_norm(o, gate, self.o_norm.weight, self.config.rms_norm_eps)
+        return self.o_proj(z.reshape(batch, seq_len, self.config.kda_width))
+
     def forward(self, hidden: torch.Tensor, state: KDAState | None = None) -> torch.Tensor:
         """Attend over T new tokens, continuing from `state` and updating it in place.
 
@@ -281,26 +350,22 @@ class KDAAttention(nn.Module):
         Returns:
             `[B, T, D]` in hidden's dtype.
         """
-        batch, seq_len, _ = hidden.shape
+        self._check_hidden(hidden)
         if state is None:
-            state = KDAState.zeros(self.config, batch, hidden.device, hidden.dtype)
-        self._check_state(state, batch, hidden.device)
-        # [B, T, H, K] each, after conv + SiLU
-        q, q_conv = short_conv(self.q_proj(hidden), self.q_conv1d.weight, state.conv[:, 0])
-        k, k_conv = short_conv(self.k_proj(hidden), self.k_conv1d.weight, state.conv[:, 1])
-        v, v_conv = short_conv(self.v_proj(hidden), self.v_conv1d.weight, state.conv[:, 2])
-        heads_shape = (batch, seq_len, self.num_heads, self.head_dim)
-        q = l2_normalize(q.view(heads_shape))
-        k = l2_normalize(k.view(heads_shape))
-        g = kda_gate(self.f_proj(hidden), self.A_log, self.dt_bias, self.config.kda_lower_bound)
-        # [B, T, H]
-        beta = torch.sigmoid(self.b_proj(hidden).to(torch.promote_types(hidden.dtype, torch.float32)))
+            state = KDAState.zeros(self.config, hidden.shape[0], hidden.device, hidden.dtype)
+        self._check_state(state, hidden)
+        seq_len = hidden.shape[1]
+        inputs = self.delta_rule_inputs(hidden, state.conv)
         delta_rule = recurrent_kda if seq_len <= RECURRENT_MAX_TOKENS else chunk_kda
         o, final_state = delta_rule(
-            q, k, v.view(heads_shape), g, beta, initial_state=state.recurrent, output_final_state=True
+            inputs.q,
+            inputs.k,
+            inputs.v,
+            inputs.g,
+            inputs.beta,
+            initial_state=state.recurrent,
+            output_final_state=True,
         )
         state.recurrent.copy_(final_state)
-        state.conv.copy_(torch.stack([q_conv, k_conv, v_conv], dim=1))
-        gate = self.g_proj(hidden).view(heads_shape)
-        z = gated_rms_norm(o, gate, self.o_norm.weight, self.config.rms_norm_eps)
-        return self.o_proj(z.reshape(batch, seq_len, self.config.kda_width))
+        state.conv.copy_(inputs.conv)
+        return self.output(o, hidden)

@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from bubblescope.kernels.kda import KDAInputError, chunk_kda
+from bubblescope.reference_model import kda as kda_module
 from bubblescope.reference_model.config import DEBUG, LING3_FLASH
 from bubblescope.reference_model.kda import (
     RECURRENT_MAX_TOKENS,
@@ -214,3 +216,26 @@ def test_wrong_state_shape_is_one_line_error() -> None:
     with pytest.raises(KDAStateError) as info:
         layer(random_hidden(2, 3, seed=0), KDAState.zeros(DEBUG, 1, "cpu", F64))
     assert "\n" not in str(info.value)
+
+
+def test_wrong_hidden_shape_is_one_line_error() -> None:
+    with pytest.raises(KDAInputError) as info:
+        make_layer()(torch.zeros(2, 3, DEBUG.hidden_size + 1, dtype=F64))
+    assert "\n" not in str(info.value)
+    with pytest.raises(KDAInputError):
+        make_layer()(torch.zeros(DEBUG.hidden_size, dtype=F64))
+
+
+@pytest.mark.parametrize(
+    "seq_len, chunked", [(RECURRENT_MAX_TOKENS, False), (RECURRENT_MAX_TOKENS + 1, True)]
+)
+def test_long_inputs_use_chunked_form(seq_len: int, chunked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0].shape[1])
+        return chunk_kda(*args, **kwargs)
+
+    monkeypatch.setattr(kda_module, "chunk_kda", spy)
+    make_layer()(random_hidden(1, seq_len, seed=0))
+    assert calls == ([seq_len] if chunked else [])
