@@ -75,7 +75,8 @@ def store_window_after(
     o_c,
     m_c,
     i_t,
-    T,
+    i_slot,
+    n_slots,
     o_w,
     s_x_b,
     s_x_t,
@@ -84,12 +85,12 @@ def store_window_after(
     W: tl.constexpr,
     KW: tl.constexpr,
 ):
-    """Write the conv window after token i_t to windows[i_b, i_t, i_s, o_c, :]."""
+    """Write the conv window after token i_t to windows[i_b, i_slot, i_s, o_c, :] (n_slots slots)."""
     m_w = o_w < KW - 1
     b_span = load_conv_span(
         conv0, qkv_pre, i_b, i_s, o_c, m_c, i_t + 1, o_w, m_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW - 1
     )
-    p_out = windows + (((i_b * T + i_t) * 3 + i_s) * W + o_c[:, None]) * (KW - 1) + o_w[None, :]
+    p_out = windows + (((i_b * n_slots + i_slot) * 3 + i_s) * W + o_c[:, None]) * (KW - 1) + o_w[None, :]
     tl.store(p_out, b_span.to(windows.dtype.element_ty), mask=m_c[:, None] & m_w[None, :])
 
 

@@ -18,6 +18,89 @@ from bubblescope.kernels.kda_verify.conv_span import conv_silu_at, load_conv_wei
 
 
 @triton.jit
+def _store_windows(
+    conv0,
+    qkv_pre,
+    windows,
+    i_b,
+    i_v,
+    o_qk,
+    m_k,
+    o_vc,
+    m_v,
+    i_t,
+    i_slot,
+    n_slots,
+    o_w,
+    s_x_b,
+    s_x_t,
+    s_x_s,
+    s_x_c,
+    W: tl.constexpr,
+    KW: tl.constexpr,
+):
+    """V-block 0 writes the head's q/k windows; every V block writes its own v channels' window."""
+    if i_v == 0:
+        store_window_after(
+            conv0,
+            qkv_pre,
+            windows,
+            i_b,
+            0,
+            o_qk,
+            m_k,
+            i_t,
+            i_slot,
+            n_slots,
+            o_w,
+            s_x_b,
+            s_x_t,
+            s_x_s,
+            s_x_c,
+            W,
+            KW,
+        )
+        store_window_after(
+            conv0,
+            qkv_pre,
+            windows,
+            i_b,
+            1,
+            o_qk,
+            m_k,
+            i_t,
+            i_slot,
+            n_slots,
+            o_w,
+            s_x_b,
+            s_x_t,
+            s_x_s,
+            s_x_c,
+            W,
+            KW,
+        )
+    store_window_after(
+        conv0,
+        qkv_pre,
+        windows,
+        i_b,
+        2,
+        o_vc,
+        m_v,
+        i_t,
+        i_slot,
+        n_slots,
+        o_w,
+        s_x_b,
+        s_x_t,
+        s_x_s,
+        s_x_c,
+        W,
+        KW,
+    )
+
+
+@triton.jit
 def _kda_verify_fused_kernel(
     qkv_pre,
     f_pre,
@@ -51,6 +134,7 @@ def _kda_verify_fused_kernel(
     LOWER_BOUND: tl.constexpr,
     L2_EPS: tl.constexpr,
     USE_PDL: tl.constexpr,
+    STORE_ALL: tl.constexpr,
 ):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b = (i_bh // H).to(tl.int64)
@@ -86,16 +170,28 @@ def _kda_verify_fused_kernel(
         b_v = conv_silu_at(
             conv0, qkv_pre, b_wv, i_b, 2, o_vc, m_v, i_t, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
         )
-        if i_v == 0:
-            store_window_after(
-                conv0, qkv_pre, windows, i_b, 0, o_qk, m_k, i_t, T, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
+        if STORE_ALL:
+            _store_windows(
+                conv0,
+                qkv_pre,
+                windows,
+                i_b,
+                i_v,
+                o_qk,
+                m_k,
+                o_vc,
+                m_v,
+                i_t,
+                i_t,
+                T,
+                o_w,
+                s_x_b,
+                s_x_t,
+                s_x_s,
+                s_x_c,
+                W,
+                KW,
             )
-            store_window_after(
-                conv0, qkv_pre, windows, i_b, 1, o_qk, m_k, i_t, T, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
-            )
-        store_window_after(
-            conv0, qkv_pre, windows, i_b, 2, o_vc, m_v, i_t, T, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
-        )
         b_f = tl.load(f_pre + i_b * s_f_b + i_t * s_f_t + o_qk * s_f_c, mask=m_k, other=0.0).to(tl.float32)
         b_g = safe_gate(b_f, b_dt, decay_rate, LOWER_BOUND)
         b_beta = tl.sigmoid(tl.load(b_pre + i_b * s_b_b + i_t * s_b_t + i_h * s_b_h).to(tl.float32))
@@ -104,7 +200,34 @@ def _kda_verify_fused_kernel(
         b_state, b_out = delta_rule_step(b_state, b_q, b_k, b_v, b_g, b_beta)
         i_bth = (i_b * T + i_t) * H + i_h
         tl.store(out + i_bth * K + o_v, b_out.to(out.dtype.element_ty), mask=m_v)
-        tl.store(states + i_bth * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state)
+        if STORE_ALL:
+            tl.store(states + i_bth * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state)
+    if not STORE_ALL:
+        # Final-only mode (the in-place verify of staged_kda off): one state and one window.
+        tl.store(
+            states + i_bh.to(tl.int64) * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state
+        )
+        _store_windows(
+            conv0,
+            qkv_pre,
+            windows,
+            i_b,
+            i_v,
+            o_qk,
+            m_k,
+            o_vc,
+            m_v,
+            T - 1,
+            0,
+            1,
+            o_w,
+            s_x_b,
+            s_x_t,
+            s_x_s,
+            s_x_c,
+            W,
+            KW,
+        )
 
 
 def launch_kda_verify_fused(
@@ -126,8 +249,12 @@ def launch_kda_verify_fused(
     scale: float,
     use_pdl: bool,
     block_v: int,
+    store_all: bool = True,
 ) -> None:
-    """Grid (V blocks, B*H); all outputs preallocated and contiguous, inputs already validated."""
+    """Grid (V blocks, B*H); outputs preallocated and contiguous, inputs already validated.
+
+    store_all: states/windows hold every position ([B, T, ...]) or only the last ([B, 1, ...]).
+    """
     batch, seq_len = qkv_pre.shape[:2]
     taps = conv_weight.shape[-1]
     use_pdl = resolve_pdl(use_pdl, qkv_pre.device)
@@ -158,6 +285,7 @@ def launch_kda_verify_fused(
         LOWER_BOUND=float(lower_bound),
         L2_EPS=1e-6,
         USE_PDL=use_pdl,
+        STORE_ALL=store_all,
         num_warps=4,
         **launch_options(use_pdl),
     )

@@ -31,8 +31,9 @@ def _short_conv_verify_kernel(
     BC: tl.constexpr,
     BW: tl.constexpr,
     USE_PDL: tl.constexpr,
+    STORE_ALL: tl.constexpr,
 ):
-    """Grid (W blocks, 3 streams, B): conv + SiLU into qkv_post [B, T, 3, W] fp32, windows after each token."""
+    """Grid (W blocks, 3 streams, B): conv + SiLU into qkv_post [B, T, 3, W] fp32, each post-window."""
     i_c, i_s, i_b = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
     o_c = i_c * BC + tl.arange(0, BC)
     m_c = o_c < W
@@ -45,8 +46,29 @@ def _short_conv_verify_kernel(
             conv0, qkv_pre, b_w, i_b, i_s, o_c, m_c, i_t, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
         )
         tl.store(qkv_post + ((i_b * T + i_t) * 3 + i_s) * W + o_c, b_y, mask=m_c)
+        if STORE_ALL:
+            store_window_after(
+                conv0,
+                qkv_pre,
+                windows,
+                i_b,
+                i_s,
+                o_c,
+                m_c,
+                i_t,
+                i_t,
+                T,
+                o_w,
+                s_x_b,
+                s_x_t,
+                s_x_s,
+                s_x_c,
+                W,
+                KW,
+            )
+    if not STORE_ALL:
         store_window_after(
-            conv0, qkv_pre, windows, i_b, i_s, o_c, m_c, i_t, T, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
+            conv0, qkv_pre, windows, i_b, i_s, o_c, m_c, T - 1, 0, 1, o_w, s_x_b, s_x_t, s_x_s, s_x_c, W, KW
         )
 
 
@@ -118,8 +140,9 @@ def _delta_rule_verify_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     USE_PDL: tl.constexpr,
+    STORE_ALL: tl.constexpr,
 ):
-    """Grid (V blocks, B*H): T delta-rule steps on a [BK, BV] state tile, every post-state stored."""
+    """Grid (V blocks, B*H): T delta-rule steps on a [BK, BV] state tile; every or the last state stored."""
     i_v, i_bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     i_b = i_bh // H
     i_h = i_bh % H
@@ -142,7 +165,10 @@ def _delta_rule_verify_kernel(
         b_beta = tl.load(beta_in + i_bth)
         b_state, b_out = delta_rule_step(b_state, b_q, b_k, b_v, b_g, b_beta)
         tl.store(out + i_bth * K + o_v, b_out.to(out.dtype.element_ty), mask=m_v)
-        tl.store(states + i_bth * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state)
+        if STORE_ALL:
+            tl.store(states + i_bth * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state)
+    if not STORE_ALL:
+        tl.store(states + i_bh * K * K + o_state, b_state.to(states.dtype.element_ty), mask=m_state)
 
 
 def launch_kda_verify_unfused(
@@ -164,6 +190,7 @@ def launch_kda_verify_unfused(
     scale: float,
     use_pdl: bool,
     block_v: int,
+    store_all: bool = True,
 ) -> None:
     """Three launches with fp32 scratch between them; same contract as launch_kda_verify_fused."""
     batch, seq_len, _, width = qkv_pre.shape
@@ -191,6 +218,7 @@ def launch_kda_verify_unfused(
         BC=block_c,
         BW=triton.next_power_of_2(taps),
         USE_PDL=use_pdl,
+        STORE_ALL=store_all,
         num_warps=4,
         **launch_options(use_pdl),
     )
@@ -232,6 +260,7 @@ def launch_kda_verify_unfused(
         BK=block_k,
         BV=block_v,
         USE_PDL=use_pdl,
+        STORE_ALL=store_all,
         num_warps=4,
         **launch_options(use_pdl),
     )

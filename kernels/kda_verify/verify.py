@@ -44,6 +44,7 @@ def kda_verify(
     states_out: torch.Tensor | None = None,
     windows_out: torch.Tensor | None = None,
     block_v: int = 32,
+    keep_all: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """KDA over T tokens (anchor + drafts) writing every position's state and conv window to scratch.
 
@@ -58,12 +59,16 @@ def kda_verify(
         fused: one Triton launch per layer (the `fused_kda_verify` switch) vs three.
         use_pdl: Programmatic Dependent Launch where the device supports it.
         backend: "auto" (Triton on CUDA or under TRITON_INTERPRET=1, else PyTorch), "triton", "torch".
-        out, states_out, windows_out: optional preallocated outputs (CUDA-graph scratch).
+        out, states_out, windows_out: optional preallocated outputs (CUDA-graph scratch). Without
+            keep_all, states_out may alias initial_state (each program reads its tile before
+            writing it); windows_out must never alias initial_conv.
         block_v: value channels per Triton program (power of two).
+        keep_all: keep every position's state and window (staged verify); False keeps only the
+            last one, shaped `[B, 1, ...]` (the in-place verify of `staged_kda` off).
 
     Returns:
         o `[B, T, H, V]` (qkv_pre's dtype), states `[B, T, H, K, V]` (initial_state's dtype: the
-        state after token t is `states[:, t]`), windows `[B, T, 3, W, KW-1]` (initial_conv's dtype).
+        state after token t is `states[:, t]`; `[B, 1, ...]` without keep_all), windows `[B, T, 3, W, KW-1]` (initial_conv's dtype).
     """
     if backend not in BACKENDS:
         raise KDAVerifyInputError(f"KDA verify: backend must be one of {BACKENDS}; got {backend!r}")
@@ -85,6 +90,8 @@ def kda_verify(
             lower_bound=lower_bound,
             scale=scale,
         )
+        if not keep_all:
+            states, windows = states[:, -1:], windows[:, -1:]
         for given, result in ((out, o), (states_out, states), (windows_out, windows)):
             if given is not None:
                 given.copy_(result)
@@ -97,12 +104,13 @@ def kda_verify(
         raise KDAVerifyInputError(f"KDA verify: block_v must be a power of two; got {block_v}")
     batch, seq_len, _, width = qkv_pre.shape
     taps = conv_weight.shape[-1]
+    slots = seq_len if keep_all else 1
     o = _buffer(out, (batch, seq_len, heads, key_dim), qkv_pre, qkv_pre.dtype, "out")
     states = _buffer(
-        states_out, (batch, seq_len, heads, key_dim, key_dim), qkv_pre, initial_state.dtype, "states_out"
+        states_out, (batch, slots, heads, key_dim, key_dim), qkv_pre, initial_state.dtype, "states_out"
     )
     windows = _buffer(
-        windows_out, (batch, seq_len, 3, width, taps - 1), qkv_pre, initial_conv.dtype, "windows_out"
+        windows_out, (batch, slots, 3, width, taps - 1), qkv_pre, initial_conv.dtype, "windows_out"
     )
     from bubblescope.kernels.kda_verify.fused import launch_kda_verify_fused
     from bubblescope.kernels.kda_verify.unfused import launch_kda_verify_unfused
@@ -125,6 +133,7 @@ def kda_verify(
         lower_bound=lower_bound,
         scale=scale,
         use_pdl=use_pdl,
+        store_all=keep_all,
         block_v=min(block_v, max(1, 1 << (key_dim - 1).bit_length())),
     )
     return o, states, windows

@@ -99,6 +99,25 @@ def test_triton_matches_naive(fused: bool, batch: int, seq_len: int, heads: int,
         assert torch.equal(tensor, before[name]), f"verify modified its input {name}"
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_final_only_mode_in_place(fused: bool) -> None:
+    """keep_all=False writes only the last state/window; the state may be updated in place."""
+    inputs = make_inputs(1, 5, 2, 8, seed=11)
+    _, want_states, want_windows = kda_verify_naive(**inputs)
+    state = inputs["initial_state"].clone()
+    windows = torch.full((1, 1, 3, 16, 3), float("nan"))
+    kda_verify(
+        **dict(inputs, initial_state=state),
+        fused=fused,
+        backend="triton",
+        keep_all=False,
+        states_out=state.view(1, 1, 2, 8, 8),
+        windows_out=windows,
+    )
+    assert_close("final state", state, want_states[:, -1], 2e-5, 2e-4)
+    assert_close("final window", windows[:, 0], want_windows[:, -1], 0, 0)
+
+
 def test_triton_reads_strided_projections() -> None:
     """qkv_pre and f_pre sliced from one fused projection output (non-contiguous) work as is."""
     inputs = make_inputs(1, 4, 2, 8, seed=5)
