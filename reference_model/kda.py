@@ -224,6 +224,7 @@ class KDAAttention(nn.Module):
         self.dt_bias = nn.Parameter(torch.empty(width, dtype=torch.float32))
         self.o_norm = HeadNormWeight(self.head_dim)
         self.o_proj = nn.Linear(width, hidden, bias=False)
+        # Never leave torch.empty garbage in a fresh layer; callers reseed with their own generator.
         self.reset_parameters()
 
     def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
