@@ -147,7 +147,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "syncs": syncs,
         "gaps_top": gaps_out[:TOP_GAPS],
         "summary": _summary(steps_out),
-        "timeline": build_timeline(ranks[0], _blamer(ranks[0])) if ranks else None,
+        "timeline": build_timeline(ranks[0], gap_blamer(ranks[0])) if ranks else None,
     }
 
 
@@ -177,9 +177,9 @@ def _step_entries(rank: RankAnalysis) -> list[dict]:
     return out
 
 
-def _blamer(rank: RankAnalysis):
+def gap_blamer(rank: RankAnalysis):
     host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid)
-    sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist()))
+    sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist(), strict=True))
 
     def blame(row) -> str:
         if row["class"] == "sync":
@@ -193,9 +193,10 @@ def _blamer(rank: RankAnalysis):
 
 def _top_gaps(rank: RankAnalysis) -> list[dict]:
     top = rank.gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
-    blame = _blamer(rank)
+    blame = gap_blamer(rank)
     origin = rank.tables.origin_ns
-    return [{"rank": rank.tables.rank, "device": int(row["device"]), "start_ns": int(row["start_ns"] - origin),
+    return [{"rank": rank.tables.rank, "device": int(row["device"]),
+             "start_ns": int(row["start_ns"] - origin),
              "dur_ns": int(row["dur_ns"]), "class": row["class"], "step": int(row["step"]),
              "blame": blame(row), "next_op": row["next_op"]} for _, row in top.iterrows()]
 

@@ -1,14 +1,72 @@
-"""`bubblescope analyze` (not implemented yet)."""
+"""`bubblescope analyze`: host-blocking reads and classified GPU idle gaps of torch.profiler traces."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from bubblescope.errors import BubblescopeError
+from bubblescope.errors import ConfigError
+
+FORMATS = ("table", "json", "markdown")
+FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
+TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
+STEP_MARKER_HELP = ("Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, "
+                    "e.g. 'decode_step_.*'.")
+ANNOTATE_HELP = ("Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
+                 "opens in ui.perfetto.dev). Several ranks: OUT.rank<N>.json.gz.")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("analyze", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def analyze() -> None:
-        """Not implemented yet."""
-        raise BubblescopeError("'analyze' is not implemented yet")
+    @app.command("analyze")
+    def analyze(
+        traces: Annotated[list[Path], typer.Argument(help=TRACES_HELP)],
+        step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
+        output_format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
+        annotate: Annotated[Path | None, typer.Option("--annotate", help=ANNOTATE_HELP)] = None,
+        max_decompressed_mb: Annotated[int, typer.Option(
+            "--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")] = 4096,
+    ) -> None:
+        """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
+
+        For each decode step and device: blocking reads (.item(), .cpu(), nonzero, synchronize ...) with
+        the Python line and ATen op that made them, the time blocked and the GPU idle time they caused;
+        every GPU idle gap classed sync / host / launch / dependency / outside; and the per-stream
+        idle breakdown in Holistic Trace Analysis' terms (host wait, kernel wait, other), in exact ns.
+        Exit 0 on success, 2 on a bad trace or option.
+        """
+        from bubblescope.analysis import analysis_dict, analyze_ranks
+
+        if output_format not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
+        if max_decompressed_mb <= 0:
+            raise ConfigError("--max-decompressed-mb must be positive")
+        ranks = analyze_ranks(traces, step_marker=step_marker,
+                              max_decompressed_bytes=max_decompressed_mb << 20)
+        result = analysis_dict(ranks)
+        if annotate is not None:
+            _write_annotations(ranks, annotate, max_decompressed_mb << 20)
+        if output_format == "json":
+            typer.echo(json.dumps(result, indent=1, allow_nan=False))
+        elif output_format == "markdown":
+            from bubblescope.report.analysis_markdown import render_analysis_markdown
+
+            typer.echo(render_analysis_markdown(result), nl=False)
+        else:
+            from rich.console import Console
+
+            from bubblescope.report.analysis_console import print_analysis
+
+            print_analysis(Console(file=sys.stdout), result)
+
+
+def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
+    from bubblescope.analysis import gap_blamer
+    from bubblescope.report.annotated_trace import annotated_paths, write_annotated_trace
+
+    for rank, path in zip(ranks, annotated_paths(out, len(ranks)), strict=True):
+        written = write_annotated_trace(rank, gap_blamer(rank), path, max_bytes)
+        typer.echo(f"annotated trace: {written}", err=True)

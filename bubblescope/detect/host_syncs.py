@@ -66,7 +66,8 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     runtime = tables.runtime
     names = runtime["name"].astype(str)
     is_sync = names.isin(SYNC_APIS).to_numpy()
-    is_sync_copy = (names.str.startswith(("cudaMemcpy", "cuMemcpy")) & ~names.str.contains("Async")).to_numpy()
+    is_copy = names.str.startswith(("cudaMemcpy", "cuMemcpy"))
+    is_sync_copy = (is_copy & ~names.str.contains("Async", regex=False)).to_numpy()
     pageable = gpu["name"].astype(str).str.contains("Pageable", regex=False) & (gpu["kind"] == "memcpy")
     pageable_rows = gpu.loc[pageable.to_numpy() & (gpu["launch_row"] >= 0).to_numpy(), "launch_row"]
     is_pageable = np.zeros(len(runtime), dtype=bool)
@@ -102,7 +103,7 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     groups: dict[tuple[str, int], dict] = {}
     for name, tid, start, end, corr in zip(calls["name"].astype(str), calls["tid"].astype(str),
                                            calls["start_ns"].tolist(), calls["end_ns"].tolist(),
-                                           calls["correlation"].tolist()):
+                                           calls["correlation"].tolist(), strict=True):
         found = _enclosing(op_index.get(tid), frame_index.get(tid), start, end)
         # No enclosing op: each call stands alone (key by its own start).
         key = (tid, found["op_start"] if found["op"] else -start - 1)

@@ -77,14 +77,14 @@ def _windows(marks: pd.DataFrame, source: str) -> StepWindows:
     # keep a marker only if it starts after the previous kept one ended.
     keep = np.zeros(len(starts), dtype=bool)
     last_end = np.iinfo(np.int64).min
-    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         if start >= last_end:
             keep[i] = True
             last_end = end
     warnings = []
     if not keep.all():
         warnings.append(f"{int((~keep).sum())} overlapping step markers ignored")
-    return StepWindows(source=source, names=[n for n, k in zip(names, keep) if k],
+    return StepWindows(source=source, names=[n for n, k in zip(names, keep, strict=True) if k],
                        start_ns=starts[keep], end_ns=ends[keep], warnings=warnings)
 
 

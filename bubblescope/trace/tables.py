@@ -8,7 +8,8 @@ a DataFrame through per-column comprehensions, and the dicts are dropped. Tables
 - `runtime`  CUDA runtime / driver calls                     name, api, tid, start_ns, end_ns, correlation
 - `gpu`      kernels, memcpys, memsets                       name, kind, device, stream, start_ns, end_ns,
                                                              correlation, bytes
-- `waits`    cuda_sync rows (GPU side of a sync)             name, device, stream, start_ns, end_ns, correlation
+- `waits`    cuda_sync rows (GPU side of a sync)             name, device, stream, start_ns, end_ns,
+                                                             correlation
 - `gpu_annotations`  gpu_user_annotation rows                name, device, stream, start_ns, end_ns
 """
 
@@ -135,7 +136,8 @@ def _describe_bad_time(bucket: list[dict[str, Any]]) -> str:
             value = event.get(key)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 what = "lacks" if value is None else f"has a non-numeric ({value!r:.30})"
-                return f"event {event.get('name')!r} (cat {event.get('cat')!r}, #{i} of its kind) {what} '{key}'"
+                where = f"event {event.get('name')!r} (cat {event.get('cat')!r}, #{i} of its kind)"
+                return f"{where} {what} '{key}'"
     return "an event has an unreadable time"
 
 
@@ -197,8 +199,8 @@ def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd
 
 def _device_stream(bucket: list[dict[str, Any]], args: list[dict[str, Any]], path: Path,
                    ) -> tuple[np.ndarray, np.ndarray]:
-    devices = [a.get("device", e.get("pid")) for a, e in zip(args, bucket)]
-    streams = [a.get("stream", e.get("tid")) for a, e in zip(args, bucket)]
+    devices = [a.get("device", e.get("pid")) for a, e in zip(args, bucket, strict=True)]
+    streams = [a.get("stream", e.get("tid")) for a, e in zip(args, bucket, strict=True)]
     try:
         device = np.asarray(devices, dtype=np.int64)
         stream = np.asarray(streams, dtype=np.int64)

@@ -47,7 +47,7 @@ def build_timeline(rank: RankAnalysis, blame: Callable[[pd.Series], str]) -> dic
     truncated = len(slices) > MAX_TIMELINE_SLICES
     lanes = [{"lane": "host", "kind": "host"}] + [
         {"lane": f"GPU {d} stream {s}", "kind": "gpu"}
-        for d, s in sorted(set(zip(gpu["device"].tolist(), gpu["stream"].tolist())))]
+        for d, s in sorted(set(zip(gpu["device"].tolist(), gpu["stream"].tolist(), strict=True)))]
     gaps = rank.gaps[(rank.gaps["step"] == step).to_numpy()]
     reads = rank.reads[((rank.reads["end_ns"] > start) & (rank.reads["start_ns"] < end)).to_numpy()] \
         if len(rank.reads) else rank.reads
