@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
@@ -22,7 +21,7 @@ from .kda import KDAAttention
 from .mla import MLAAttention
 from .moe import MoE
 from .mtp import MTPLayer
-from .norm import RMSNorm, compute_dtype
+from .norm import RMSNorm, linear_wide_out
 
 
 class DecoderLayer(nn.Module):
@@ -155,9 +154,7 @@ class LingForCausalLM(nn.Module):
     def compute_logits(self, final_hidden: torch.Tensor) -> torch.Tensor:
         """final_hidden [B, T, D] -> logits [B, T, V] in fp32 (fp64 for fp64 test models)."""
         with record_function("ling3.lm_head"):
-            weight = self.lm_head.weight
-            logits = F.linear(final_hidden.to(weight.dtype), weight)
-            return logits.to(compute_dtype(weight.dtype))
+            return linear_wide_out(final_hidden, self.lm_head.weight)
 
     def forward(
         self, input_ids: torch.Tensor, cache: ModelCache | None = None, positions: torch.Tensor | None = None

@@ -14,7 +14,7 @@ from torch import nn
 from .config import LingConfig
 from .ffn import SwiGLU, swiglu
 from .init import init_linear_, init_normal_, residual_gain
-from .norm import compute_dtype
+from .norm import compute_dtype, linear_wide_out
 
 PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 
@@ -64,8 +64,7 @@ class MoERouter(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """hidden [N, D] -> (expert ids [N, top_k], weights [N, top_k] in the compute dtype)."""
-        logits = F.linear(hidden.to(self.weight.dtype), self.weight)
-        scores = torch.sigmoid(logits.to(compute_dtype(logits.dtype)))
+        scores = torch.sigmoid(linear_wide_out(hidden, self.weight))
         expert_ids = self.select(scores)
         chosen = scores.gather(-1, expert_ids)
         weights = chosen / (chosen.sum(dim=-1, keepdim=True) + 1e-20) * self.scaling

@@ -1,14 +1,38 @@
-"""RMSNorm as the HF reference computes it (notes §3.0): normalise in fp32, cast back, then scale."""
+"""RMSNorm as the HF reference computes it (notes §3.0), and the precision helpers the blocks share."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype numerically sensitive math runs in: fp32, or wider when the input already is (fp64 tests)."""
     return torch.promote_types(dtype, torch.float32)
+
+
+def linear_wide_out(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """hidden @ weight.T with inputs in weight's dtype and the result in fp32 (or wider).
+
+    For a bf16 weight this is a bf16 GEMM with fp32 accumulation AND fp32 output (no rounding of the
+    result to bf16), as serving engines run the router and lm_head.
+
+    Args:
+        hidden: [..., in]; weight: [out, in].
+
+    Returns:
+        [..., out] in compute_dtype(weight.dtype).
+    """
+    wide = compute_dtype(weight.dtype)
+    if weight.dtype == wide:
+        return F.linear(hidden.to(wide), weight)
+    narrow = hidden.to(weight.dtype)
+    if weight.is_cuda:
+        flat = torch.mm(narrow.flatten(0, -2), weight.T, out_dtype=wide)
+        return flat.unflatten(0, narrow.shape[:-1])
+    # CPU has no mixed-output GEMM; upcasting the bf16 values gives the same products exactly.
+    return F.linear(narrow.to(wide), weight.to(wide))
 
 
 class RMSNorm(nn.Module):
