@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -82,35 +82,49 @@ def floor_summary(
 def register(app: typer.Typer) -> None:
     @app.command("floor")
     def floor(
-        preset: str = typer.Option(
-            "ling3-flash", "--preset", "-p", help="Model preset (see `bubblescope presets`)."
-        ),
-        tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree; bytes are one GPU's share."),
-        context: int = typer.Option(
-            DEFAULT_CONTEXT,
-            "--context",
-            help="Cached tokens the MLA layers read (latent cache grows with it).",
-        ),
-        bandwidth: float | None = typer.Option(
-            None,
-            "--bandwidth",
-            help="HBM bandwidth in GB/s. Default: measured on CUDA, else 4140 (H200 copy).",
-        ),
-        router: Precision = typer.Option(Precision.bf16, "--router", help="Router gate weight precision."),
-        lm_head: Precision = typer.Option(Precision.bf16, "--lm-head", help="lm_head weight precision."),
-        output_format: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+        preset: Annotated[
+            str, typer.Option("--preset", "-p", help="Model preset (see `bubblescope presets`).")
+        ] = ("ling3-flash"),
+        tp: Annotated[
+            int, typer.Option("--tp", help="Tensor-parallel degree; bytes are one GPU's share.")
+        ] = 1,
+        context: Annotated[
+            int,
+            typer.Option(
+                "--context", help="Cached tokens the MLA layers read (the latent cache grows with it)."
+            ),
+        ] = DEFAULT_CONTEXT,
+        bandwidth: Annotated[
+            float | None,
+            typer.Option(
+                "--bandwidth", help="HBM bandwidth in GB/s. Default: measured on CUDA, else 4140 (H200)."
+            ),
+        ] = None,
+        router: Annotated[
+            Precision, typer.Option("--router", help="Router gate weight precision.")
+        ] = Precision.bf16,
+        lm_head: Annotated[
+            Precision, typer.Option("--lm-head", help="lm_head weight precision.")
+        ] = Precision.bf16,
+        output_format: Annotated[
+            OutputFormat, typer.Option("--format", help="table or json.")
+        ] = OutputFormat.table,
     ) -> None:
-        """Speed-of-light TPOT: HBM bytes one decoded token reads, divided by the bandwidth.
+        """Speed-of-light TPOT: HBM bytes one decoded token reads / bandwidth.
 
-        Counts every weight a batch-1 token multiplies (8 routed experts + the shared one per MoE
-        layer, the router, the full lm_head, one embedding row), the KDA recurrent and conv states
-        (read and written) and the MLA latent cache over --context tokens. With --tp N it is one GPU's
-        share (heads, FFN widths and lm_head split; router, norms and latent cache replicated).
+        Counts every weight a batch-1 token multiplies (8 routed experts and
+        the shared one per MoE layer, the router, the whole lm_head, one
+        embedding row), the KDA recurrent and conv states (read and written)
+        and the MLA latent cache over --context tokens. MTP is not counted.
+        With --tp N the bytes are one GPU's share: heads, FFN widths and
+        lm_head split; router, norms and the latent cache replicated.
 
-        Router and lm_head default to bf16, what the published SGLang baseline reads (10.207 GB of
-        weights per token for ling3-flash); pass --router fp32 / --lm-head fp32 for HF's fp32 reads.
-        The bandwidth is --bandwidth if given, else a device-to-device copy measured on this GPU,
-        else the assumed H200 copy ceiling (4140 GB/s). MTP layers are not counted.
+        Router and lm_head default to bf16, what the published SGLang
+        baseline reads: 10.207 GB of weights per token for ling3-flash.
+        --router fp32 / --lm-head fp32 give HF's fp32 reads (10.31 / 11.12 GB).
+
+        Bandwidth: --bandwidth if given, else a device-to-device copy measured
+        on this GPU, else the assumed H200 copy ceiling (4140 GB/s).
         """
         try:
             summary = floor_summary(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -66,14 +66,17 @@ def preset_rows() -> dict[str, Any]:
 def register(app: typer.Typer) -> None:
     @app.command("presets")
     def presets(
-        output_format: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+        output_format: Annotated[
+            OutputFormat, typer.Option("--format", help="table or json.")
+        ] = OutputFormat.table,
     ) -> None:
-        """List the model presets: layers, experts, parameters, weight memory, bytes per token, fit.
+        """List the presets: layers, experts, parameters, memory, bytes per token.
 
-        Bytes per token use the bf16 router and lm_head and an 8K context, as `bubblescope floor`
-        does by default. "fits" compares the preset's weights (its dtype, MTP included, plus 5 % and
-        1 GiB headroom) with this machine: each CUDA device, splitting by tensor parallelism up to the
-        number of devices, or host RAM when there is no GPU.
+        Bytes per token use the bf16 router and lm_head and an 8K context, as
+        `bubblescope floor` does by default. "fits" compares each preset's
+        weights (its dtype, MTP included, plus 5 % and 1 GiB headroom) with
+        this machine: one CUDA device, or tensor parallelism over up to all of
+        them ("TP 2"), or host RAM when there is no GPU.
         """
         listing = preset_rows()
         if output_format is OutputFormat.json:
@@ -86,41 +89,40 @@ def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
     if not row["fits"]:
         return "no"
     if machine["kind"] == "cpu":
-        return "yes (CPU)"
+        return "yes"
     return "yes" if row["min_devices"] == 1 else f"TP {row['min_devices']}"
 
 
 def _print_table(listing: dict[str, Any]) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     machine = listing["machine"]
     where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f} GB each"
-    table = Table(title=f"presets (fit judged on {where})")
-    for column in (
-        "preset",
-        "layers (KDA+MLA)",
-        "experts",
-        "params",
-        "active",
-        "bf16 weights",
-        "GB/token @8K",
-        "fits",
-    ):
-        table.add_column(column, justify="left" if column == "preset" else "right")
+    table = Table(
+        title=f"presets (fit judged on {where})",
+        caption="layers: total (KDA+MLA); experts: routed/top-k; GB/tok: bf16 router+lm_head, 8K context",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("preset", no_wrap=True)
+    for column in ("layers", "experts", "params", "active", "bf16 GB", "GB/tok", "fits"):
+        table.add_column(column, justify="right")
     for row in listing["presets"]:
         table.add_row(
             row["preset"],
             f"{row['layers']} ({row['kda_layers']}+{row['mla_layers']})",
-            f"{row['experts']} top-{row['experts_per_token']}",
+            f"{row['experts']}/{row['experts_per_token']}",
             _count(row["params_total"]),
             _count(row["params_active"]),
-            f"{row['bf16_weight_bytes'] / 1e9:,.2f} GB",
-            f"{row['bytes_per_token'] / 1e9:.4f}",
+            f"{row['bf16_weight_bytes'] / 1e9:.1f}",
+            f"{row['bytes_per_token'] / 1e9:.3f}",
             _fit_text(row, machine),
         )
     Console().print(table)
 
 
 def _count(value: int) -> str:
-    return f"{value / 1e9:.3f} B" if value >= 1e8 else f"{value / 1e6:.3f} M"
+    return f"{value / 1e9:.4g} B" if value >= 1e8 else f"{value / 1e6:.4g} M"
