@@ -56,7 +56,7 @@ class LingWorkload:
         # [1, prompt_len]
         self.prompt_ids = torch.randint(0, config.vocab_size, (1, prompt_len), generator=generator).to(device)
         self.max_steps = max_steps
-        self.cache: ModelCache = new_cache(self.model, prompt_len + max_steps + 1)
+        self.cache: ModelCache = new_cache(self.model, prompt_len + max_steps)
         self.enabled: frozenset[str] = frozenset()
         self._tokens: list[int] = []
         self.reset()
@@ -98,7 +98,7 @@ class LingWorkload:
         Raises:
             ConfigError: the cache is full (max_steps steps since the last reset()).
         """
-        if self.cache.length >= self.cache.mla[self.config.mla_layers[0]].capacity:
+        if len(self._tokens) > self.max_steps:
             raise ConfigError(f"ling3 workload ran {self.max_steps} steps; call reset() or raise max_steps")
         with record_function("ling3.input"):
             token_ids = torch.tensor([[self._tokens[-1]]], device=self.device)
