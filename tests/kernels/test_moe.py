@@ -1,0 +1,83 @@
+"""MoE kernels vs the naive reference: routing, unfused and fused layers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bubblescope.kernels.gemv import KernelInputError
+from bubblescope.kernels.moe import (
+    MoEWeights,
+    MoEWorkspace,
+    RoutingRule,
+    moe_fused,
+    moe_naive,
+    moe_unfused,
+    route_naive,
+    route_topk,
+)
+from tests.kernels.helpers import assert_close, poison
+
+# 12 experts in 4 groups of 3, keep 2 groups, top-3: group masking decides the result.
+SMALL_RULE = RoutingRule(top_k=3, n_group=4, topk_group=2, scale=2.5)
+
+
+def make_weights(experts, hidden, inter, device, dtype, shared=True, limits=(0.0, 0.0)):
+    slots = experts + (1 if shared else 0)
+    return MoEWeights(
+        router=(torch.randn(experts, hidden, device=device) / hidden**0.5).to(dtype),
+        # Negative biases too: excluded groups must be masked with -inf, not 0.
+        expert_bias=torch.randn(experts, device=device) * 0.5,
+        w13=(torch.randn(slots, 2 * inter, hidden, device=device) / hidden**0.5).to(dtype),
+        w2=(torch.randn(slots, hidden, inter, device=device) / inter**0.5).to(dtype),
+        shared_slot=experts if shared else None,
+        swiglu_limit=limits[0],
+        shared_swiglu_limit=limits[1],
+    )
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_route_topk_matches_naive(device, rows):
+    logits = torch.randn(rows, 24, device=device)
+    bias = torch.randn(24, device=device) * 0.5
+    rule = RoutingRule(top_k=4, n_group=4, topk_group=2, scale=1.5)
+    ids, gains = route_topk(logits, bias, rule)
+    want_ids, want_gains = route_naive(logits, bias, rule)
+    assert torch.equal(ids.long().cpu(), want_ids.cpu()), f"ids {ids.tolist()} != {want_ids.tolist()}"
+    assert_close("routing weights", gains, want_gains, atol=1e-6, rtol=1e-5)
+
+
+def test_route_topk_masks_groups_with_minus_inf(device):
+    """All-negative biases: zero-masking would let an excluded group win; -inf must not."""
+    logits = torch.zeros(1, 8, device=device)
+    bias = torch.tensor([-3.0, -3.0, -9.0, -9.0, -1.0, -1.0, -9.0, -9.0], device=device)
+    ids, _ = route_topk(logits, bias, RoutingRule(top_k=3, n_group=4, topk_group=2, scale=1.0))
+    # Kept groups 2 and 0 (top-2 sums -1 and -5); inside them 4 and 5 lead, then the 0/1 tie goes to 0.
+    assert ids[0].tolist() == [4, 5, 0], f"picked {ids.tolist()}, want [4, 5, 0]"
+
+
+@pytest.mark.parametrize(
+    ("rows", "hidden", "inter", "dtype", "shared", "limits"),
+    [(1, 40, 24, torch.float32, True, (0.6, 0.8)), (2, 33, 20, torch.bfloat16, False, (0.0, 0.0))],
+)
+def test_moe_layers_match_naive(device, rows, hidden, inter, dtype, shared, limits):
+    weights = make_weights(12, hidden, inter, device, dtype, shared, limits)
+    x = torch.randn(rows, hidden, device=device).to(dtype)
+    want = moe_naive(x, weights, SMALL_RULE)
+    tol = 1e-4 if dtype == torch.float32 else 2e-3
+    assert_close("moe unfused", moe_unfused(x, weights, SMALL_RULE), want, atol=tol, rtol=tol)
+    workspace = MoEWorkspace.allocate(rows, weights, SMALL_RULE)
+    for call in range(2):  # the second call checks the ticket counter was re-armed
+        out = poison(torch.empty(rows, hidden, device=device))
+        moe_fused(x, weights, SMALL_RULE, workspace=workspace, out=out)
+        assert_close(f"moe fused call {call}", out, want, atol=tol, rtol=tol)
+    assert int(workspace.counter.item()) == 0
+
+
+def test_moe_rejects_bad_weights():
+    weights = make_weights(12, 16, 8, torch.device("cpu"), torch.float32)
+    weights.w2 = weights.w2[:, :, :4].contiguous()
+    with pytest.raises(KernelInputError, match="w2 must have shape"):
+        moe_fused(torch.randn(1, 16), weights, SMALL_RULE)
+    with pytest.raises(KernelInputError, match="n_group"):
+        moe_unfused(torch.randn(1, 16), make_weights(10, 16, 8, torch.device("cpu"), torch.float32), SMALL_RULE)
