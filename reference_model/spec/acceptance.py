@@ -78,7 +78,11 @@ class OracleAcceptance:
     """
 
     def __init__(
-        self, mean_emitted: float, block: int, device: torch.device | str, generator: torch.Generator | None = None
+        self,
+        mean_emitted: float,
+        block: int,
+        device: torch.device | str,
+        generator: torch.Generator | None = None,
     ) -> None:
         self.mean_emitted = float(mean_emitted)
         self.block = block
@@ -129,4 +133,6 @@ def emitted_tokens(drafted: torch.Tensor, targets: torch.Tensor, accepted: torch
     # [B + 1]: the drafts shifted into place, last slot unused
     padded = torch.cat([drafted[0], drafted.new_full((1,), -1)])
     bonus = targets[0].gather(0, accepted.view(1))
-    return torch.where(index < accepted, padded, torch.where(index == accepted, bonus, torch.full_like(padded, -1)))
+    return torch.where(
+        index < accepted, padded, torch.where(index == accepted, bonus, torch.full_like(padded, -1))
+    )

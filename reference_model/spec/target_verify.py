@@ -1,0 +1,142 @@
+"""One target forward over anchor + drafted tokens, and the commit of the accepted prefix.
+
+The verify runs the main layers exactly as the model does (same modules, same weights), except that
+KDA layers go through the verify kernels (staged or in place, kda_verify_layer.py) and MLA layers
+write their rows at device positions (mla_at_positions.py). Nothing in here reads the device, so a
+verify can be enqueued before the host knows the previous step's result (`no_readback`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch.profiler import record_function
+
+from ..cache import ModelCache
+from ..kda import KDAState
+from ..model import LingForCausalLM
+from ..moe import MoE
+from .kda_verify_layer import (
+    KDAVerifyRecord,
+    VerifyOptions,
+    commit_staged,
+    kda_verify_layer,
+    recompute_from_checkpoint,
+)
+from .mla_at_positions import mla_forward_at
+
+
+@dataclass
+class TargetPass:
+    """Result of target_forward_at.
+
+    Attributes:
+        final_hidden: [1, T, D] after model.norm.
+        captured: layer index -> [1, T, D] residual stream after that layer (draft conditioning).
+        kda_records: KDA layer index -> what commit needs.
+    """
+
+    final_hidden: torch.Tensor
+    captured: dict[int, torch.Tensor] = field(default_factory=dict)
+    kda_records: dict[int, KDAVerifyRecord] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def gathered_moe(model: LingForCausalLM, rows: int) -> Iterator[None]:
+    """Make every MoE gather its experts on device for up to `rows` token x expert pairs.
+
+    The eager MoE reads per-expert token counts to the host above `gather_max_rows`; under
+    `no_readback` a verify must not, so the limit is raised for its duration and restored after.
+    """
+    modules = [module for module in model.modules() if isinstance(module, MoE)]
+    before = [module.gather_max_rows for module in modules]
+    for module in modules:
+        module.gather_max_rows = max(module.gather_max_rows, rows)
+    try:
+        yield
+    finally:
+        for module, limit in zip(modules, before, strict=True):
+            module.gather_max_rows = limit
+
+
+def target_forward_at(
+    model: LingForCausalLM,
+    cache: ModelCache,
+    token_ids: torch.Tensor,
+    positions: torch.Tensor,
+    key_len: int,
+    options: VerifyOptions,
+    capture_layers: Sequence[int] = (),
+) -> TargetPass:
+    """Main layers over T tokens at device positions; KDA staged or in place per `options`.
+
+    Args:
+        token_ids: [1, T] anchor then drafted tokens.
+        positions: [1, T] int64 on the device, consecutive from the committed length.
+        key_len: host upper bound on the last position + 1 (MLA attention window).
+        capture_layers: main-layer indices whose output to keep (DSpark context).
+
+    Returns:
+        TargetPass. With staged_kda the KDA states are untouched; without, they hold the state after
+        all T tokens (commit_verify repairs them from the checkpoint).
+    """
+    result = TargetPass(final_hidden=token_ids.new_empty(0))
+    with record_function("spec.verify.embed"):
+        hidden = model.model.word_embeddings(token_ids)
+    for layer in model.main_layers:
+        with record_function(f"spec.verify.layer{layer.index}.{'mla' if layer.is_mla else 'kda'}"):
+            normed = layer.input_layernorm(hidden)
+            if layer.is_mla:
+                attn = mla_forward_at(
+                    layer.attention, normed, cache.mla[layer.index].buffer, positions, key_len
+                )
+            else:
+                attn, record = kda_verify_layer(layer.attention, normed, cache.kda[layer.index], options)
+                result.kda_records[layer.index] = record
+            hidden = hidden + attn
+            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        if layer.index in capture_layers:
+            result.captured[layer.index] = hidden
+    result.final_hidden = model.model.norm(hidden)
+    return result
+
+
+def allocate_checkpoint(cache: ModelCache) -> dict[int, KDAState]:
+    """Buffers for the whole KDA (recurrent + conv) state, same shapes as the cache's."""
+    return {index: state.clone() for index, state in cache.kda.items()}
+
+
+def checkpoint_kda(cache: ModelCache, checkpoint: dict[int, KDAState]) -> None:
+    """Copy every KDA layer's state into the checkpoint (staged_kda off, before verify)."""
+    with record_function("spec.kda_checkpoint"):
+        for index, state in cache.kda.items():
+            checkpoint[index].copy_(state)
+
+
+def commit_verify(
+    model: LingForCausalLM,
+    cache: ModelCache,
+    verify: TargetPass,
+    accepted: torch.Tensor,
+    options: VerifyOptions,
+    checkpoint: dict[int, KDAState] | None,
+) -> None:
+    """Leave every KDA layer in the state after verify position `accepted` (0-d device int64).
+
+    MLA caches need nothing: their rows up to the accepted position are already right and later
+    rows are masked and overwritten; the caller advances the committed length.
+    """
+    with record_function("spec.commit"):
+        for layer in model.main_layers:
+            if layer.is_mla:
+                continue
+            state, record = cache.kda[layer.index], verify.kda_records[layer.index]
+            if options.staged_kda:
+                commit_staged(state, record, accepted)
+            else:
+                recompute_from_checkpoint(
+                    layer.attention, state, checkpoint[layer.index], record, accepted, options
+                )
