@@ -31,10 +31,18 @@ from bubblescope.errors import ConfigError
 GB = 1e9
 
 
-def build_meta_model(config: LingConfig, dtype: torch.dtype = torch.float32) -> LingForCausalLM:
-    """The real model on the meta device (shapes only, nothing allocated), router and lm_head in `dtype`."""
+def build_meta_model(
+    config: LingConfig,
+    dtype: torch.dtype = torch.float32,
+    *,
+    router_dtype: torch.dtype | None = None,
+    lm_head_dtype: torch.dtype | None = None,
+) -> LingForCausalLM:
+    """The real model on the meta device (nothing allocated); router and lm_head default to `dtype`."""
     with torch.device("meta"), default_dtype(dtype):
-        return LingForCausalLM(config, router_dtype=dtype, lm_head_dtype=dtype)
+        return LingForCausalLM(
+            config, router_dtype=router_dtype or dtype, lm_head_dtype=lm_head_dtype or dtype
+        )
 
 
 def test_flash_parameter_counts_match_published() -> None:
@@ -220,3 +228,23 @@ def test_weight_memory_and_fit() -> None:
     assert min_devices_to_fit(LING3_FLASH, h200_bytes, max_devices=1) is None
     assert min_devices_to_fit(PRESETS["ling3-flash-e256"], h200_bytes, max_devices=1) == 1
     assert min_devices_to_fit(DEBUG, 2 << 30, max_devices=1) == 1
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_flash_weight_bytes_match_meta_model_dtypes(bf16: bool) -> None:
+    """Bytes per token from the model's own tensors and dtypes (bf16 model, router/lm_head per switch)."""
+    switch_dtype = torch.bfloat16 if bf16 else torch.float32
+    model = build_meta_model(
+        LING3_FLASH, torch.bfloat16, router_dtype=switch_dtype, lm_head_dtype=switch_dtype
+    )
+    read_bytes = 0
+    for name, tensor in model.state_dict().items():
+        parts = name.split(".")
+        if parts[1] == "layers" and int(parts[2]) >= LING3_FLASH.num_hidden_layers:
+            continue
+        if ".experts." in name and int(parts[5]) >= LING3_FLASH.num_experts_per_tok:
+            continue
+        numel = tensor.shape[1] if name == "model.word_embeddings.weight" else tensor.numel()
+        read_bytes += numel * tensor.element_size()
+    analytic = bytes_per_token(LING3_FLASH, context_len=0, router_bf16=bf16, lm_head_bf16=bf16)
+    assert read_bytes == analytic.weights
