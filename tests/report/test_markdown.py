@@ -1,0 +1,78 @@
+"""Markdown report (CI summaries): the HTML's numbers, in cells that cannot inject markup or break tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from bubblescope.report.load_inputs import load_inputs, read_json_document
+from bubblescope.report.markdown import (
+    ablation_markdown,
+    md_cell,
+    md_table,
+    render_inputs_markdown,
+    run_markdown,
+    trace_markdown,
+)
+from tests.report.helpers import ABLATION_DIR, HOSTILE_NAME, HOSTILE_RUN_DIR, MINIMAL_RUN_FILE
+
+
+def _table_widths(markdown: str) -> set[int]:
+    """Column counts of every table row (unescaped pipes), per table block."""
+    widths = set()
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            widths.add(line.replace("\\|", "").count("|"))
+    return widths
+
+
+def test_md_cell_escapes_markup_and_pipes() -> None:
+    cell = md_cell(HOSTILE_NAME + " a|b *c* [d](e) `f`\nnext")
+    assert "<" not in cell and ">" not in cell
+    assert "&lt;/script&gt;" in cell
+    assert "a\\|b" in cell and "\\*c\\*" in cell and "\\[d\\]" in cell and "\\`f\\`" in cell
+    assert "\n" not in cell
+
+
+def test_md_table_shape() -> None:
+    table = md_table((["a", "b"], [["1", "x|y"], ["2", "z"]]))
+    lines = table.splitlines()
+    assert lines[0] == "| a | b |" and lines[1] == "| --- | --- |"
+    assert lines[2] == "| 1 | x\\|y |"
+    assert md_table((["a"], []), "nothing here") == "_nothing here_"
+
+
+def test_ablation_markdown_has_attribution_and_waterfall() -> None:
+    (item,) = load_inputs([ABLATION_DIR])
+    text = ablation_markdown(item.ablation, item.records, item.warnings)
+    assert text.startswith("## Ablation: ling3 · ling3-flash-e256")
+    assert "| total saving ms \\[95% CI\\] | 5.120 \\[5.060, 5.180\\] |" in text
+    assert "| fused_moe | 3.520 \\[3.460, 3.580\\] |" in text
+    assert "| +fused_moe | 2.810 ms | -3.520 ms |" in text
+    assert "| all_minus_pdl | no_readback, fused_moe | all_minus | pending | — |" in text
+    assert len(_table_widths(text)) >= 3
+
+
+def test_run_markdown_escapes_hostile_names() -> None:
+    record = read_json_document(HOSTILE_RUN_DIR / "record.json")
+    analysis = read_json_document(HOSTILE_RUN_DIR / "analysis.json")
+    text = run_markdown(record, analysis)
+    assert "<script" not in text.lower() and "</script" not in text.lower()
+    assert "&lt;/script&gt;&lt;script&gt;document.title='x'" in text
+    assert "| TPOT (95% CI) | 7.590 ms \\[" in text
+    assert "### Host-blocking reads" in text and "cudaStreamSynchronize" in text
+
+
+def test_minimal_run_and_trace_markdown() -> None:
+    text = run_markdown(read_json_document(MINIMAL_RUN_FILE), None)
+    assert "| speed-of-light floor | — |" in text and "_no host-blocking reads_" in text
+    trace = trace_markdown(
+        {"schema": "bubblescope.analysis/1", "gpu_measured": False, "inputs": [{"path": "t.json"}]}
+    )
+    assert trace.startswith("## Trace: t.json") and "GPU bubbles are not measured" in trace
+
+
+@pytest.mark.parametrize("paths", [[ABLATION_DIR], [HOSTILE_RUN_DIR, HOSTILE_RUN_DIR / "analysis.json"]])
+def test_inputs_markdown_has_one_section_per_input(paths: list) -> None:
+    items = load_inputs(paths)
+    text = render_inputs_markdown(items)
+    assert sum(line.startswith("## ") for line in text.splitlines()) == len(items)
