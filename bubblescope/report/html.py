@@ -29,6 +29,7 @@ from bubblescope.report.markdown import (
     device_rows,
     environment_rows,
     gap_rows,
+    gaps_heading,
     num,
     plain,
     record_syncs,
@@ -40,6 +41,7 @@ from bubblescope.report.markdown import (
     tpot_interval_ms,
     trace_summary_items,
     trace_title,
+    trace_warnings,
 )
 
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -220,7 +222,7 @@ def add_run_sections(
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
     if analysis and analysis.get("gaps_top"):
-        page.add("<h2>Largest GPU idle gaps</h2>")
+        page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
         page.add(table_html(gap_rows(analysis["gaps_top"])))
     page.add("<h2>Switches</h2>")
     page.add(table_html(switch_info_rows(record), "no switches"))
@@ -299,12 +301,12 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     """Append a bare trace's analysis: headline, timeline, blocking reads, gaps, devices."""
     page.heading(f"Trace: {trace_title(analysis)}")
     page.add(f'<p class="sub">steps from {esc(analysis.get("step_source"))}</p>')
-    page.add(warnings_html(analysis.get("warnings")))
+    page.add(warnings_html(trace_warnings(analysis)))
     page.add(cards_html(trace_summary_items(analysis)))
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
-    page.add("<h2>Largest GPU idle gaps</h2>")
+    page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
     page.add("<h2>Devices</h2>")
     page.add(table_html(device_rows(analysis), "no GPU activity in the trace"))

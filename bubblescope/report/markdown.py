@@ -11,6 +11,8 @@ from typing import Any
 
 Rows = tuple[list[str], list[list[str]]]
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
+# A report shows the worst gaps; the full list stays in analysis.json.
+GAP_ROWS_SHOWN = 20
 ESTIMATORS = [
     ("alone_ms", "alone"),
     ("removed_from_all_ms", "removed from all-on"),
@@ -97,9 +99,12 @@ def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
     return headers, rows
 
 
-def gap_rows(gaps: list[dict[str, Any]] | None) -> Rows:
-    """Largest GPU idle gaps with their class and blame."""
+def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> Rows:
+    """The `limit` largest GPU idle gaps, largest first, with their class and blame."""
     headers = ["step", "rank/device", "start", "idle", "class", "blame", "next op"]
+    largest = sorted(
+        (g for g in gaps or [] if isinstance(g, dict)), key=lambda g: -(num(g.get("dur_ns")) or 0.0)
+    )
     rows = [
         [
             plain(g.get("step")),
@@ -110,10 +115,18 @@ def gap_rows(gaps: list[dict[str, Any]] | None) -> Rows:
             plain(g.get("blame")),
             plain(g.get("next_op")),
         ]
-        for g in gaps or []
-        if isinstance(g, dict)
+        for g in largest[:limit]
     ]
     return headers, rows
+
+
+def gaps_heading(gaps: list[Any] | None, limit: int = GAP_ROWS_SHOWN) -> str:
+    total = len(gaps or [])
+    return (
+        f"Largest GPU idle gaps ({min(total, limit)} of {total})"
+        if total > limit
+        else "Largest GPU idle gaps"
+    )
 
 
 def environment_rows(environment: dict[str, Any] | None) -> Rows:
@@ -275,6 +288,16 @@ def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]
     ]
 
 
+def trace_warnings(analysis: dict[str, Any]) -> list[Any]:
+    """The analysis's own warnings, plus one when the trace had no GPU activity to measure."""
+    warnings = list(analysis.get("warnings") or [])
+    if analysis.get("gpu_measured") is False:
+        warnings.append(
+            "no GPU activity in the trace: blocking reads are counted, GPU bubbles are not measured"
+        )
+    return warnings
+
+
 def trace_title(analysis: dict[str, Any]) -> str:
     inputs = analysis.get("inputs") or []
     return ", ".join(plain(i.get("path")) for i in inputs if isinstance(i, dict)) or "trace"
@@ -320,7 +343,8 @@ def run_markdown(
     parts += [md_items(run_summary_items(record, analysis)), "### Host-blocking reads"]
     parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
     if analysis and analysis.get("gaps_top"):
-        parts += ["### Largest GPU idle gaps", md_table(gap_rows(analysis["gaps_top"][:10]))]
+        gaps = analysis["gaps_top"]
+        parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10))]
     parts += ["### Switches", md_table(switch_info_rows(record), "no switches")]
     parts += ["### Environment", md_table(environment_rows(record.get("environment")), "not recorded")]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -359,13 +383,11 @@ def ablation_markdown(
 
 def trace_markdown(analysis: dict[str, Any]) -> str:
     """Markdown for a bare trace's analysis: per-step numbers, blocking reads, largest gaps."""
-    parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(analysis.get("warnings"))]
+    parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
     parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
-    parts += [
-        "### Largest GPU idle gaps",
-        md_table(gap_rows((analysis.get("gaps_top") or [])[:10]), "no idle gaps"),
-    ]
+    gaps = analysis.get("gaps_top") or []
+    parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
