@@ -18,18 +18,30 @@ def new_cache(model: LingForCausalLM, capacity: int, batch: int = 1) -> ModelCac
     )
 
 
+# Prompt tokens per prefill forward: bounds the naive MLA score matrix [B, H, T, S] on long prompts.
+PREFILL_CHUNK_TOKENS = 2048
+
+
 @torch.no_grad()
-def prefill(model: LingForCausalLM, prompt_ids: torch.Tensor, cache: ModelCache) -> torch.Tensor:
-    """Consume the whole prompt in one forward (KDA takes its chunked path for long prompts).
+def prefill(
+    model: LingForCausalLM,
+    prompt_ids: torch.Tensor,
+    cache: ModelCache,
+    chunk_tokens: int = PREFILL_CHUNK_TOKENS,
+) -> torch.Tensor:
+    """Consume the prompt in forwards of up to chunk_tokens (KDA takes its chunked path for long ones).
 
     Args:
         prompt_ids: [B, T] token ids, T >= 1.
         cache: empty or partly filled; advanced by T.
+        chunk_tokens: tokens per forward; the result does not depend on it.
 
     Returns:
         [B, V] fp32 logits of the last prompt position.
     """
-    return model(prompt_ids, cache)[:, -1]
+    for start in range(0, prompt_ids.shape[1], chunk_tokens):
+        logits = model(prompt_ids[:, start : start + chunk_tokens], cache)
+    return logits[:, -1]
 
 
 @torch.no_grad()

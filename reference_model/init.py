@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # Room for caches, activations and allocator slack on top of the weights.
 HEADROOM_FRACTION = 0.05
 HEADROOM_BYTES = 1 << 30
+# Largest tensor filled by one random draw (elements); bigger stacked tensors are filled per slice.
+DRAW_CHUNK_NUMEL = 1 << 26
 
 DTYPES = {
     "float32": torch.float32,
@@ -39,9 +41,12 @@ def init_normal_(
     tensor: torch.Tensor, std: float, generator: torch.Generator | None, mean: float = 0.0
 ) -> None:
     """Fill `tensor` in place with N(mean, std), drawn on the tensor's device (fp32 draw, then cast)."""
+    # Stacked experts of a large preset are GBs: draw slice by slice so the fp32 scratch stays small.
+    slices = tensor.unbind(0) if tensor.dim() > 2 and tensor.numel() > DRAW_CHUNK_NUMEL else (tensor,)
     with torch.no_grad():
-        draw = torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=torch.float32)
-        tensor.copy_(draw * std + mean)
+        for part in slices:
+            draw = torch.randn(part.shape, generator=generator, device=part.device, dtype=torch.float32)
+            part.copy_(draw * std + mean)
 
 
 def init_linear_(weight: torch.Tensor, generator: torch.Generator | None, gain: float = 1.0) -> None:

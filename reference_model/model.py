@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from bubblescope.errors import ConfigError
+
 from .cache import ModelCache
 from .config import LingConfig
 from .ffn import SwiGLU
@@ -180,6 +182,8 @@ class LingForCausalLM(nn.Module):
         Returns:
             [B, T, V] fp32 logits.
         """
+        if self.config.num_nextn_predict_layers < 1:
+            raise ConfigError(f"preset {self.config.name} has no MTP layer (num_nextn_predict_layers = 0)")
         mtp = self.model.layers[self.config.num_hidden_layers]
         latent = None if cache is None else cache.mla[self.config.num_hidden_layers]
         with record_function("ling3.mtp"):

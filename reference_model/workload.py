@@ -17,7 +17,7 @@ from bubblescope.workload import SwitchInfo
 
 from .cache import ModelCache
 from .config import LingConfig, get_preset
-from .generate import new_cache
+from .generate import new_cache, prefill
 from .init import build_model
 from .moe import MoERouter
 from .switches import SWITCH_INFO, LingSwitches
@@ -88,8 +88,8 @@ class LingWorkload:
     def reset(self) -> None:
         """Empty the cache and prefill the prompt again; the first generated token is read back here."""
         self.cache.reset()
-        logits = self.model(self.prompt_ids, self.cache)
-        self._tokens = [int(logits[0, -1].argmax().item())]
+        logits = prefill(self.model, self.prompt_ids, self.cache)
+        self._tokens = [int(logits[0].argmax().item())]
 
     @torch.no_grad()
     def step(self) -> int:
