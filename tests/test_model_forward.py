@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 from bubblescope.reference_model.config import DEBUG, LingConfig
-from bubblescope.reference_model.generate import new_cache
+from bubblescope.reference_model.generate import new_cache, prefill
 from bubblescope.reference_model.init import build_model
 from bubblescope.reference_model.model import LingForCausalLM
+
+from bubblescope.errors import ConfigError
 
 # fp64 end to end: differences are pure reassociation, far below this.
 FP64_ATOL = 1e-9
@@ -148,3 +150,21 @@ def test_mtp_incremental_equals_stateless(debug_model: LingForCausalLM) -> None:
 def test_rope_tables_are_not_in_the_state_dict(debug_model: LingForCausalLM) -> None:
     assert not any("inv_freq" in name for name in debug_model.state_dict())
     assert any(name.endswith("inv_freq") for name, _ in debug_model.named_buffers())
+
+
+def test_chunked_prefill_equals_one_forward(debug_model: LingForCausalLM) -> None:
+    ids = _ids(11, DEBUG.vocab_size, seed=4)
+    whole = prefill(debug_model, ids, new_cache(debug_model, 11), chunk_tokens=64)
+    chunked_cache = new_cache(debug_model, 11)
+    chunked = prefill(debug_model, ids, chunked_cache, chunk_tokens=3)
+    assert chunked_cache.length == 11
+    assert (whole - chunked).abs().max().item() < FP64_ATOL
+
+
+def test_mtp_on_a_preset_without_it_is_a_clear_error() -> None:
+    config = DEBUG.with_(name="debug-nomtp", num_nextn_predict_layers=0)
+    model = _model(config)
+    ids = _ids(3, config.vocab_size)
+    final = model.forward_hidden(ids).final
+    with pytest.raises(ConfigError, match="no MTP layer"):
+        model.mtp_logits(final, ids, None, torch.arange(3)[None])
