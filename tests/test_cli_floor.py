@@ -157,3 +157,12 @@ def test_measured_copy_bandwidth_is_plausible() -> None:
     assert 100.0 < bandwidth_gbps < 20_000.0, bandwidth_gbps
     summary = _json(["floor", "--format", "json"])
     assert summary["bandwidth_source"] == MEASURED_SOURCE
+
+
+def test_mtp_is_counted_only_with_the_flag() -> None:
+    plain = _json(["floor", "--bandwidth", "4140", "--format", "json"])
+    drafted = _json(["floor", "--bandwidth", "4140", "--mtp", "--format", "json"])
+    assert plain["mtp"] is False and plain["components"]["mtp"] == 0
+    assert drafted["mtp"] is True
+    assert drafted["weight_bytes_per_token"] - plain["weight_bytes_per_token"] == drafted["components"]["mtp"]
+    assert drafted["components"]["mla_cache"] - plain["components"]["mla_cache"] == 1152 * 8192

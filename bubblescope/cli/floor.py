@@ -40,6 +40,7 @@ def floor_summary(
     bandwidth_gbps: float | None = None,
     router_bf16: bool = True,
     lm_head_bf16: bool = True,
+    include_mtp: bool = False,
 ) -> dict[str, Any]:
     """The `bubblescope.floor/1` JSON object for one preset (what `--format json` prints).
 
@@ -54,7 +55,12 @@ def floor_summary(
     config = get_preset(preset)
     params = count_parameters(config)
     breakdown = bytes_per_token(
-        config, context_len=context, router_bf16=router_bf16, lm_head_bf16=lm_head_bf16, tp=tp
+        config,
+        context_len=context,
+        router_bf16=router_bf16,
+        lm_head_bf16=lm_head_bf16,
+        tp=tp,
+        include_mtp=include_mtp,
     )
     bandwidth = resolve_bandwidth(bandwidth_gbps)
     return {
@@ -64,6 +70,7 @@ def floor_summary(
         "context": context,
         "router": "bf16" if router_bf16 else "fp32",
         "lm_head": "bf16" if lm_head_bf16 else "fp32",
+        "mtp": include_mtp,
         "params_total": params.total,
         "params_total_with_mtp": count_parameters(config, include_mtp=True).total,
         "params_active": params.active_with_lm_head,
@@ -106,6 +113,10 @@ def register(app: typer.Typer) -> None:
         lm_head: Annotated[
             Precision, typer.Option("--lm-head", help="lm_head weight precision.")
         ] = Precision.bf16,
+        mtp: Annotated[
+            bool,
+            typer.Option("--mtp/--no-mtp", help="Add one MTP draft forward (its layer, lm_head, cache)."),
+        ] = False,
         output_format: Annotated[
             OutputFormat, typer.Option("--format", help="table or json.")
         ] = OutputFormat.table,
@@ -115,7 +126,7 @@ def register(app: typer.Typer) -> None:
         Counts every weight a batch-1 token multiplies (8 routed experts and
         the shared one per MoE layer, the router, the whole lm_head, one
         embedding row), the KDA recurrent and conv states (read and written)
-        and the MLA latent cache over --context tokens. MTP is not counted.
+        and the MLA latent cache over --context tokens. MTP only with --mtp.
         With --tp N the bytes are one GPU's share: heads, FFN widths and
         lm_head split; router, norms and the latent cache replicated.
 
@@ -134,6 +145,7 @@ def register(app: typer.Typer) -> None:
                 bandwidth_gbps=bandwidth,
                 router_bf16=router is Precision.bf16,
                 lm_head_bf16=lm_head is Precision.bf16,
+                include_mtp=mtp,
             )
         except BubblescopeError as exc:
             raise OptionError(str(exc)) from None
