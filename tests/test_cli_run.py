@@ -1,0 +1,90 @@
+"""`bubblescope run` through typer's CliRunner: files written, exit codes, CPU messages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bubblescope.cli import app
+from bubblescope.errors import BubblescopeError
+from bubblescope.records import load_record
+
+TOY = ["--workload", "bubblescope.examples.toy_workload:make_workload", "--preset", "tiny"]
+FAST = ["--steps", "6", "--warmup", "1", "--repeats", "2", "--profile-steps", "2"]
+
+
+def _exit_code(result) -> int:
+    """The code `bubblescope` exits with: BubblescopeError becomes its exit_code (2) in cli.main."""
+    if isinstance(result.exception, BubblescopeError):
+        return result.exception.exit_code
+    return result.exit_code
+
+
+def test_run_writes_record_and_trace(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--toggle", "planted_sync", "--out", str(out)])
+    assert _exit_code(result) == 0, result.output
+    record = load_record(out / "record.json")
+    assert record["switches"]["enabled"] == ["planted_sync"]
+    assert record["analysis"]["blocking_reads_per_step"] == 2.0
+    assert record["analysis"]["gpu_measured"] is False
+    assert (out / record["trace"]).is_file()
+    assert "GPU bubbles not measured" in result.output
+    assert "blocking reads per step: 2.00" in result.output
+    assert not list(out.glob(".*.tmp")), "no temporary files left behind"
+
+
+def test_run_json_prints_the_record(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--profile-steps", "0", "--format", "json",
+                                      "--out", str(tmp_path / "r")])
+    assert _exit_code(result) == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["schema"] == "bubblescope.run/1" and printed["trace"] is None and printed["analysis"] is None
+    assert printed == json.loads((tmp_path / "r" / "record.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--toggle", "nope"], "valid switches: no_readback, planted_sync, planted_sleep, graph_replay"),
+        (["--toggle", "graph_replay"], "graph_replay needs a CUDA device"),
+        (["--steps", "0"], "--steps >= 1"),
+        (["--format", "xml"], "--format"),
+        (["--toggle", "no_readback", "--all"], "either --toggle or --all"),
+    ],
+)
+def test_run_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["run", *TOY, *FAST, *args, "--out", str(tmp_path / "r")])
+    assert _exit_code(result) == 2
+    assert message in str(result.exception)
+    assert not (tmp_path / "r" / "record.json").exists()
+
+
+def test_run_all_on_cpu_leaves_out_gpu_switches(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--all", "--out", str(tmp_path / "r")])
+    assert _exit_code(result) == 0, result.output
+    assert load_record(tmp_path / "r")["switches"]["enabled"] == ["no_readback", "planted_sleep", "planted_sync"]
+    assert "leaves out switches that need a GPU: graph_replay" in result.output
+
+
+def test_bad_workload_spec_exits_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--workload", "no_such_module_xyz:make", "--out", str(tmp_path)])
+    assert _exit_code(result) == 2 and "cannot import" in str(result.exception)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bubblescope.reference_model.workload") is None,
+                    reason="reference workload not installed")
+def test_default_run_on_cpu_uses_debug_preset_and_says_so(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU default")
+    result = CliRunner().invoke(app, ["run", "--steps", "2", "--warmup", "1", "--repeats", "1",
+                                      "--profile-steps", "1", "--out", str(tmp_path / "r")])
+    assert _exit_code(result) == 0, result.output
+    assert "no CUDA device: running the tiny debug preset on CPU" in result.output
+    assert load_record(tmp_path / "r")["preset"] == "debug"
