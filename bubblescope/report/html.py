@@ -24,10 +24,12 @@ from bubblescope.report import figures
 from bubblescope.report.markdown import (
     Rows,
     ablation_summary_items,
+    ablation_title,
     config_key_with_role,
     config_rows,
     device_rows,
     environment_rows,
+    fmt_bytes,
     gap_rows,
     gaps_heading,
     num,
@@ -212,7 +214,7 @@ def add_run_sections(
             )
         )
         page.add(
-            f'<p class="sub">{esc(floor.get("bytes_per_token"))} bytes/token ÷ '
+            f'<p class="sub">{esc(fmt_bytes(floor.get("bytes_per_token")))} per token ÷ '
             f"{esc(floor.get('bandwidth_gbps'))} GB/s "
             f"({esc(floor.get('bandwidth_source'))})</p>"
         )
@@ -240,8 +242,7 @@ def add_ablation_sections(
     """Append an ablation's sections: attribution, waterfall, per-switch ΔTPOT, configs, timelines."""
     analyses = analyses or {}
     attribution = ablation.get("attribution") or {}
-    workload = ablation.get("workload") or {}
-    page.heading(f"Ablation: {plain(workload.get('name'))} · {plain(ablation.get('preset'))}")
+    page.heading(ablation_title(ablation))
     page.add(
         f'<p class="sub">switches in order: {esc(ablation.get("order") or ablation.get("toggles"))} · '
         f"Shapley: {esc(attribution.get('shapley_method'))}</p>"

@@ -48,6 +48,28 @@ def fmt_us_from_ns(value: Any) -> str:
     return "—" if number is None else f"{number / 1000.0:.1f} µs"
 
 
+def fmt_delta_ms(value: Any) -> str:
+    number = num(value)
+    return "—" if number is None else f"{number:+.3f} ms"
+
+
+def fmt_range(lo: Any, hi: Any) -> str:
+    """`lo – hi` with three decimals, or — when either end is missing."""
+    lo_num, hi_num = num(lo), num(hi)
+    return "—" if lo_num is None or hi_num is None else f"{lo_num:.3f} – {hi_num:.3f}"
+
+
+def fmt_bytes(value: Any) -> str:
+    """Decimal units, as HBM bandwidth is quoted (GB/s)."""
+    number = num(value)
+    if number is None:
+        return "—"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(number) >= scale:
+            return f"{number / scale:.2f} {unit}"
+    return f"{number:.0f} B"
+
+
 def fmt_interval(interval: Any) -> str:
     """`est [lo, hi]` for an {est, lo, hi} dict in ms."""
     if not isinstance(interval, dict) or num(interval.get("est")) is None:
@@ -192,27 +214,37 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     ci_text = f" [{lo_ms:.3f}, {hi_ms:.3f}]" if lo_ms is not None and hi_ms is not None else ""
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
+    gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
+    idle_text = fmt_us_from_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
     return [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
         ("tokens/s", plain(summary.get("tokens_per_s"))),
         ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
         ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None else "—"),
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
-        ("GPU idle/step", fmt_us_from_ns(stats.get("idle_ns_per_step"))),
+        ("GPU idle/step", idle_text),
     ]
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
-    if analysis and isinstance(analysis.get("syncs"), list):
-        return analysis["syncs"]
-    return (record.get("analysis") or {}).get("syncs") or []
+    """A run's blocking reads: the record's own list first (on CPU it alone holds the readbacks it
+    counted from the trace), else the full analysis's."""
+    own = (record.get("analysis") or {}).get("syncs")
+    if isinstance(own, list) and own:
+        return own
+    syncs = (analysis or {}).get("syncs")
+    return syncs if isinstance(syncs, list) else []
 
 
 def run_title(record: dict[str, Any]) -> str:
     workload = record.get("workload") or {}
     enabled = (record.get("switches") or {}).get("enabled") or []
-    switches = plain(enabled) if enabled else "none"
-    return f"{plain(workload.get('name'))} · {plain(record.get('preset'))} · switches: {switches}"
+    parts = [plain(workload.get("name"))]
+    preset = record.get("preset") or workload.get("preset")
+    if preset:
+        parts.append(plain(preset))
+    parts.append("switches: " + (plain(enabled) if enabled else "none"))
+    return " · ".join(parts)
 
 
 def config_key_with_role(ablation: dict[str, Any], role: str) -> str | None:
@@ -288,6 +320,12 @@ def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]
     ]
 
 
+def ablation_title(ablation: dict[str, Any]) -> str:
+    workload = ablation.get("workload") or {}
+    preset = ablation.get("preset") or workload.get("preset")
+    return f"Ablation: {plain(workload.get('name'))}" + (f" · {plain(preset)}" if preset else "")
+
+
 def trace_warnings(analysis: dict[str, Any]) -> list[Any]:
     """The analysis's own warnings, plus one when the trace had no GPU activity to measure."""
     warnings = list(analysis.get("warnings") or [])
@@ -355,8 +393,7 @@ def ablation_markdown(
 ) -> str:
     """Markdown for an ablation: attribution headline, per-switch ΔTPOT with intervals, waterfall, configs."""
     attribution = ablation.get("attribution") or {}
-    workload = ablation.get("workload") or {}
-    parts = [f"## Ablation: {md_cell(workload.get('name'))} · {md_cell(ablation.get('preset'))}"]
+    parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
     parts += [md_items(ablation_summary_items(attribution)), "### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
     parts.append(md_table(switch_rows(attribution.get("switches")), "no per-switch attribution"))
@@ -364,8 +401,8 @@ def ablation_markdown(
         [
             plain(row.get("step")),
             fmt_ms(row.get("tpot_ms")),
-            fmt_ms(row.get("delta_ms")),
-            f"{plain(row.get('lo'))} – {plain(row.get('hi'))}",
+            fmt_delta_ms(row.get("delta_ms")),
+            fmt_range(row.get("lo"), row.get("hi")),
         ]
         for row in attribution.get("waterfall") or []
         if isinstance(row, dict)
