@@ -34,10 +34,23 @@ def _register() -> None:
 _register()
 
 
+def _click_exception_types() -> tuple[type[BaseException], ...]:
+    """ClickException classes: typer >= 0.29 bundles its own click (typer._click) beside the real one."""
+    types: list[type[BaseException]] = []
+    for module_name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = __import__(module_name, fromlist=["ClickException"])
+        except ImportError:
+            continue
+        types.append(module.ClickException)
+    return tuple(types)
+
+
 def main() -> None:
     """Entry point: BubblescopeError becomes one line on stderr and exit code 2, never a traceback."""
+    click_errors = _click_exception_types()
     try:
-        app(standalone_mode=False)
+        result = app(standalone_mode=False)
     except BubblescopeError as exc:
         typer.echo(f"bubblescope: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -49,10 +62,9 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("bubblescope: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except click_errors as exc:
+        # Usage errors (unknown option, bad value): click's own one-line message, exit 2.
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
+    # In standalone_mode=False a command's `raise typer.Exit(n)` comes back as the return value.
+    sys.exit(result if isinstance(result, int) else 0)
