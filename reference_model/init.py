@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from bubblescope.errors import InsufficientMemoryError
+from bubblescope.errors import ConfigError, InsufficientMemoryError
 
 from .config import PRESETS, LingConfig
 
@@ -111,6 +111,26 @@ def free_memory_bytes(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def resolve_device(device: torch.device | str) -> torch.device:
+    """A concrete device (cuda -> cuda:<current>), or ConfigError when it does not exist here."""
+    try:
+        device = torch.device(device)
+    except RuntimeError as exc:
+        raise ConfigError(f"bad device {device!r}: {exc}") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda" or not torch.cuda.is_available():
+        raise ConfigError(
+            f"device {device} is not available here (CUDA available: {torch.cuda.is_available()})"
+        )
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if index >= torch.cuda.device_count():
+        raise ConfigError(
+            f"device cuda:{index} does not exist; this machine has {torch.cuda.device_count()} GPUs"
+        )
+    return torch.device("cuda", index)
+
+
 def required_bytes(weight_bytes: int) -> int:
     return int(weight_bytes * (1 + HEADROOM_FRACTION)) + HEADROOM_BYTES
 
@@ -156,11 +176,10 @@ def build_model(
         The model in eval mode, gradients off.
 
     Raises:
+        ConfigError: the device does not exist on this machine.
         InsufficientMemoryError: the model does not fit; the message names a preset that does.
     """
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = resolve_device(device)
     dtype = dtype or dtype_of(config)
     dtypes = {"router_dtype": router_dtype, "lm_head_dtype": lm_head_dtype}
     check_fits(config, device, dtype=dtype, **dtypes)

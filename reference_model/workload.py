@@ -45,9 +45,9 @@ class LingWorkload:
         if prompt_len < 1 or max_steps < 1:
             raise ConfigError(f"prompt_len and max_steps must be >= 1, got {prompt_len} and {max_steps}")
         self.config = config
-        self.device = device
         self.seed = seed
         self.model = build_model(config, device, seed=seed)
+        self.device = str(self.model.lm_head.weight.device)
         self._routers = [module for module in self.model.modules() if isinstance(module, MoERouter)]
         # fp32 masters: the switches cast copies of these, so toggling off restores the exact baseline.
         self._router_masters = [router.weight for router in self._routers]

@@ -9,7 +9,7 @@ from bubblescope.reference_model.config import DEBUG, LING3_FLASH
 from bubblescope.reference_model.generate import generate
 from bubblescope.reference_model.init import build_model, estimate_model_bytes
 
-from bubblescope.errors import InsufficientMemoryError
+from bubblescope.errors import ConfigError, InsufficientMemoryError
 
 PROMPT = list(range(1, 17))
 STEPS = 40
@@ -77,6 +77,14 @@ def test_memory_check_says_when_nothing_fits(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(init_module, "free_memory_bytes", lambda device: 1000)
     with pytest.raises(InsufficientMemoryError, match="preset debug needs .*no preset fits"):
         build_model(DEBUG, "cpu")
+
+
+def test_unavailable_device_is_a_clear_error() -> None:
+    bogus = "cuda:99" if torch.cuda.is_available() else "cuda"
+    with pytest.raises(ConfigError, match="not available|does not exist"):
+        build_model(DEBUG, bogus)
+    with pytest.raises(ConfigError, match="bad device"):
+        build_model(DEBUG, "toaster")
 
 
 def test_flash_estimate_matches_the_published_parameter_count() -> None:
