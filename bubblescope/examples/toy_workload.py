@@ -97,6 +97,12 @@ class ToyWorkload:
         self._enabled = frozenset(enabled)
         self._graph = self._capture_graph() if "graph_replay" in enabled else None
 
+    def set_planted_sleep_ns(self, sleep_ns: int) -> None:
+        """Fix the planted host stall (benchmarks calibrate it over more steps than `prepare` does)."""
+        if sleep_ns < 0:
+            raise ConfigError("planted sleep must be >= 0 ns")
+        self._sleep_ns = int(sleep_ns)
+
     def _calibrate_step_ns(self) -> float:
         """Median baseline step time, measured once so the planted sleep is a fixed fraction of it."""
         self._enabled = frozenset()
