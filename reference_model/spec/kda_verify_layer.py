@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
 from bubblescope.kernels.kda_verify import kda_verify
 
 from ..kda import KDAAttention, KDAState, gated_rms_norm
