@@ -15,7 +15,9 @@ class KernelInputError(BubblescopeError):
 
 def check_shape(name: str, tensor: torch.Tensor, shape: tuple[int, ...], op: str) -> None:
     """Raise unless `tensor.shape == shape`; -1 in `shape` matches any size."""
-    ok = tensor.dim() == len(shape) and all(want in (-1, got) for want, got in zip(shape, tensor.shape))
+    ok = tensor.dim() == len(shape) and all(
+        want in (-1, got) for want, got in zip(shape, tensor.shape, strict=False)
+    )
     if not ok:
         want = "[" + ", ".join("*" if s == -1 else str(s) for s in shape) + "]"
         raise KernelInputError(f"{op}: {name} must have shape {want}; got {list(tensor.shape)}")
@@ -24,7 +26,9 @@ def check_shape(name: str, tensor: torch.Tensor, shape: tuple[int, ...], op: str
 def check_dtype(name: str, tensor: torch.Tensor, dtypes: tuple[torch.dtype, ...], op: str) -> None:
     if tensor.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
-        raise KernelInputError(f"{op}: {name} must be one of {allowed}; got {str(tensor.dtype).replace('torch.', '')}")
+        raise KernelInputError(
+            f"{op}: {name} must be one of {allowed}; got {str(tensor.dtype).replace('torch.', '')}"
+        )
 
 
 def check_same_device(op: str, **tensors: torch.Tensor) -> torch.device:

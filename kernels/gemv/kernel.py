@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
@@ -23,8 +22,18 @@ def load_weight_tile(p_w, o_n, m_n, k_start, K, stride_wn, BLOCK_K: tl.constexpr
 
 
 @triton.jit
-def accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm,
-                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, DOT_FP32: tl.constexpr):
+def accumulate_tile(
+    acc,
+    p_x,
+    b_w,
+    k_start,
+    M,
+    K,
+    stride_xm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
     """acc[BLOCK_M, BLOCK_N] += x[:, k-tile] @ b_w^T; M == 1 reduces on CUDA cores, M > 1 uses tl.dot
     (in the weight dtype on tensor cores; DOT_FP32 upcasts, because the CPU interpreter's bf16 dot
     returns garbage in triton 3.9)."""
@@ -38,16 +47,30 @@ def accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm,
         acc += tl.sum(prod, axis=1)[None, :]
     else:
         if DOT_FP32:
-            acc += tl.dot(b_x.to(b_w.dtype).to(tl.float32), tl.trans(b_w.to(tl.float32)), input_precision="ieee")
+            acc += tl.dot(
+                b_x.to(b_w.dtype).to(tl.float32), tl.trans(b_w.to(tl.float32)), input_precision="ieee"
+            )
         else:
             acc += tl.dot(b_x.to(b_w.dtype), tl.trans(b_w), input_precision="ieee")
     return acc
 
 
 @triton.jit
-def gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr,
-               DOT_FP32: tl.constexpr):
+def gemv_strip(
+    p_x,
+    p_w,
+    i_n,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
     """One [BLOCK_M, BLOCK_N] output strip in fp32. Under PDL the first weight tile is loaded before
     `gdc_wait` (weights never depend on the previous kernel; x does), and dependents launch at once."""
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -65,12 +88,27 @@ def gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn,
 
 
 @triton.jit
-def gemv_kernel(p_x, p_w, p_y, M, N, K, stride_xm, stride_wn, stride_ym,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_PDL: tl.constexpr,
-                DOT_FP32: tl.constexpr):
+def gemv_kernel(
+    p_x,
+    p_w,
+    p_y,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    stride_ym,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
     i_n = tl.program_id(0).to(tl.int64)
-    acc = gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32)
+    acc = gemv_strip(
+        p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32
+    )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_y = (o_m < M)[:, None] & (o_n < N)[None, :]

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 import triton
-
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import (
     FLOAT_DTYPES,
@@ -48,9 +47,11 @@ def choose_config(rows: int, out_features: int, in_features: int) -> GemvConfig:
 
 
 def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -> None:
-    """Raise KernelInputError unless x is [M<=16, K] and weight [N, K], float, one device, unit inner stride."""
+    """Raise KernelInputError unless x is [M<=16, K], weight [N, K], float, one device, unit inner stride."""
     if x.dim() != 2 or weight.dim() != 2:
-        raise KernelInputError(f"{op}: x must be [M, K] and weight [N, K]; got {list(x.shape)} and {list(weight.shape)}")
+        raise KernelInputError(
+            f"{op}: x must be [M, K] and weight [N, K]; got {list(x.shape)} and {list(weight.shape)}"
+        )
     if not 1 <= x.shape[0] <= MAX_ROWS:
         raise KernelInputError(f"{op}: x must have 1..{MAX_ROWS} rows; got {x.shape[0]}")
     if x.shape[1] != weight.shape[1]:
@@ -62,15 +63,30 @@ def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -
         raise KernelInputError(f"{op}: x and weight need a contiguous last dimension")
 
 
-def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, config: GemvConfig, use_pdl: bool) -> None:
+def launch_gemv(
+    x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, config: GemvConfig, use_pdl: bool
+) -> None:
     """Launch gemv_kernel into a preallocated out [M, N]; inputs already validated."""
     rows, in_features = x.shape
     out_features = weight.shape[0]
     grid = (triton.cdiv(out_features, config.block_n),)
     gemv_kernel[grid](
-        x, weight, out, rows, out_features, in_features, x.stride(0), weight.stride(0), out.stride(0),
-        BLOCK_M=rows_block(rows), BLOCK_N=config.block_n, BLOCK_K=config.block_k, USE_PDL=use_pdl,
-        DOT_FP32=is_interpreting(), num_warps=config.num_warps, **launch_options(use_pdl),
+        x,
+        weight,
+        out,
+        rows,
+        out_features,
+        in_features,
+        x.stride(0),
+        weight.stride(0),
+        out.stride(0),
+        BLOCK_M=rows_block(rows),
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        USE_PDL=use_pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=config.num_warps,
+        **launch_options(use_pdl),
     )
 
 
@@ -100,7 +116,9 @@ def gemv(
     if out is None:
         out = torch.empty(want, dtype=dtype, device=x.device)
     elif tuple(out.shape) != want or out.dtype != dtype or out.device != x.device or out.stride(1) != 1:
-        raise KernelInputError(f"gemv: out must be {list(want)} {dtype} on {x.device}; got {list(out.shape)} {out.dtype}")
+        raise KernelInputError(
+            f"gemv: out must be {list(want)} {dtype} on {x.device}; got {list(out.shape)} {out.dtype}"
+        )
     config = config or choose_config(x.shape[0], weight.shape[0], x.shape[1])
     launch_gemv(x, weight, out, config, resolve_pdl(use_pdl, x.device))
     return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
@@ -50,11 +49,40 @@ def short_conv_silu(p_x, p_state, b_w_old, b_w_new, o_c, m_c, KW: tl.constexpr, 
 
 @triton.jit
 def kda_decode_kernel(
-    p_q, p_k, p_v, p_f, p_b, p_gate, stride_qb, stride_kb, stride_vb, stride_fb, stride_bb, stride_gb,
-    p_q_conv_w, p_k_conv_w, p_v_conv_w, p_a_log, p_dt_bias, p_o_norm,
-    p_q_state, p_k_state, p_v_state, p_state, p_out, stride_ob,
-    H, K, V, lower_bound, scale, eps,
-    KW: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+    p_q,
+    p_k,
+    p_v,
+    p_f,
+    p_b,
+    p_gate,
+    stride_qb,
+    stride_kb,
+    stride_vb,
+    stride_fb,
+    stride_bb,
+    stride_gb,
+    p_q_conv_w,
+    p_k_conv_w,
+    p_v_conv_w,
+    p_a_log,
+    p_dt_bias,
+    p_o_norm,
+    p_q_state,
+    p_k_state,
+    p_v_state,
+    p_state,
+    p_out,
+    stride_ob,
+    H,
+    K,
+    V,
+    lower_bound,
+    scale,
+    eps,
+    KW: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     """Grid (B, H): program (i_b, i_h) runs steps 2-7 of notes §3.1 for one head of one sequence."""
@@ -77,10 +105,15 @@ def kda_decode_kernel(
     pdl_wait(USE_PDL)
 
     conv_k_rows = H * K * (KW - 1)
-    b_q = short_conv_silu(p_q + i_b * stride_qb, p_q_state + i_b * conv_k_rows, b_wq_old, b_wq_new, o_ck, m_k, KW, BLOCK_T)
-    b_k = short_conv_silu(p_k + i_b * stride_kb, p_k_state + i_b * conv_k_rows, b_wk_old, b_wk_new, o_ck, m_k, KW, BLOCK_T)
-    b_v = short_conv_silu(p_v + i_b * stride_vb, p_v_state + i_b * H * V * (KW - 1), b_wv_old, b_wv_new, o_cv, m_v,
-                          KW, BLOCK_T)
+    b_q = short_conv_silu(
+        p_q + i_b * stride_qb, p_q_state + i_b * conv_k_rows, b_wq_old, b_wq_new, o_ck, m_k, KW, BLOCK_T
+    )
+    b_k = short_conv_silu(
+        p_k + i_b * stride_kb, p_k_state + i_b * conv_k_rows, b_wk_old, b_wk_new, o_ck, m_k, KW, BLOCK_T
+    )
+    b_v = short_conv_silu(
+        p_v + i_b * stride_vb, p_v_state + i_b * H * V * (KW - 1), b_wv_old, b_wv_new, o_cv, m_v, KW, BLOCK_T
+    )
     # L2 norm with eps inside the sqrt (FLA convention); q also takes the K^-1/2 scale.
     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)

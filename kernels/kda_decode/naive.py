@@ -7,7 +7,6 @@ Math: shared/notes/ling3_flash.md §3.1 steps 2-7. The delta rule itself is the 
 from __future__ import annotations
 
 import torch
-
 from bubblescope.kernels.kda.naive import recurrent_kda
 from bubblescope.kernels.kda_decode.params import KDALayerState, KDALayerWeights
 
@@ -71,8 +70,14 @@ def kda_decode_naive(
     k_unit = l2_normalize_naive(k_act, eps)
     # recurrent_kda wants [B, T, H, *]; it scales q by K^-1/2 itself.
     out, final = recurrent_kda(
-        q_unit.unsqueeze(1), k_unit.unsqueeze(1), v_act.unsqueeze(1), log_decay.unsqueeze(1), beta.unsqueeze(1),
-        scale=key_dim**-0.5, initial_state=state.recurrent, output_final_state=True,
+        q_unit.unsqueeze(1),
+        k_unit.unsqueeze(1),
+        v_act.unsqueeze(1),
+        log_decay.unsqueeze(1),
+        beta.unsqueeze(1),
+        scale=key_dim**-0.5,
+        initial_state=state.recurrent,
+        output_final_state=True,
     )
     state.recurrent.copy_(final)
     heads_out = out[:, 0].float()

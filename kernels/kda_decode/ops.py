@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import triton
-
 from bubblescope.kernels._pdl import launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import (
     FLOAT_DTYPES,
@@ -26,18 +25,26 @@ def check_kda_decode_inputs(
 ) -> int:
     """Validate against the recurrent state's [B, H, K, V]; returns the conv width KW."""
     if state.recurrent.dim() != 4:
-        raise KernelInputError(f"{OP}: state.recurrent must be [B, H, K, V]; got {list(state.recurrent.shape)}")
+        raise KernelInputError(
+            f"{OP}: state.recurrent must be [B, H, K, V]; got {list(state.recurrent.shape)}"
+        )
     batch, heads, key_dim, value_dim = state.recurrent.shape
     if max(key_dim, value_dim) > MAX_HEAD_DIM:
         raise KernelInputError(f"{OP}: K and V must be <= {MAX_HEAD_DIM}; got K={key_dim}, V={value_dim}")
     check_dtype("state.recurrent", state.recurrent, (torch.float32,), OP)
     kw = weights.q_conv.shape[-1] if weights.q_conv.dim() == 2 else 0
     if kw < 2:
-        raise KernelInputError(f"{OP}: weights.q_conv must be [H*K, KW] with KW >= 2; got {list(weights.q_conv.shape)}")
+        raise KernelInputError(
+            f"{OP}: weights.q_conv must be [H*K, KW] with KW >= 2; got {list(weights.q_conv.shape)}"
+        )
     width_k, width_v = heads * key_dim, heads * value_dim
     expected = {
-        "q": (batch, width_k), "k": (batch, width_k), "v": (batch, width_v), "f": (batch, width_k),
-        "b": (batch, heads), "gate": (batch, width_v),
+        "q": (batch, width_k),
+        "k": (batch, width_k),
+        "v": (batch, width_v),
+        "f": (batch, width_k),
+        "b": (batch, heads),
+        "gate": (batch, width_v),
     }
     for name, shape in expected.items():
         check_shape(name, activations[name], shape, OP)
@@ -45,10 +52,14 @@ def check_kda_decode_inputs(
         if activations[name].stride(1) != 1:
             raise KernelInputError(f"{OP}: {name} needs a contiguous last dimension")
     params = {
-        "weights.q_conv": (weights.q_conv, (width_k, kw)), "weights.k_conv": (weights.k_conv, (width_k, kw)),
-        "weights.v_conv": (weights.v_conv, (width_v, kw)), "weights.a_log": (weights.a_log, (heads,)),
-        "weights.dt_bias": (weights.dt_bias, (width_k,)), "weights.o_norm": (weights.o_norm, (value_dim,)),
-        "state.q_conv": (state.q_conv, (batch, width_k, kw - 1)), "state.k_conv": (state.k_conv, (batch, width_k, kw - 1)),
+        "weights.q_conv": (weights.q_conv, (width_k, kw)),
+        "weights.k_conv": (weights.k_conv, (width_k, kw)),
+        "weights.v_conv": (weights.v_conv, (width_v, kw)),
+        "weights.a_log": (weights.a_log, (heads,)),
+        "weights.dt_bias": (weights.dt_bias, (width_k,)),
+        "weights.o_norm": (weights.o_norm, (value_dim,)),
+        "state.q_conv": (state.q_conv, (batch, width_k, kw - 1)),
+        "state.k_conv": (state.k_conv, (batch, width_k, kw - 1)),
         "state.v_conv": (state.v_conv, (batch, width_v, kw - 1)),
     }
     for name, (tensor, shape) in params.items():
@@ -100,12 +111,42 @@ def kda_decode(
         raise KernelInputError(f"{OP}: out needs a contiguous last dimension on {v.device}")
     pdl = resolve_pdl(use_pdl, v.device)
     kda_decode_kernel[(batch, heads)](
-        q, k, v, f, b, gate, q.stride(0), k.stride(0), v.stride(0), f.stride(0), b.stride(0), gate.stride(0),
-        weights.q_conv, weights.k_conv, weights.v_conv, weights.a_log, weights.dt_bias, weights.o_norm,
-        state.q_conv, state.k_conv, state.v_conv, state.recurrent, out, out.stride(0),
-        heads, key_dim, value_dim, float(weights.lower_bound), key_dim**-0.5, eps,
-        KW=kw, BLOCK_T=max(2, triton.next_power_of_2(kw - 1)), BLOCK_K=triton.next_power_of_2(key_dim),
-        BLOCK_V=triton.next_power_of_2(value_dim), USE_PDL=pdl, num_warps=8 if key_dim * value_dim >= 8192 else 4,
+        q,
+        k,
+        v,
+        f,
+        b,
+        gate,
+        q.stride(0),
+        k.stride(0),
+        v.stride(0),
+        f.stride(0),
+        b.stride(0),
+        gate.stride(0),
+        weights.q_conv,
+        weights.k_conv,
+        weights.v_conv,
+        weights.a_log,
+        weights.dt_bias,
+        weights.o_norm,
+        state.q_conv,
+        state.k_conv,
+        state.v_conv,
+        state.recurrent,
+        out,
+        out.stride(0),
+        heads,
+        key_dim,
+        value_dim,
+        float(weights.lower_bound),
+        key_dim**-0.5,
+        eps,
+        KW=kw,
+        BLOCK_T=max(2, triton.next_power_of_2(kw - 1)),
+        BLOCK_K=triton.next_power_of_2(key_dim),
+        BLOCK_V=triton.next_power_of_2(value_dim),
+        USE_PDL=pdl,
+        num_warps=8 if key_dim * value_dim >= 8192 else 4,
         **launch_options(pdl),
     )
     return out

@@ -10,18 +10,35 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.gemv.kernel import gemv_strip
 
 
 @triton.jit
-def lm_head_partial_kernel(p_x, p_w, p_logits, p_part_val, p_part_idx, M, N, K, stride_xm, stride_wn, NUM_STRIPS,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           WRITE_LOGITS: tl.constexpr, USE_PDL: tl.constexpr, DOT_FP32: tl.constexpr):
+def lm_head_partial_kernel(
+    p_x,
+    p_w,
+    p_logits,
+    p_part_val,
+    p_part_idx,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_wn,
+    NUM_STRIPS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    WRITE_LOGITS: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    DOT_FP32: tl.constexpr,
+):
     """Grid (cdiv(N, BLOCK_N),): per row, this strip's max logit and its first index."""
     i_n = tl.program_id(0).to(tl.int64)
-    b_acc = gemv_strip(p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32)
+    b_acc = gemv_strip(
+        p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32
+    )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_m = o_m < M
@@ -35,7 +52,9 @@ def lm_head_partial_kernel(p_x, p_w, p_logits, p_part_val, p_part_idx, M, N, K, 
 
 
 @triton.jit
-def argmax_combine_kernel(p_part_val, p_part_idx, p_tokens, NUM_STRIPS, BLOCK_S: tl.constexpr, USE_PDL: tl.constexpr):
+def argmax_combine_kernel(
+    p_part_val, p_part_idx, p_tokens, NUM_STRIPS, BLOCK_S: tl.constexpr, USE_PDL: tl.constexpr
+):
     """Grid (M,): token[m] = index of the largest strip maximum, lowest index on ties."""
     i_m = tl.program_id(0).to(tl.int64)
     pdl_launch_dependents(USE_PDL)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import triton
-
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import KernelInputError, check_dtype, check_shape
 from bubblescope.kernels.gemv.ops import GemvConfig, check_gemv_inputs, choose_config, rows_block
@@ -55,13 +54,34 @@ def lm_head_greedy(
     part_idx = torch.empty(rows, strips, dtype=torch.int64, device=x.device)
     pdl = resolve_pdl(use_pdl, x.device)
     lm_head_partial_kernel[(strips,)](
-        x, weight, logits if logits is not None else part_val, part_val, part_idx, rows, vocab, in_features,
-        x.stride(0), weight.stride(0), strips, BLOCK_M=rows_block(rows), BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        WRITE_LOGITS=logits is not None, USE_PDL=pdl, DOT_FP32=is_interpreting(), num_warps=cfg.num_warps,
+        x,
+        weight,
+        logits if logits is not None else part_val,
+        part_val,
+        part_idx,
+        rows,
+        vocab,
+        in_features,
+        x.stride(0),
+        weight.stride(0),
+        strips,
+        BLOCK_M=rows_block(rows),
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        WRITE_LOGITS=logits is not None,
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=cfg.num_warps,
         **launch_options(pdl),
     )
     argmax_combine_kernel[(rows,)](
-        part_val, part_idx, tokens, strips, BLOCK_S=triton.next_power_of_2(strips), USE_PDL=pdl,
-        num_warps=8 if strips > 1024 else 4, **launch_options(pdl),
+        part_val,
+        part_idx,
+        tokens,
+        strips,
+        BLOCK_S=triton.next_power_of_2(strips),
+        USE_PDL=pdl,
+        num_warps=8 if strips > 1024 else 4,
+        **launch_options(pdl),
     )
     return tokens

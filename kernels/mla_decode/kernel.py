@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 LOG2E = 1.4426950408889634
@@ -31,10 +30,30 @@ def scores_block(b_q_lat, b_q_pe, b_c, b_pe, DOT_FP32: tl.constexpr):
 
 @triton.jit
 def mla_split_kernel(
-    p_q_lat, p_q_pe, p_cache, p_seq_lens, p_o_part, p_lse_part,
-    H, C, R, S_MAX, stride_qlb, stride_qlh, stride_qpb, stride_qph, stride_cb, stride_cs, scale_log2,
-    NUM_SPLITS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_R: tl.constexpr,
-    BLOCK_S: tl.constexpr, USE_PDL: tl.constexpr, DOT_FP32: tl.constexpr,
+    p_q_lat,
+    p_q_pe,
+    p_cache,
+    p_seq_lens,
+    p_o_part,
+    p_lse_part,
+    H,
+    C,
+    R,
+    S_MAX,
+    stride_qlb,
+    stride_qlh,
+    stride_qpb,
+    stride_qph,
+    stride_cb,
+    stride_cs,
+    scale_log2,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    DOT_FP32: tl.constexpr,
 ):
     """Grid (B, NUM_SPLITS): partial softmax-weighted latent sums of one context slice, all heads.
 
@@ -50,10 +69,16 @@ def mla_split_kernel(
     o_c = tl.arange(0, BLOCK_C)
     o_r = tl.arange(0, BLOCK_R)
     m_h = o_h < H
-    b_q_lat = tl.load(p_q_lat + i_b * stride_qlb + o_h[:, None] * stride_qlh + o_c[None, :],
-                      mask=m_h[:, None] & (o_c < C)[None, :], other=0.0)
-    b_q_pe = tl.load(p_q_pe + i_b * stride_qpb + o_h[:, None] * stride_qph + o_r[None, :],
-                     mask=m_h[:, None] & (o_r < R)[None, :], other=0.0)
+    b_q_lat = tl.load(
+        p_q_lat + i_b * stride_qlb + o_h[:, None] * stride_qlh + o_c[None, :],
+        mask=m_h[:, None] & (o_c < C)[None, :],
+        other=0.0,
+    )
+    b_q_pe = tl.load(
+        p_q_pe + i_b * stride_qpb + o_h[:, None] * stride_qph + o_r[None, :],
+        mask=m_h[:, None] & (o_r < R)[None, :],
+        other=0.0,
+    )
     seq_len = tl.minimum(tl.load(p_seq_lens + i_b).to(tl.int64), S_MAX)
     # Slices are whole BLOCK_S multiples so every loop block holds at least one valid row.
     slice_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_S) * BLOCK_S
@@ -89,9 +114,19 @@ def mla_split_kernel(
 
 
 @triton.jit
-def mla_combine_kernel(p_o_part, p_lse_part, p_out, H, C, stride_ob, stride_oh,
-                       NUM_SPLITS: tl.constexpr, BLOCK_SPLITS: tl.constexpr, BLOCK_C: tl.constexpr,
-                       USE_PDL: tl.constexpr):
+def mla_combine_kernel(
+    p_o_part,
+    p_lse_part,
+    p_out,
+    H,
+    C,
+    stride_ob,
+    stride_oh,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_SPLITS: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
     """Grid (B, H): out[b, h] = sum_i 2^(lse_i - max) o_i / sum_i 2^(lse_i - max); zeros if all empty."""
     i_b = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
@@ -105,7 +140,9 @@ def mla_combine_kernel(p_o_part, p_lse_part, p_out, H, C, stride_ob, stride_oh,
     b_max = tl.max(b_lse, axis=0)
     b_max = tl.where(b_max > float("-inf"), b_max, 0.0)
     b_w = tl.exp2(b_lse - b_max)
-    b_o = tl.load(p_o_part + o_rows[:, None] * C + o_c[None, :], mask=m_i[:, None] & (o_c < C)[None, :], other=0.0)
+    b_o = tl.load(
+        p_o_part + o_rows[:, None] * C + o_c[None, :], mask=m_i[:, None] & (o_c < C)[None, :], other=0.0
+    )
     b_total = tl.sum(b_w, axis=0)
     b_out = tl.sum(b_o * b_w[:, None], axis=0) / tl.where(b_total > 0, b_total, 1.0)
     tl.store(p_out + i_b * stride_ob + i_h * stride_oh + o_c, b_out.to(p_out.dtype.element_ty), mask=o_c < C)

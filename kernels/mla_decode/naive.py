@@ -8,7 +8,7 @@ import torch
 def mla_decode_naive(
     q_latent: torch.Tensor, q_pe: torch.Tensor, cache: torch.Tensor, seq_lens: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """o[b, h] = softmax_s(scale * (q_latent[b,h] . c[b,s] + q_pe[b,h] . pe[b,s])) @ c[b, s] over s < seq_lens[b].
+    """o[b, h] = softmax_s(scale * (q_latent[b,h].c[b,s] + q_pe[b,h].pe[b,s])) @ c[b, s], s < seq_lens[b].
 
     Args:
         q_latent: `[B, H, C]` absorbed queries (W_UK^T q_nope), C = kv_lora_rank (512).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import triton
-
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import (
     FLOAT_DTYPES,
@@ -28,17 +27,21 @@ def choose_num_splits(batch: int, cache_rows: int) -> int:
     return max(1, min(by_length, triton.cdiv(TARGET_PROGRAMS, batch), MAX_SPLITS))
 
 
-def check_mla_inputs(q_latent: torch.Tensor, q_pe: torch.Tensor, cache: torch.Tensor, seq_lens: torch.Tensor) -> None:
+def check_mla_inputs(
+    q_latent: torch.Tensor, q_pe: torch.Tensor, cache: torch.Tensor, seq_lens: torch.Tensor
+) -> None:
     if q_latent.dim() != 3 or cache.dim() != 3:
         raise KernelInputError(
-            f"{OP}: q_latent must be [B, H, C] and cache [B, S, C+R]; got {list(q_latent.shape)}, {list(cache.shape)}"
+            f"{OP}: need q_latent [B, H, C], cache [B, S, C+R]; got {list(q_latent.shape)}, {list(cache.shape)}"
         )
     batch, heads, latent = q_latent.shape
     check_shape("q_pe", q_pe, (batch, heads, -1), OP)
     check_shape("cache", cache, (batch, -1, latent + q_pe.shape[2]), OP)
     check_shape("seq_lens", seq_lens, (batch,), OP)
     if heads > 128 or latent > 1024 or q_pe.shape[2] > 256:
-        raise KernelInputError(f"{OP}: needs H <= 128, C <= 1024, R <= 256; got {heads}, {latent}, {q_pe.shape[2]}")
+        raise KernelInputError(
+            f"{OP}: needs H <= 128, C <= 1024, R <= 256; got {heads}, {latent}, {q_pe.shape[2]}"
+        )
     for name, tensor in (("q_latent", q_latent), ("q_pe", q_pe), ("cache", cache)):
         check_dtype(name, tensor, FLOAT_DTYPES, OP)
         if tensor.stride(-1) != 1:
@@ -86,16 +89,46 @@ def mla_decode(
     pdl = resolve_pdl(use_pdl, q_latent.device)
     block_c = max(16, triton.next_power_of_2(latent))
     mla_split_kernel[(batch, splits)](
-        q_latent, q_pe, cache, seq_lens, o_part, lse_part,
-        heads, latent, rope, cache.shape[1], q_latent.stride(0), q_latent.stride(1), q_pe.stride(0), q_pe.stride(1),
-        cache.stride(0), cache.stride(1), scale * LOG2E,
-        NUM_SPLITS=splits, BLOCK_H=max(16, triton.next_power_of_2(heads)), BLOCK_C=block_c,
-        BLOCK_R=max(16, triton.next_power_of_2(rope)), BLOCK_S=32 if block_c <= 512 else 16, USE_PDL=pdl,
-        DOT_FP32=is_interpreting(), num_warps=8, **launch_options(pdl),
+        q_latent,
+        q_pe,
+        cache,
+        seq_lens,
+        o_part,
+        lse_part,
+        heads,
+        latent,
+        rope,
+        cache.shape[1],
+        q_latent.stride(0),
+        q_latent.stride(1),
+        q_pe.stride(0),
+        q_pe.stride(1),
+        cache.stride(0),
+        cache.stride(1),
+        scale * LOG2E,
+        NUM_SPLITS=splits,
+        BLOCK_H=max(16, triton.next_power_of_2(heads)),
+        BLOCK_C=block_c,
+        BLOCK_R=max(16, triton.next_power_of_2(rope)),
+        BLOCK_S=32 if block_c <= 512 else 16,
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=8,
+        **launch_options(pdl),
     )
     mla_combine_kernel[(batch, heads)](
-        o_part, lse_part, out, heads, latent, out.stride(0), out.stride(1),
-        NUM_SPLITS=splits, BLOCK_SPLITS=triton.next_power_of_2(splits), BLOCK_C=block_c, USE_PDL=pdl,
-        num_warps=4, **launch_options(pdl),
+        o_part,
+        lse_part,
+        out,
+        heads,
+        latent,
+        out.stride(0),
+        out.stride(1),
+        NUM_SPLITS=splits,
+        BLOCK_SPLITS=triton.next_power_of_2(splits),
+        BLOCK_C=block_c,
+        USE_PDL=pdl,
+        num_warps=4,
+        **launch_options(pdl),
     )
     return out

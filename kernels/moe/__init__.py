@@ -1,10 +1,18 @@
-"""MoE for decode: grouped top-k routing, unfused (4 launches) and fused (2 launches) layers, plain reference."""
+"""MoE for decode: grouped top-k routing, unfused (4 launches) and fused (2 launches) layers, reference."""
 
 from bubblescope.kernels.moe.naive import expert_naive, moe_naive, route_naive
 from bubblescope.kernels.moe.ops import FusedMoEConfig, MoEWorkspace, moe_fused, moe_unfused, route_topk
 from bubblescope.kernels.moe.params import MoEWeights, RoutingRule
 
 __all__ = [
-    "FusedMoEConfig", "MoEWeights", "MoEWorkspace", "RoutingRule", "expert_naive", "moe_fused", "moe_naive",
-    "moe_unfused", "route_naive", "route_topk",
+    "FusedMoEConfig",
+    "MoEWeights",
+    "MoEWorkspace",
+    "RoutingRule",
+    "expert_naive",
+    "moe_fused",
+    "moe_naive",
+    "moe_unfused",
+    "route_naive",
+    "route_topk",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
@@ -24,25 +23,25 @@ def expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K: tl.constexpr
 
 
 @triton.jit
-def load_w13_tiles(p_w13_e, o_i, m_i, d_start, D, I, BLOCK_D: tl.constexpr):
-    """Gate and up tiles `[BLOCK_I, BLOCK_D]` of one expert at columns d_start..; rows outside m_i read nothing."""
+def load_w13_tiles(p_w13_e, o_i, m_i, d_start, D, INTER, BLOCK_D: tl.constexpr):
+    """Gate and up tiles `[BLOCK_I, BLOCK_D]` of an expert from column d_start; rows outside m_i read nothing."""
     o_d = d_start + tl.arange(0, BLOCK_D)
     m_w = m_i[:, None] & (o_d < D)[None, :]
     p_gate = p_w13_e + o_i[:, None] * D + o_d[None, :]
     b_gate = tl.load(p_gate, mask=m_w, other=0.0)
-    b_up = tl.load(p_gate + I * D, mask=m_w, other=0.0)
+    b_up = tl.load(p_gate + INTER * D, mask=m_w, other=0.0)
     return b_gate, b_up
 
 
 @triton.jit
-def swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, I, limit, BLOCK_D: tl.constexpr):
+def swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, limit, BLOCK_D: tl.constexpr):
     """h[o_i] = act(gate . x) * up . x for one expert and one token, starting from the first tiles
     already loaded (so PDL can fetch them early). act = SiLU, clamped when limit > 0:
     min(SiLU(g), L) * clamp(u, -L, L). Returns `[BLOCK_I]` fp32, 0 outside m_i."""
     b_acc_gate = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
     b_acc_up = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
     for d_start in range(0, D, BLOCK_D):
-        b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, I, BLOCK_D)
+        b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
         o_d = d_start + tl.arange(0, BLOCK_D)
         b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
         b_acc_gate += tl.sum(b_gate.to(tl.float32) * b_x[None, :], axis=1)
@@ -55,31 +54,61 @@ def swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, I, limit, BLOCK_D: 
 
 
 @triton.jit
-def gate_up_kernel(p_x, p_ids, p_weights, p_w13, p_h, stride_xm, stride_w13e, D, I, shared_slot, limit,
-                   shared_limit, TOP_K: tl.constexpr, SLOTS: tl.constexpr, BLOCK_I: tl.constexpr,
-                   BLOCK_D: tl.constexpr, USE_PDL: tl.constexpr):
+def gate_up_kernel(
+    p_x,
+    p_ids,
+    p_weights,
+    p_w13,
+    p_h,
+    stride_xm,
+    stride_w13e,
+    D,
+    INTER,
+    shared_slot,
+    limit,
+    shared_limit,
+    TOP_K: tl.constexpr,
+    SLOTS: tl.constexpr,
+    BLOCK_I: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
     """Unfused step 1. Grid (M * SLOTS, cdiv(I, BLOCK_I)): h[m, slot, i-slice] (fp32 workspace)."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
     slot = i_ms % SLOTS
     o_i = i_blk * BLOCK_I + tl.arange(0, BLOCK_I)
-    m_i = o_i < I
+    m_i = o_i < INTER
     pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
     expert, _gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
     p_w13_e = p_w13 + expert * stride_w13e
-    b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, I, BLOCK_D)
+    b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
     slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
-    b_h = swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, I, slot_limit, BLOCK_D)
-    tl.store(p_h + i_ms * I + o_i, b_h, mask=m_i)
+    b_h = swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D)
+    tl.store(p_h + i_ms * INTER + o_i, b_h, mask=m_i)
 
 
 @triton.jit
-def down_kernel(p_h, p_ids, p_weights, p_w2, p_y, stride_w2e, stride_ym, D, I, shared_slot,
-                TOP_K: tl.constexpr, SLOTS: tl.constexpr, BLOCK_DOUT: tl.constexpr, BLOCK_I: tl.constexpr,
-                USE_PDL: tl.constexpr):
-    """Unfused step 2. Grid (M, cdiv(D, BLOCK_DOUT)): y[m, d] = sum_slot gain * w2[e_slot, d, :] . h[m, slot]."""
+def down_kernel(
+    p_h,
+    p_ids,
+    p_weights,
+    p_w2,
+    p_y,
+    stride_w2e,
+    stride_ym,
+    D,
+    INTER,
+    shared_slot,
+    TOP_K: tl.constexpr,
+    SLOTS: tl.constexpr,
+    BLOCK_DOUT: tl.constexpr,
+    BLOCK_I: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
+    """Unfused step 2. Grid (M, cdiv(D, BLOCK_DOUT)): y[m, d] = sum_slot gain w2[e_slot, d, :].h[m, slot]."""
     i_m = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     o_d = i_blk * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
@@ -90,12 +119,15 @@ def down_kernel(p_h, p_ids, p_weights, p_w2, p_y, stride_w2e, stride_ym, D, I, s
     for slot in range(0, SLOTS):
         expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
         b_part = tl.zeros((BLOCK_DOUT,), dtype=tl.float32)
-        for i_start in range(0, I, BLOCK_I):
+        for i_start in range(0, INTER, BLOCK_I):
             o_i = i_start + tl.arange(0, BLOCK_I)
-            m_i = o_i < I
-            b_h = tl.load(p_h + (i_m * SLOTS + slot) * I + o_i, mask=m_i, other=0.0)
-            b_w2 = tl.load(p_w2 + expert * stride_w2e + o_d[:, None] * I + o_i[None, :],
-                           mask=m_d[:, None] & m_i[None, :], other=0.0)
+            m_i = o_i < INTER
+            b_h = tl.load(p_h + (i_m * SLOTS + slot) * INTER + o_i, mask=m_i, other=0.0)
+            b_w2 = tl.load(
+                p_w2 + expert * stride_w2e + o_d[:, None] * INTER + o_i[None, :],
+                mask=m_d[:, None] & m_i[None, :],
+                other=0.0,
+            )
             b_part += tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
         b_y += gain * b_part
     tl.store(p_y + i_m * stride_ym + o_d, b_y.to(p_y.dtype.element_ty), mask=m_d)

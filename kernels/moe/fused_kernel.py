@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.gemv.kernel import gemv_strip
 from bubblescope.kernels.moe.experts_kernel import expert_of_slot, load_w13_tiles, swiglu_rows
@@ -28,40 +27,100 @@ from bubblescope.kernels.moe.routing_kernel import route_row
 
 @triton.jit
 def router_route_kernel(
-    p_x, p_router, p_bias, p_logits, p_ids, p_weights, p_counter, p_y, M, E, D, stride_xm, stride_rn, scale,
-    TOP_K: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, RENORMALIZE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
-    BLOCK_G: tl.constexpr, BLOCK_TOPK: tl.constexpr, BLOCK_Z: tl.constexpr, USE_PDL: tl.constexpr,
+    p_x,
+    p_router,
+    p_bias,
+    p_logits,
+    p_ids,
+    p_weights,
+    p_counter,
+    p_y,
+    M,
+    E,
+    D,
+    stride_xm,
+    stride_rn,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+    BLOCK_Z: tl.constexpr,
+    USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
 ):
     """Launch 1. Grid (cdiv(E, BLOCK_N),): router logits strip + zero a share of y; last program routes."""
     i_n = tl.program_id(0).to(tl.int64)
     num_programs = tl.num_programs(0)
-    b_logits = gemv_strip(p_x, p_router, i_n, M, E, D, stride_xm, stride_rn, BLOCK_M, BLOCK_N, BLOCK_K,
-                          USE_PDL, DOT_FP32)
+    b_logits = gemv_strip(
+        p_x, p_router, i_n, M, E, D, stride_xm, stride_rn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32
+    )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.store(p_logits + o_m[:, None] * E + o_n[None, :], b_logits, mask=(o_m < M)[:, None] & (o_n < E)[None, :])
+    tl.store(
+        p_logits + o_m[:, None] * E + o_n[None, :], b_logits, mask=(o_m < M)[:, None] & (o_n < E)[None, :]
+    )
     zero_span = tl.cdiv(M * D, num_programs)
     for z_start in range(i_n * zero_span, tl.minimum((i_n + 1) * zero_span, M * D), BLOCK_Z):
         o_z = z_start + tl.arange(0, BLOCK_Z)
-        tl.store(p_y + o_z, tl.zeros((BLOCK_Z,), dtype=tl.float32), mask=o_z < tl.minimum((i_n + 1) * zero_span, M * D))
+        tl.store(
+            p_y + o_z,
+            tl.zeros((BLOCK_Z,), dtype=tl.float32),
+            mask=o_z < tl.minimum((i_n + 1) * zero_span, M * D),
+        )
     # Every thread's logits must be written before this program's ticket is taken.
     tl.debug_barrier()
     ticket = tl.atomic_add(p_counter, 1, sem="acq_rel")
     if ticket == num_programs - 1:
         for i_m in range(0, M):
-            route_row(p_logits, p_bias, p_ids, p_weights, i_m, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE,
-                      BLOCK_E, BLOCK_G, BLOCK_TOPK)
+            route_row(
+                p_logits,
+                p_bias,
+                p_ids,
+                p_weights,
+                i_m,
+                E,
+                scale,
+                TOP_K,
+                N_GROUP,
+                TOPK_GROUP,
+                RENORMALIZE,
+                BLOCK_E,
+                BLOCK_G,
+                BLOCK_TOPK,
+            )
         # Re-arm for the next call (or the next CUDA-graph replay).
         tl.atomic_xchg(p_counter, 0, sem="relaxed")
 
 
 @triton.jit
 def fused_experts_kernel(
-    p_x, p_ids, p_weights, p_w13, p_w2, p_y, stride_xm, stride_w13e, stride_w2e, D, I, shared_slot, limit,
-    shared_limit, TOP_K: tl.constexpr, SLOTS: tl.constexpr, BLOCK_I: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_DOUT: tl.constexpr, USE_PDL: tl.constexpr,
+    p_x,
+    p_ids,
+    p_weights,
+    p_w13,
+    p_w2,
+    p_y,
+    stride_xm,
+    stride_w13e,
+    stride_w2e,
+    D,
+    INTER,
+    shared_slot,
+    limit,
+    shared_limit,
+    TOP_K: tl.constexpr,
+    SLOTS: tl.constexpr,
+    BLOCK_I: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_DOUT: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
     the down projection, scaled by the routing weight, atomically added into y[m] (fp32)."""
@@ -70,26 +129,34 @@ def fused_experts_kernel(
     i_m = i_ms // SLOTS
     slot = i_ms % SLOTS
     o_i = i_blk * BLOCK_I + tl.arange(0, BLOCK_I)
-    m_i = o_i < I
+    m_i = o_i < INTER
     # Only with a shared expert is there a slot past TOP_K (SLOTS = TOP_K + 1).
     # (broadcast to a block: the CPU interpreter rejects a scalar bool inside a mask)
     m_shared = (tl.zeros((BLOCK_I,), dtype=tl.int64) + slot) >= TOP_K
     is_shared = slot >= TOP_K
     # The shared expert does not depend on routing: fetch its first tiles before waiting.
-    b_gate_pre, b_up_pre = load_w13_tiles(p_w13 + shared_slot * stride_w13e, o_i, m_i & m_shared, 0, D, I, BLOCK_D)
+    b_gate_pre, b_up_pre = load_w13_tiles(
+        p_w13 + shared_slot * stride_w13e, o_i, m_i & m_shared, 0, D, INTER, BLOCK_D
+    )
     pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
     expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
     p_w13_e = p_w13 + expert * stride_w13e
-    b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i & ~m_shared, 0, D, I, BLOCK_D)
+    b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i & ~m_shared, 0, D, INTER, BLOCK_D)
     b_gate = tl.where(is_shared, b_gate_pre, b_gate)
     b_up = tl.where(is_shared, b_up_pre, b_up)
     slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
-    b_h = swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, I, slot_limit, BLOCK_D) * gain
+    b_h = (
+        swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D)
+        * gain
+    )
     for d_start in range(0, D, BLOCK_DOUT):
         o_d = d_start + tl.arange(0, BLOCK_DOUT)
         m_d = o_d < D
-        b_w2 = tl.load(p_w2 + expert * stride_w2e + o_d[:, None] * I + o_i[None, :],
-                       mask=m_d[:, None] & m_i[None, :], other=0.0)
+        b_w2 = tl.load(
+            p_w2 + expert * stride_w2e + o_d[:, None] * INTER + o_i[None, :],
+            mask=m_d[:, None] & m_i[None, :],
+            other=0.0,
+        )
         b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
         tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=m_d, sem="relaxed")

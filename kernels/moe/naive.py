@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import torch
-
 from bubblescope.kernels.moe.params import MoEWeights, RoutingRule
 
 
-def route_naive(logits: torch.Tensor, expert_bias: torch.Tensor, rule: RoutingRule) -> tuple[torch.Tensor, torch.Tensor]:
+def route_naive(
+    logits: torch.Tensor, expert_bias: torch.Tensor, rule: RoutingRule
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Grouped top-k routing of router logits.
 
     Args:
@@ -73,7 +74,9 @@ def moe_naive(x: torch.Tensor, weights: MoEWeights, rule: RoutingRule) -> torch.
     for m in range(x.shape[0]):
         for slot in range(rule.top_k):
             expert = int(ids[m, slot])
-            out[m] += gains[m, slot] * expert_naive(x[m], weights.w13[expert], weights.w2[expert], weights.swiglu_limit)
+            out[m] += gains[m, slot] * expert_naive(
+                x[m], weights.w13[expert], weights.w2[expert], weights.swiglu_limit
+            )
         if weights.shared_slot is not None:
             shared = weights.shared_slot
             out[m] += expert_naive(x[m], weights.w13[shared], weights.w2[shared], weights.shared_swiglu_limit)

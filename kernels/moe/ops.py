@@ -1,4 +1,4 @@
-"""MoE launchers and public entry points: routing alone, the unfused layer (4 launches), the fused layer (2)."""
+"""MoE launchers and public entry points: routing alone, unfused layer (4 launches), fused layer (2)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 import triton
-
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import KernelInputError, check_dtype, check_same_device, check_shape
 from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config, launch_gemv, rows_block
@@ -27,7 +26,7 @@ class MoEWorkspace:
         logits: `[M, E]` fp32 router logits.
         ids: `[M, top_k]` int32 chosen experts; weights: `[M, top_k]` fp32 gains.
         hidden: `[M, slots, I]` fp32 SwiGLU outputs (unfused path only).
-        counter: `[1]` int32 ticket counter of the fused router launch; must start at 0 (the kernel re-arms it).
+        counter: `[1]` int32 ticket counter of the fused router launch; starts at 0, the kernel re-arms it.
     """
 
     logits: torch.Tensor
@@ -51,18 +50,26 @@ class MoEWorkspace:
 
 def check_rule(rule: RoutingRule, experts: int) -> None:
     if experts > MAX_EXPERTS or experts % rule.n_group:
-        raise KernelInputError(f"{OP}: E={experts} must be <= {MAX_EXPERTS} and split into n_group={rule.n_group}")
+        raise KernelInputError(
+            f"{OP}: E={experts} must be <= {MAX_EXPERTS} and split into n_group={rule.n_group}"
+        )
     per_group = experts // rule.n_group
     if per_group < 2 or not 1 <= rule.topk_group <= rule.n_group:
-        raise KernelInputError(f"{OP}: need >= 2 experts per group and 1 <= topk_group <= n_group; got {rule}")
+        raise KernelInputError(
+            f"{OP}: need >= 2 experts per group and 1 <= topk_group <= n_group; got {rule}"
+        )
     if not 1 <= rule.top_k <= rule.topk_group * per_group or rule.top_k > 32:
         raise KernelInputError(f"{OP}: top_k={rule.top_k} must be in 1..min(32, experts in kept groups)")
 
 
 def routing_constants(experts: int, rule: RoutingRule) -> dict[str, object]:
     return dict(
-        TOP_K=rule.top_k, N_GROUP=rule.n_group, TOPK_GROUP=rule.topk_group, RENORMALIZE=rule.renormalize,
-        BLOCK_E=triton.next_power_of_2(experts), BLOCK_G=triton.next_power_of_2(rule.n_group),
+        TOP_K=rule.top_k,
+        N_GROUP=rule.n_group,
+        TOPK_GROUP=rule.topk_group,
+        RENORMALIZE=rule.renormalize,
+        BLOCK_E=triton.next_power_of_2(experts),
+        BLOCK_G=triton.next_power_of_2(rule.n_group),
         BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
     )
 
@@ -94,12 +101,22 @@ def route_topk(
 
 def _launch_routing(logits, expert_bias, ids, gains, rule, pdl: bool) -> None:
     routing_kernel[(logits.shape[0],)](
-        logits, expert_bias, ids, gains, logits.shape[1], rule.scale, USE_PDL=pdl,
-        num_warps=4, **routing_constants(logits.shape[1], rule), **launch_options(pdl),
+        logits,
+        expert_bias,
+        ids,
+        gains,
+        logits.shape[1],
+        rule.scale,
+        USE_PDL=pdl,
+        num_warps=4,
+        **routing_constants(logits.shape[1], rule),
+        **launch_options(pdl),
     )
 
 
-def check_moe_inputs(x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, workspace: MoEWorkspace | None) -> None:
+def check_moe_inputs(
+    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, workspace: MoEWorkspace | None
+) -> None:
     """Validate x `[M, D]` against the stacked weights and the routing rule."""
     check_gemv_inputs(x, weights.router, op=OP)
     rows, hidden = x.shape
@@ -111,12 +128,18 @@ def check_moe_inputs(x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, wo
     check_shape("w2", weights.w2, (slots_total, hidden, two_inter // 2), OP)
     check_shape("expert_bias", weights.expert_bias, (experts,), OP)
     if two_inter % 2 or slots_total < experts:
-        raise KernelInputError(f"{OP}: w13 needs an even 2I and >= E={experts} slots; got {list(weights.w13.shape)}")
+        raise KernelInputError(
+            f"{OP}: w13 needs an even 2I and >= E={experts} slots; got {list(weights.w13.shape)}"
+        )
     if weights.shared_slot is not None and not 0 <= weights.shared_slot < slots_total:
-        raise KernelInputError(f"{OP}: shared_slot {weights.shared_slot} is not a slot of w13 (0..{slots_total - 1})")
+        raise KernelInputError(
+            f"{OP}: shared_slot {weights.shared_slot} is not a slot of w13 (0..{slots_total - 1})"
+        )
     if not (weights.w13.is_contiguous() and weights.w2.is_contiguous() and x.is_contiguous()):
         raise KernelInputError(f"{OP}: x, w13 and w2 must be contiguous")
-    check_same_device(OP, x=x, router=weights.router, bias=weights.expert_bias, w13=weights.w13, w2=weights.w2)
+    check_same_device(
+        OP, x=x, router=weights.router, bias=weights.expert_bias, w13=weights.w13, w2=weights.w2
+    )
     check_rule(rule, experts)
     if workspace is not None:
         check_shape("workspace.logits", workspace.logits, (rows, experts), OP)
@@ -130,7 +153,10 @@ def check_moe_inputs(x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, wo
 
 
 def moe_unfused(
-    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, use_pdl: bool = False,
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    use_pdl: bool = False,
     workspace: MoEWorkspace | None = None,
 ) -> torch.Tensor:
     """MoE layer in 4 launches: router GEMV (fp32 math on the router's dtype), routing, gate/up +
@@ -156,17 +182,46 @@ def moe_unfused(
     _launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
     block_i = min(32, triton.next_power_of_2(inter))
     gate_up_kernel[(rows * slots, triton.cdiv(inter, block_i))](
-        x, ws.ids, ws.weights, weights.w13, ws.hidden, x.stride(0), weights.w13.stride(0), hidden, inter, shared,
-        float(weights.swiglu_limit), float(weights.shared_swiglu_limit), TOP_K=rule.top_k, SLOTS=slots,
-        BLOCK_I=block_i, BLOCK_D=min(256, triton.next_power_of_2(hidden)), USE_PDL=pdl, num_warps=4,
+        x,
+        ws.ids,
+        ws.weights,
+        weights.w13,
+        ws.hidden,
+        x.stride(0),
+        weights.w13.stride(0),
+        hidden,
+        inter,
+        shared,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_I=block_i,
+        BLOCK_D=min(256, triton.next_power_of_2(hidden)),
+        USE_PDL=pdl,
+        num_warps=4,
         **launch_options(pdl),
     )
     out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
     block_dout = min(32, triton.next_power_of_2(hidden))
     down_kernel[(rows, triton.cdiv(hidden, block_dout))](
-        ws.hidden, ws.ids, ws.weights, weights.w2, out, weights.w2.stride(0), out.stride(0), hidden, inter, shared,
-        TOP_K=rule.top_k, SLOTS=slots, BLOCK_DOUT=block_dout, BLOCK_I=min(256, triton.next_power_of_2(inter)),
-        USE_PDL=pdl, num_warps=4, **launch_options(pdl),
+        ws.hidden,
+        ws.ids,
+        ws.weights,
+        weights.w2,
+        out,
+        weights.w2.stride(0),
+        out.stride(0),
+        hidden,
+        inter,
+        shared,
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_DOUT=block_dout,
+        BLOCK_I=min(256, triton.next_power_of_2(inter)),
+        USE_PDL=pdl,
+        num_warps=4,
+        **launch_options(pdl),
     )
     return out
 
@@ -183,8 +238,13 @@ class FusedMoEConfig:
 
 
 def moe_fused(
-    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, use_pdl: bool = False,
-    workspace: MoEWorkspace | None = None, config: FusedMoEConfig | None = None, out: torch.Tensor | None = None,
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    use_pdl: bool = False,
+    workspace: MoEWorkspace | None = None,
+    config: FusedMoEConfig | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """MoE layer in 2 launches (why two: see fused_kernel.py): [router GEMV + routing by the last
     program + zero y], then [every (token, slot, I-slice): gate/up, SwiGLU, split-K down, atomic add].
@@ -210,15 +270,52 @@ def moe_fused(
     check_dtype("out", out, (torch.float32,), OP)
     router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
     router_route_kernel[(triton.cdiv(experts, router_block_n),)](
-        x, weights.router, weights.expert_bias, ws.logits, ws.ids, ws.weights, ws.counter, out, rows, experts,
-        hidden, x.stride(0), weights.router.stride(0), rule.scale, BLOCK_M=rows_block(rows), BLOCK_N=router_block_n,
-        BLOCK_K=min(512, triton.next_power_of_2(hidden)), BLOCK_Z=1024, USE_PDL=pdl, DOT_FP32=is_interpreting(),
-        num_warps=cfg.num_warps, **routing_constants(experts, rule), **launch_options(pdl),
+        x,
+        weights.router,
+        weights.expert_bias,
+        ws.logits,
+        ws.ids,
+        ws.weights,
+        ws.counter,
+        out,
+        rows,
+        experts,
+        hidden,
+        x.stride(0),
+        weights.router.stride(0),
+        rule.scale,
+        BLOCK_M=rows_block(rows),
+        BLOCK_N=router_block_n,
+        BLOCK_K=min(512, triton.next_power_of_2(hidden)),
+        BLOCK_Z=1024,
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=cfg.num_warps,
+        **routing_constants(experts, rule),
+        **launch_options(pdl),
     )
     fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
-        x, ws.ids, ws.weights, weights.w13, weights.w2, out, x.stride(0), weights.w13.stride(0), weights.w2.stride(0),
-        hidden, inter, weights.shared_slot if weights.shared_slot is not None else 0, float(weights.swiglu_limit),
-        float(weights.shared_swiglu_limit), TOP_K=rule.top_k, SLOTS=slots, BLOCK_I=cfg.block_i,
-        BLOCK_D=cfg.block_d, BLOCK_DOUT=cfg.block_dout, USE_PDL=pdl, num_warps=cfg.num_warps, **launch_options(pdl),
+        x,
+        ws.ids,
+        ws.weights,
+        weights.w13,
+        weights.w2,
+        out,
+        x.stride(0),
+        weights.w13.stride(0),
+        weights.w2.stride(0),
+        hidden,
+        inter,
+        weights.shared_slot if weights.shared_slot is not None else 0,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_I=cfg.block_i,
+        BLOCK_D=cfg.block_d,
+        BLOCK_DOUT=cfg.block_dout,
+        USE_PDL=pdl,
+        num_warps=cfg.num_warps,
+        **launch_options(pdl),
     )
     return out

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
 @triton.jit
-def grouped_topk(b_logits, b_bias, E, scale,
-                 TOP_K: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, RENORMALIZE: tl.constexpr,
-                 BLOCK_E: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_TOPK: tl.constexpr):
+def grouped_topk(
+    b_logits,
+    b_bias,
+    E,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+):
     """From `[BLOCK_E]` fp32 logits and bias, return (ids `[BLOCK_TOPK]` int32, weights `[BLOCK_TOPK]` fp32).
 
     Ties pick the lowest index (tl.argmax), like a stable sort; slots past TOP_K hold id 0, weight 0.
@@ -55,28 +64,69 @@ def grouped_topk(b_logits, b_bias, E, scale,
 
 
 @triton.jit
-def route_row(p_logits, p_bias, p_ids, p_weights, i_m, E, scale,
-              TOP_K: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, RENORMALIZE: tl.constexpr,
-              BLOCK_E: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_TOPK: tl.constexpr):
+def route_row(
+    p_logits,
+    p_bias,
+    p_ids,
+    p_weights,
+    i_m,
+    E,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+):
     """Route token i_m: read its E logits, write ids[i_m, :TOP_K] and weights[i_m, :TOP_K]."""
     o_e = tl.arange(0, BLOCK_E)
     o_k = tl.arange(0, BLOCK_TOPK)
     # ".cg": in the fused path other programs wrote these logits; bypass L1 to read them from L2.
     b_logits = tl.load(p_logits + i_m * E + o_e, mask=o_e < E, other=0.0, cache_modifier=".cg").to(tl.float32)
     b_bias = tl.load(p_bias + o_e, mask=o_e < E, other=0.0).to(tl.float32)
-    b_ids, b_weights = grouped_topk(b_logits, b_bias, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE,
-                                    BLOCK_E, BLOCK_G, BLOCK_TOPK)
+    b_ids, b_weights = grouped_topk(
+        b_logits, b_bias, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE, BLOCK_E, BLOCK_G, BLOCK_TOPK
+    )
     tl.store(p_ids + i_m * TOP_K + o_k, b_ids, mask=o_k < TOP_K)
     tl.store(p_weights + i_m * TOP_K + o_k, b_weights, mask=o_k < TOP_K)
 
 
 @triton.jit
-def routing_kernel(p_logits, p_bias, p_ids, p_weights, E, scale,
-                   TOP_K: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, RENORMALIZE: tl.constexpr,
-                   BLOCK_E: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_TOPK: tl.constexpr, USE_PDL: tl.constexpr):
+def routing_kernel(
+    p_logits,
+    p_bias,
+    p_ids,
+    p_weights,
+    E,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
     """Grid (M,): unfused routing, one token per program."""
     i_m = tl.program_id(0).to(tl.int64)
     pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
-    route_row(p_logits, p_bias, p_ids, p_weights, i_m, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE,
-              BLOCK_E, BLOCK_G, BLOCK_TOPK)
+    route_row(
+        p_logits,
+        p_bias,
+        p_ids,
+        p_weights,
+        i_m,
+        E,
+        scale,
+        TOP_K,
+        N_GROUP,
+        TOPK_GROUP,
+        RENORMALIZE,
+        BLOCK_E,
+        BLOCK_G,
+        BLOCK_TOPK,
+    )

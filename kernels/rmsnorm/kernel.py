@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
 @triton.jit
-def add_rmsnorm_kernel(p_x, p_res, p_w, p_y, p_res_out, D, eps,
-                       HAS_RESIDUAL: tl.constexpr, BLOCK_D: tl.constexpr, USE_PDL: tl.constexpr):
+def add_rmsnorm_kernel(
+    p_x,
+    p_res,
+    p_w,
+    p_y,
+    p_res_out,
+    D,
+    eps,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
     """Grid (M,): r = x + res (fp32), y = w * r * rsqrt(mean(r^2) + eps); writes y and r.
 
     p_res_out may alias p_res (in-place residual update): each element is read before it is written

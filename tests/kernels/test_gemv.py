@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import GemvConfig, KernelInputError, gemv, gemv_naive
+
 from tests.kernels.helpers import assert_close, poison
 
 

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import KernelInputError
 from bubblescope.kernels.kda_decode import KDALayerState, KDALayerWeights, kda_decode, kda_decode_naive
+
 from tests.kernels.helpers import assert_close, poison
 
 
@@ -16,14 +16,21 @@ def make_layer(batch, heads, key_dim, value_dim, device, act_dtype=torch.float32
     """Random activations, weights and a non-zero state for one KDA layer."""
     wk, wv = heads * key_dim, heads * value_dim
     activations = {
-        "q": torch.randn(batch, wk), "k": torch.randn(batch, wk), "v": torch.randn(batch, wv),
-        "f": torch.randn(batch, wk), "b": torch.randn(batch, heads), "gate": torch.randn(batch, wv),
+        "q": torch.randn(batch, wk),
+        "k": torch.randn(batch, wk),
+        "v": torch.randn(batch, wv),
+        "f": torch.randn(batch, wk),
+        "b": torch.randn(batch, heads),
+        "gate": torch.randn(batch, wv),
     }
     activations = {name: t.to(device, act_dtype) for name, t in activations.items()}
     weights = KDALayerWeights(
-        q_conv=torch.randn(wk, conv_width, device=device) * 0.5, k_conv=torch.randn(wk, conv_width, device=device) * 0.5,
-        v_conv=torch.randn(wv, conv_width, device=device) * 0.5, a_log=torch.randn(heads, device=device) * 0.5,
-        dt_bias=torch.randn(wk, device=device), o_norm=torch.rand(value_dim, device=device) + 0.5,
+        q_conv=torch.randn(wk, conv_width, device=device) * 0.5,
+        k_conv=torch.randn(wk, conv_width, device=device) * 0.5,
+        v_conv=torch.randn(wv, conv_width, device=device) * 0.5,
+        a_log=torch.randn(heads, device=device) * 0.5,
+        dt_bias=torch.randn(wk, device=device),
+        o_norm=torch.rand(value_dim, device=device) + 0.5,
     )
     state = KDALayerState(
         q_conv=torch.randn(batch, wk, conv_width - 1, device=device).to(act_dtype),

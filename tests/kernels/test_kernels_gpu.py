@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import gemv, gemv_naive
 from bubblescope.kernels.kda_decode import KDALayerState, KDALayerWeights, kda_decode, kda_decode_naive
 from bubblescope.kernels.lm_head import lm_head_greedy, lm_head_greedy_naive
 from bubblescope.kernels.mla_decode import mla_decode, mla_decode_naive
 from bubblescope.kernels.moe import MoEWeights, MoEWorkspace, RoutingRule, moe_fused, moe_naive, moe_unfused
 from bubblescope.kernels.rmsnorm import add_rmsnorm, add_rmsnorm_naive
+
 from tests.kernels.helpers import assert_close
 
 pytestmark = pytest.mark.gpu
@@ -27,7 +27,7 @@ FP32_TOL = 2e-3
 
 
 def run_mode(mode: str, launch: Callable[[bool], object]) -> object:
-    """launch(use_pdl) once eagerly, or capture it into a CUDA graph (after a warm-up that compiles) and replay."""
+    """launch(use_pdl) once eagerly, or capture it in a CUDA graph (after a compiling warm-up) and replay."""
     use_pdl = mode.endswith("pdl")
     if not mode.startswith("graph"):
         result = launch(use_pdl)
@@ -71,13 +71,17 @@ def test_add_rmsnorm_hidden(mode):
 
 def flash_kda_layer():
     heads, dim, width = 32, 128, 4096
-    acts = {name: torch.randn(1, width, device="cuda", dtype=torch.bfloat16) for name in ("q", "k", "v", "f", "gate")}
+    acts = {
+        name: torch.randn(1, width, device="cuda", dtype=torch.bfloat16)
+        for name in ("q", "k", "v", "f", "gate")
+    }
     acts["b"] = torch.randn(1, heads, device="cuda", dtype=torch.bfloat16)
     weights = KDALayerWeights(
         q_conv=torch.randn(width, 4, device="cuda", dtype=torch.bfloat16) * 0.5,
         k_conv=torch.randn(width, 4, device="cuda", dtype=torch.bfloat16) * 0.5,
         v_conv=torch.randn(width, 4, device="cuda", dtype=torch.bfloat16) * 0.5,
-        a_log=torch.randn(heads, device="cuda") * 0.5, dt_bias=torch.randn(width, device="cuda"),
+        a_log=torch.randn(heads, device="cuda") * 0.5,
+        dt_bias=torch.randn(width, device="cuda"),
         o_norm=torch.rand(dim, device="cuda", dtype=torch.bfloat16) + 0.5,
     )
     state = KDALayerState(
@@ -93,7 +97,9 @@ def flash_kda_layer():
 def test_kda_decode_flash_layer(mode):
     acts, weights, state = flash_kda_layer()
     initial = KDALayerState(*(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent)))
-    want_state = KDALayerState(*(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent)))
+    want_state = KDALayerState(
+        *(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent))
+    )
     want = kda_decode_naive(**acts, weights=weights, state=want_state)
     out = torch.full_like(want, float("nan"))
 
@@ -128,7 +134,9 @@ def flash_moe_weights(router_dtype: torch.dtype) -> MoEWeights:
         expert_bias=torch.randn(experts, device="cuda") * 0.1,
         w13=torch.randn(experts + 1, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16) / hidden**0.5,
         w2=torch.randn(experts + 1, hidden, inter, device="cuda", dtype=torch.bfloat16) / inter**0.5,
-        shared_slot=experts, swiglu_limit=4.0, shared_swiglu_limit=5.0,
+        shared_slot=experts,
+        swiglu_limit=4.0,
+        shared_swiglu_limit=5.0,
     )
 
 
@@ -157,4 +165,6 @@ def test_lm_head_greedy_vocab(mode, w_dtype):
     run_mode(mode, lambda pdl: lm_head_greedy(x, weight, use_pdl=pdl, logits=logits, tokens=tokens))
     want_tokens, want_logits = lm_head_greedy_naive(x, weight)
     assert_close(f"lm_head logits {mode}", logits, want_logits, FP32_TOL, FP32_TOL)
-    assert tokens.tolist() == want_tokens.tolist(), f"{mode}: token {tokens.tolist()} != {want_tokens.tolist()}"
+    assert tokens.tolist() == want_tokens.tolist(), (
+        f"{mode}: token {tokens.tolist()} != {want_tokens.tolist()}"
+    )

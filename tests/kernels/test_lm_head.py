@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import GemvConfig, KernelInputError
 from bubblescope.kernels.lm_head import lm_head_greedy, lm_head_greedy_naive
+
 from tests.kernels.helpers import assert_close, poison
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import KernelInputError
 from bubblescope.kernels.moe import (
     MoEWeights,
@@ -16,6 +15,7 @@ from bubblescope.kernels.moe import (
     route_naive,
     route_topk,
 )
+
 from tests.kernels.helpers import assert_close, poison
 
 # 12 experts in 4 groups of 3, keep 2 groups, top-3: group masking decides the result.
@@ -80,4 +80,6 @@ def test_moe_rejects_bad_weights():
     with pytest.raises(KernelInputError, match="w2 must have shape"):
         moe_fused(torch.randn(1, 16), weights, SMALL_RULE)
     with pytest.raises(KernelInputError, match="n_group"):
-        moe_unfused(torch.randn(1, 16), make_weights(10, 16, 8, torch.device("cpu"), torch.float32), SMALL_RULE)
+        moe_unfused(
+            torch.randn(1, 16), make_weights(10, 16, 8, torch.device("cpu"), torch.float32), SMALL_RULE
+        )

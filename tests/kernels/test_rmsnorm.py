@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from bubblescope.kernels.gemv import KernelInputError
 from bubblescope.kernels.rmsnorm import add_rmsnorm, add_rmsnorm_naive
+
 from tests.kernels.helpers import assert_close, poison
 
 

@@ -1,0 +1,381 @@
+"""Benchmark every decode kernel at Ling-3.0-flash shapes against the HBM copy ceiling and a torch baseline.
+
+Each case first checks the Triton kernel against a torch reference (no speed claim without a green
+check), then times it as decode sees it: many calls captured back to back in one CUDA graph and
+replayed (median of replays, per call), with and without PDL, plus eager triton.testing.do_bench
+(median, L2 flushed). Inputs are rotated over enough copies to exceed the 50 MB L2, so bandwidth is
+HBM bandwidth. Every case runs in its own try/except: a failure is printed and recorded, the rest go on.
+
+Usage: .venv/bin/python benchmarks/bench_kernels.py --out bench_out/   (writes kernels.json there)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import statistics
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.testing
+from bubblescope.kernels.gemv import GemvConfig, gemv
+from bubblescope.kernels.kda_decode import KDALayerState, KDALayerWeights, kda_decode, kda_decode_naive
+from bubblescope.kernels.lm_head import lm_head_greedy
+from bubblescope.kernels.mla_decode import mla_decode
+from bubblescope.kernels.moe import (
+    FusedMoEConfig,
+    MoEWeights,
+    MoEWorkspace,
+    RoutingRule,
+    moe_fused,
+    moe_naive,
+    moe_unfused,
+)
+from bubblescope.kernels.rmsnorm import add_rmsnorm
+
+from bubblescope.atomic import write_json_atomic
+
+L2_DEFEAT_BYTES = 256 * 2**20
+MAX_COPIES = 64
+BF16 = torch.bfloat16
+Calls = list[Callable[[], object]]
+
+
+def time_graph_us(calls: Calls, replays: int = 30) -> float:
+    """Median microseconds per call with all `calls` captured back to back in one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for call in calls:
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    for _ in range(3):
+        graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples_us = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples_us.append(start.elapsed_time(end) * 1e3 / len(calls))
+    return statistics.median(samples_us)
+
+
+def time_eager_us(call: Callable[[], object]) -> float:
+    """triton.testing.do_bench median (flushes L2 between runs; includes the eager launch cost)."""
+    return triton.testing.do_bench(call, return_mode="median") * 1e3
+
+
+def copies_for(bytes_per_call: int) -> int:
+    return max(1, min(MAX_COPIES, math.ceil(L2_DEFEAT_BYTES / max(bytes_per_call, 1))))
+
+
+def measure_copy_ceiling_tbps() -> float:
+    """Device-to-device copy of 1 GiB: (bytes read + written) / time."""
+    src = torch.empty(2**29, dtype=BF16, device="cuda")
+    dst = torch.empty_like(src)
+    us = time_graph_us([lambda: dst.copy_(src)], replays=20)
+    return 2 * src.numel() * src.element_size() / (us * 1e-6) / 1e12
+
+
+def max_rel_diff(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.double(), want.double()
+    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
+
+
+# Each case returns: bytes per call, a check (ok, err), a builder of kernel calls (use_pdl), baseline calls.
+def case_gemv(rows: int, out_features: int, in_features: int, config: GemvConfig | None = None) -> dict:
+    bytes_per_call = out_features * in_features * 2 + rows * (in_features + out_features) * 2
+    copies = copies_for(bytes_per_call)
+    weights = [torch.randn(out_features, in_features, device="cuda", dtype=BF16) for _ in range(copies)]
+    x = torch.randn(rows, in_features, device="cuda", dtype=BF16)
+    outs = [torch.empty(rows, out_features, device="cuda", dtype=BF16) for _ in range(copies)]
+    err = max_rel_diff(gemv(x, weights[0], config=config), F.linear(x.float(), weights[0].float()))
+    return dict(
+        bytes=bytes_per_call,
+        ok=err < 2e-2,
+        err=err,
+        calls=lambda pdl: [
+            lambda w=w, o=o: gemv(x, w, use_pdl=pdl, config=config, out=o)
+            for w, o in zip(weights, outs, strict=True)
+        ],
+        baseline=[lambda w=w: F.linear(x, w) for w in weights],
+    )
+
+
+def case_rmsnorm(rows: int = 1, width: int = 2560) -> dict:
+    x = torch.randn(rows, width, device="cuda", dtype=BF16)
+    res = torch.randn(rows, width, device="cuda", dtype=BF16)
+    weight = torch.rand(width, device="cuda", dtype=BF16)
+    out, res_out = torch.empty_like(x), torch.empty_like(x)
+
+    def torch_norm():
+        summed = x.float() + res.float()
+        return (summed * torch.rsqrt(summed.pow(2).mean(-1, keepdim=True) + 1e-6)).to(
+            BF16
+        ) * weight, summed.to(BF16)
+
+    err = max_rel_diff(add_rmsnorm(x, res, weight)[0], torch_norm()[0])
+    return dict(
+        bytes=4 * rows * width * 2 + width * 2,
+        ok=err < 2e-2,
+        err=err,
+        calls=lambda pdl: (
+            [lambda: add_rmsnorm(x, res, weight, use_pdl=pdl, out=out, residual_out=res_out)] * 16
+        ),
+        baseline=[torch_norm] * 16,
+    )
+
+
+def case_kda() -> dict:
+    heads, dim, width = 32, 128, 4096
+    bytes_per_call = 2 * heads * dim * dim * 4 + 2 * 3 * width * 3 * 2 + 7 * width * 2
+
+    def layer():
+        acts = {n: torch.randn(1, width, device="cuda", dtype=BF16) for n in ("q", "k", "v", "f", "gate")}
+        acts["b"] = torch.randn(1, heads, device="cuda", dtype=BF16)
+        weights = KDALayerWeights(
+            *(torch.randn(width, 4, device="cuda", dtype=BF16) * 0.5 for _ in range(3)),
+            a_log=torch.randn(heads, device="cuda"),
+            dt_bias=torch.randn(width, device="cuda"),
+            o_norm=torch.ones(dim, device="cuda", dtype=BF16),
+        )
+        state = KDALayerState(
+            *(torch.randn(1, width, 3, device="cuda", dtype=BF16) for _ in range(3)),
+            recurrent=torch.randn(1, heads, dim, dim, device="cuda") * 0.1,
+        )
+        return acts, weights, state
+
+    layers = [layer() for _ in range(copies_for(bytes_per_call))]
+    acts, weights, state = layers[0]
+    ref_state = KDALayerState(
+        *(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent))
+    )
+    want = kda_decode_naive(**acts, weights=weights, state=ref_state)
+    err = max_rel_diff(kda_decode(**acts, weights=weights, state=state), want)
+    return dict(
+        bytes=bytes_per_call,
+        ok=err < 3e-2,
+        err=err,
+        calls=lambda pdl: [
+            lambda a=a, w=w, s=s: kda_decode(**a, weights=w, state=s, use_pdl=pdl) for a, w, s in layers
+        ],
+        baseline=[lambda a=a, w=w, s=s: kda_decode_naive(**a, weights=w, state=s) for a, w, s in layers[:4]],
+    )
+
+
+def case_mla(context: int) -> dict:
+    q_lat = torch.randn(1, 32, 512, device="cuda", dtype=BF16)
+    q_pe = torch.randn(1, 32, 64, device="cuda", dtype=BF16)
+    bytes_per_call = context * 576 * 2
+    caches = [
+        torch.randn(1, context, 576, device="cuda", dtype=BF16) for _ in range(copies_for(bytes_per_call))
+    ]
+    seq_lens = torch.tensor([context], device="cuda", dtype=torch.int32)
+    scale = 192**-0.5
+
+    def torch_attention(cache):
+        scores = (
+            torch.einsum("hc,sc->hs", q_lat[0], cache[0, :, :512])
+            + torch.einsum("hr,sr->hs", q_pe[0], cache[0, :, 512:])
+        ).float() * scale
+        return torch.softmax(scores, dim=-1).to(BF16) @ cache[0, :, :512]
+
+    err = max_rel_diff(mla_decode(q_lat, q_pe, caches[0], seq_lens, scale)[0], torch_attention(caches[0]))
+    return dict(
+        bytes=bytes_per_call,
+        ok=err < 3e-2,
+        err=err,
+        calls=lambda pdl: [
+            lambda c=c: mla_decode(q_lat, q_pe, c, seq_lens, scale, use_pdl=pdl) for c in caches
+        ],
+        baseline=[lambda c=c: torch_attention(c) for c in caches],
+    )
+
+
+def case_moe(
+    fused: bool, router_dtype: torch.dtype, config: FusedMoEConfig | None = None, experts: int = 256
+) -> dict:
+    hidden, inter, top_k = 2560, 768, 8
+    rule = RoutingRule(top_k=top_k, n_group=8, topk_group=4, scale=2.5)
+    weights = MoEWeights(
+        router=(torch.randn(experts, hidden, device="cuda") / hidden**0.5).to(router_dtype),
+        expert_bias=torch.zeros(experts, device="cuda"),
+        w13=torch.randn(experts + 1, 2 * inter, hidden, device="cuda", dtype=BF16) / hidden**0.5,
+        w2=torch.randn(experts + 1, hidden, inter, device="cuda", dtype=BF16) / inter**0.5,
+        shared_slot=experts,
+        swiglu_limit=4.0,
+        shared_swiglu_limit=5.0,
+    )
+    # Different tokens route to different experts, so consecutive calls do not hit L2.
+    xs = [torch.randn(1, hidden, device="cuda", dtype=BF16) for _ in range(16)]
+    workspace = MoEWorkspace.allocate(1, weights, rule)
+    bytes_per_call = experts * hidden * weights.router.element_size() + (top_k + 1) * 3 * hidden * inter * 2
+
+    def run(x, pdl=False):
+        if fused:
+            return moe_fused(x, weights, rule, use_pdl=pdl, workspace=workspace, config=config)
+        return moe_unfused(x, weights, rule, use_pdl=pdl, workspace=workspace)
+
+    def torch_moe(x):
+        # Timing baseline only: plain top-k (no groups), experts gathered into one bmm as in h200_facts.
+        scores = torch.sigmoid(F.linear(x.to(router_dtype), weights.router).float())
+        gains, ids = scores.topk(top_k, dim=-1)
+        # [8, 2I, D] and [8, D, I]: the experts gathered, then one bmm each (the facts' 40 us baseline).
+        hidden_up = torch.bmm(weights.w13[ids[0]], x[0].expand(top_k, hidden).unsqueeze(-1)).squeeze(-1)
+        act = F.silu(hidden_up[:, :inter]) * hidden_up[:, inter:]
+        down = torch.bmm(weights.w2[ids[0]], act.unsqueeze(-1).to(BF16)).squeeze(-1)
+        shared = F.linear(
+            F.silu(F.linear(x, weights.w13[experts, :inter])) * F.linear(x, weights.w13[experts, inter:]),
+            weights.w2[experts],
+        )
+        return (gains[0, :, None] * down.float()).sum(0) + shared.float()
+
+    err = max_rel_diff(run(xs[0]), moe_naive(xs[0], weights, rule))
+    return dict(
+        bytes=bytes_per_call,
+        ok=err < 1e-3,
+        err=err,
+        calls=lambda pdl: [lambda x=x: run(x, pdl) for x in xs],
+        baseline=[lambda x=x: torch_moe(x) for x in xs],
+    )
+
+
+def case_lm_head(w_dtype: torch.dtype) -> dict:
+    weight = (torch.randn(157184, 2560, device="cuda") / 2560**0.5).to(w_dtype)
+    x = torch.randn(1, 2560, device="cuda", dtype=BF16)
+    tokens = torch.empty(1, dtype=torch.int64, device="cuda")
+    want = F.linear(x.to(w_dtype).float(), weight.float()).argmax(dim=-1)
+    got = lm_head_greedy(x, weight)
+    return dict(
+        bytes=weight.numel() * weight.element_size(),
+        ok=bool(torch.equal(got, want)),
+        err=0.0,
+        calls=lambda pdl: [lambda: lm_head_greedy(x, weight, use_pdl=pdl, tokens=tokens)] * 2,
+        baseline=[lambda: F.linear(x.to(w_dtype), weight).argmax(dim=-1)] * 2,
+    )
+
+
+def build_cases() -> dict[str, Callable[[], dict]]:
+    cases: dict[str, Callable[[], dict]] = {
+        "gemv q_proj 4096x2560 M=1": lambda: case_gemv(1, 4096, 2560),
+        "gemv q_proj 4096x2560 M=8": lambda: case_gemv(8, 4096, 2560),
+        "gemv o_proj 2560x4096 M=1": lambda: case_gemv(1, 2560, 4096),
+        "gemv expert gate_up 1536x2560 M=1": lambda: case_gemv(1, 1536, 2560),
+        "gemv router 512x2560 M=1": lambda: case_gemv(1, 512, 2560),
+        "add_rmsnorm 2560": case_rmsnorm,
+        "kda_decode H32 K128": case_kda,
+        "mla_decode ctx 8192": lambda: case_mla(8192),
+        "mla_decode ctx 131072": lambda: case_mla(131072),
+        "moe fused e256 fp32 gate": lambda: case_moe(True, torch.float32),
+        "moe fused e256 bf16 gate": lambda: case_moe(True, BF16),
+        "moe unfused e256 fp32 gate": lambda: case_moe(False, torch.float32),
+        "lm_head greedy bf16": lambda: case_lm_head(BF16),
+        "lm_head greedy fp32": lambda: case_lm_head(torch.float32),
+    }
+    for block_n in (8, 16, 32, 64):
+        for block_k in (128, 256, 512):
+            for warps in (4, 8):
+                cfg = GemvConfig(block_n, block_k, warps)
+                cases[f"sweep gemv 4096x2560 M=1 bn{block_n} bk{block_k} w{warps}"] = lambda c=cfg: case_gemv(
+                    1, 4096, 2560, c
+                )
+    for block_i in (16, 32, 64):
+        for warps in (4, 8):
+            cfg = FusedMoEConfig(block_i=block_i, num_warps=warps)
+            cases[f"sweep moe fused bi{block_i} w{warps}"] = lambda c=cfg: case_moe(True, BF16, c)
+    return cases
+
+
+def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
+    case = build()
+    row = {
+        "kernel": name,
+        "bytes_per_call": case["bytes"],
+        "correct": bool(case["ok"]),
+        "max_rel_err": case["err"],
+    }
+    if not case["ok"]:
+        return row | {"error": "correctness check failed; not timed"}
+    for label, pdl in (("graph", False), ("graph_pdl", True)):
+        row[f"{label}_us"] = time_graph_us(case["calls"](pdl))
+    row["eager_us"] = time_eager_us(case["calls"](False)[0])
+    row["baseline_graph_us"] = time_graph_us(case["baseline"])
+    best_us = min(row["graph_us"], row["graph_pdl_us"])
+    row["bandwidth_tbps"] = case["bytes"] / (best_us * 1e-6) / 1e12
+    row["fraction_of_copy"] = row["bandwidth_tbps"] / ceiling_tbps
+    row["baseline_tbps"] = case["bytes"] / (row["baseline_graph_us"] * 1e-6) / 1e12
+    return row
+
+
+def print_table(rows: list[dict], ceiling_tbps: float) -> None:
+    print(f"\ncopy ceiling: {ceiling_tbps:.2f} TB/s")
+    print(
+        f"{'kernel':58s} {'graph us':>9s} {'pdl us':>8s} {'eager us':>9s} {'TB/s':>6s} {'%copy':>6s} "
+        f"{'torch us':>9s} {'torch TB/s':>10s}"
+    )
+    for row in rows:
+        if "graph_us" not in row:
+            print(f"{row['kernel']:58s} ERROR {row.get('error', '')[:80]}")
+            continue
+        print(
+            f"{row['kernel']:58s} {row['graph_us']:9.2f} {row['graph_pdl_us']:8.2f} {row['eager_us']:9.2f} "
+            f"{row['bandwidth_tbps']:6.2f} {100 * row['fraction_of_copy']:5.0f}% "
+            f"{row['baseline_graph_us']:9.2f} "
+            f"{row['baseline_tbps']:10.2f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path, help="folder for kernels.json")
+    parser.add_argument("--only", default="", help="run only cases whose name contains this text")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the tile-size sweeps")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_kernels: needs a CUDA device", file=sys.stderr)
+        return 2
+    ceiling_tbps = measure_copy_ceiling_tbps()
+    rows = []
+    for name, build in build_cases().items():
+        if args.only not in name or (args.no_sweep and name.startswith("sweep")):
+            continue
+        try:
+            row = run_case(name, build, ceiling_tbps)
+        except Exception as exc:  # a broken case must not stop the others
+            traceback.print_exc()
+            row = {"kernel": name, "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        torch.cuda.empty_cache()
+    print_table(rows, ceiling_tbps)
+    payload = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "command": " ".join([sys.executable, *sys.argv]),
+        "copy_ceiling_tbps": ceiling_tbps,
+        "results": rows,
+    }
+    write_json_atomic(args.out / "kernels.json", payload)
+    print(f"wrote {args.out / 'kernels.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
