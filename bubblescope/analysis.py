@@ -94,13 +94,18 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
             gaps["next_row"].to_numpy() >= 0)
         gap_parts.append(gaps)
         devices.append(_device_entry(tables, ops, gaps, span, int(device)))
-    gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else pd.DataFrame(
-        columns=["device", "start_ns", "end_ns", "dur_ns", "class", "step", "read_id", "next_op",
-                 "next_stream", "next_row", "graph"])
-    warnings = [f"{tables.path.name}: {w}" for w in steps.warnings + problems]
+    gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else _no_gaps()
+    warnings = [f"{tables.path}: {w}" for w in steps.warnings + problems]
     return RankAnalysis(tables=tables, gpu=gpu, steps=steps, reads=reads, gaps=gaps, devices=devices,
                         launches=launches, warnings=warnings, gpu_measured=not problems and len(gpu) > 0,
                         host_tid=_host_tid(tables))
+
+
+def _no_gaps() -> pd.DataFrame:
+    ints = ["device", "start_ns", "end_ns", "dur_ns", "step", "read_id", "next_stream", "next_row"]
+    frame = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ints})
+    return frame.assign(**{"class": pd.Series(dtype=object), "next_op": pd.Series(dtype=object),
+                           "graph": pd.Series(dtype=bool)})
 
 
 def _device_entry(tables: TraceTables, ops: pd.DataFrame, gaps: pd.DataFrame, span: tuple[int, int],

@@ -31,6 +31,7 @@ SYNC_APIS = frozenset({
     "cudaStreamSynchronize_ptsz", "cuStreamSynchronize_ptsz",
 })
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
+_MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 NO_STACK_SITE = "(no Python stack in trace)"
 
 # op name -> kind; the first kind found walking from the outer op inwards wins.
@@ -96,6 +97,10 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     calls = tables.runtime.iloc[rows]
     tids = set(calls["tid"].astype(str))
     cpu_ops = tables.ops[(tables.ops["cat"] == "cpu_op").to_numpy()]
+    # Old traces write step markers (ProfilerStep#N, record_function) as ops; they are not the op
+    # that read the device.
+    markers = cpu_ops["name"].astype(str).str.startswith(_MARKER_PREFIXES).to_numpy()
+    cpu_ops = cpu_ops[~markers]
     op_index = indexes_by_thread(cpu_ops, tids)
     frame_index = indexes_by_thread(tables.frames, tids)
     wait_by_corr = tables.waits.groupby("correlation")["end_ns"].sum() - tables.waits.groupby(

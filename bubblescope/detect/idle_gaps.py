@@ -10,7 +10,7 @@ map to their `cudaGraphLaunch`) decides the class:
                            gaps inside a graph: what PDL and fusion remove)
                dependency  X is on another stream (waiting on an event / other stream)
     host-bound  X's launch returned after g0: the host had not issued it yet
-               sync        a blocking read returned before X's launch and the host has not
+               sync        a blocking read returned before X's launch began and the host has not
                            regained its lead since (lost run-ahead, ARCHITECTURE §5): blame that read
                host        otherwise: the host was busy with other work
     outside  the part of any gap outside every step window
@@ -112,7 +112,9 @@ def _classify(gpu: pd.DataFrame, ending: np.ndarray, gap_start: np.ndarray, read
             read_end = reads["end_ns"].to_numpy()
             order = np.argsort(read_end, kind="stable")
             sorted_end = read_end[order]
-            k = np.searchsorted(sorted_end, x_end[host_bound], side="right") - 1
+            # The read must have returned before X's launch began (a copy's own read launches X).
+            x_begin = gpu["launch_start_ns"].to_numpy()[ending][host_bound]
+            k = np.searchsorted(sorted_end, x_begin, side="right") - 1
             has_read = k >= 0
             last_read_end = np.where(has_read, sorted_end[np.maximum(k, 0)], 0)
             ahead_ends = np.sort(launch_end[ahead])

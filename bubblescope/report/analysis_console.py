@@ -9,8 +9,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-CLASS_STYLE = {"sync": "bold red", "host": "yellow", "launch": "cyan", "dependency": "magenta",
-               "outside": "dim"}
+CLASS_STYLE = {
+    "sync": "bold red",
+    "host": "yellow",
+    "launch": "cyan",
+    "dependency": "magenta",
+    "outside": "dim",
+}
 TOP_GAPS_SHOWN = 8
 
 
@@ -22,19 +27,22 @@ def us(ns: float) -> str:
 def print_analysis(console: Console, analysis: dict) -> None:
     """Print the summary, device, sync and gap tables of `analysis`."""
     summary = analysis["summary"]
-    console.print(f"[bold]bubblescope analyze[/bold]: {summary['steps']} steps "
-                  f"(steps from {analysis['step_source']}), "
-                  f"{summary['blocking_reads_per_step']:g} blocking reads/step, "
-                  f"GPU busy {us(summary['gpu_busy_ns_per_step'])}/step, "
-                  f"idle {us(summary['idle_ns_per_step'])}/step")
+    console.print(
+        f"[bold]bubblescope analyze[/bold]: {summary['steps']} steps "
+        f"(steps from {analysis['step_source']}), "
+        f"{summary['blocking_reads_per_step']:g} blocking reads/step, "
+        f"GPU busy {us(summary['gpu_busy_ns_per_step'])}/step, "
+        f"idle {us(summary['idle_ns_per_step'])}/step"
+    )
     for warning in analysis["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     if analysis.get("gpu_measured", True):
         console.print(_per_step_classes(summary))
         console.print(_devices_table(analysis["devices"]))
     else:
-        console.print("[yellow]GPU idle time not reported: the trace lacks the GPU activity it "
-                      "needs[/yellow]")
+        console.print(
+            "[yellow]GPU idle time not reported: the trace lacks the GPU activity it needs[/yellow]"
+        )
     if analysis["syncs"]:
         console.print(_syncs_table(analysis["syncs"]))
         _sync_hints(console, analysis["syncs"])
@@ -54,25 +62,52 @@ def _per_step_classes(summary: dict) -> Table:
 
 def _devices_table(devices: list[dict]) -> Table:
     table = Table(title="Devices (whole trace)", title_justify="left")
-    for col, justify in (("rank/dev", "right"), ("span", "right"), ("busy", "right"), ("idle", "right"),
-                         ("idle by cause", "left"), ("kernels", "right")):
+    for col, justify in (
+        ("rank/dev", "right"),
+        ("span", "right"),
+        ("busy", "right"),
+        ("idle", "right"),
+        ("idle by cause", "left"),
+        ("kernels", "right"),
+    ):
         table.add_column(col, justify=justify, overflow="fold")
     for d in devices:
-        causes = " ".join(f"[{CLASS_STYLE[c]}]{c}[/] {us(ns)}"
-                          for c, ns in d["idle_by_class_ns"].items() if ns)
-        table.add_row(f"{d['rank']}/{d['device']}", us(d["span_ns"]), us(d["busy_ns"]), us(d["idle_ns"]),
-                      causes or "-", str(d["kernel_count"]))
+        causes = " ".join(
+            f"[{CLASS_STYLE[c]}]{c}[/] {us(ns)}" for c, ns in d["idle_by_class_ns"].items() if ns
+        )
+        table.add_row(
+            f"{d['rank']}/{d['device']}",
+            us(d["span_ns"]),
+            us(d["busy_ns"]),
+            us(d["idle_ns"]),
+            causes or "-",
+            str(d["kernel_count"]),
+        )
     return table
 
 
 def _syncs_table(syncs: list[dict]) -> Table:
     table = Table(title="Host-blocking reads by site (fix below)", title_justify="left")
-    for col, justify in (("#", "right"), ("site", "left"), ("op", "left"), ("count", "right"),
-                         ("/step", "right"), ("blocked", "right"), ("bubble", "right")):
+    for col, justify in (
+        ("#", "right"),
+        ("site", "left"),
+        ("op", "left"),
+        ("count", "right"),
+        ("/step", "right"),
+        ("blocked", "right"),
+        ("bubble", "right"),
+    ):
         table.add_column(col, justify=justify, overflow="fold")
     for i, s in enumerate(syncs, start=1):
-        table.add_row(str(i), s["site"], s["op"] or s["api"], str(s["count"]), f"{s['per_step']:g}",
-                      us(s["blocked_ns"]), us(s["bubble_ns"]))
+        table.add_row(
+            str(i),
+            s["site"],
+            s["op"] or s["api"],
+            str(s["count"]),
+            f"{s['per_step']:g}",
+            us(s["blocked_ns"]),
+            us(s["bubble_ns"]),
+        )
     return table
 
 
@@ -83,11 +118,21 @@ def _sync_hints(console: Console, syncs: list[dict]) -> None:
 
 def _gaps_table(gaps: list[dict]) -> Table:
     table = Table(title="Largest GPU idle gaps", title_justify="left")
-    for col, justify in (("step", "right"), ("start", "right"), ("dur", "right"), ("class", "left"),
-                         ("blame", "left")):
+    for col, justify in (
+        ("step", "right"),
+        ("start", "right"),
+        ("dur", "right"),
+        ("class", "left"),
+        ("blame", "left"),
+    ):
         table.add_column(col, justify=justify, overflow="fold")
     for g in gaps:
         style = CLASS_STYLE.get(g["class"], "")
-        table.add_row(str(g["step"]) if g["step"] >= 0 else "-", us(g["start_ns"]), us(g["dur_ns"]),
-                      f"[{style}]{g['class']}[/{style}]" if style else g["class"], g["blame"])
+        table.add_row(
+            str(g["step"]) if g["step"] >= 0 else "-",
+            us(g["start_ns"]),
+            us(g["dur_ns"]),
+            f"[{style}]{g['class']}[/{style}]" if style else g["class"],
+            g["blame"],
+        )
     return table

@@ -20,8 +20,13 @@ FINDINGS_PID = 7_770_000
 MAX_BLAMED_GAPS = 2000
 STEPS_TID, READS_TID, GAPS_TID_BASE = 1, 2, 10
 # Chrome trace reserved colour names; Perfetto keys colour on the name, so class names differ too.
-CLASS_COLOUR = {"sync": "terrible", "host": "bad", "launch": "yellow", "dependency": "olive",
-                "outside": "grey"}
+CLASS_COLOUR = {
+    "sync": "terrible",
+    "host": "bad",
+    "launch": "yellow",
+    "dependency": "olive",
+    "outside": "grey",
+}
 
 
 def annotated_paths(out_path: str | Path, n_ranks: int) -> list[Path]:
@@ -33,8 +38,12 @@ def annotated_paths(out_path: str | Path, n_ranks: int) -> list[Path]:
     return [out.with_name(f"{stem}.rank{r}.json{suffix}") for r in range(n_ranks)]
 
 
-def write_annotated_trace(rank: RankAnalysis, blame, out_path: str | Path,
-                          max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Path:
+def write_annotated_trace(
+    rank: RankAnalysis,
+    blame,
+    out_path: str | Path,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Path:
     """Re-read `rank`'s trace, append the findings, write it atomically (gzip if OUT ends in .gz).
 
     Args:
@@ -61,18 +70,34 @@ def _us(ns: int) -> float:
 def _metadata(rank: RankAnalysis) -> list[dict]:
     threads = [(STEPS_TID, "steps"), (READS_TID, "host-blocking reads")]
     threads += [(GAPS_TID_BASE + int(d["device"]), f"GPU {d['device']} idle gaps") for d in rank.devices]
-    events = [{"ph": "M", "name": "process_name", "pid": FINDINGS_PID, "tid": 0,
-               "args": {"name": "bubblescope findings"}},
-              {"ph": "M", "name": "process_sort_index", "pid": FINDINGS_PID, "tid": 0,
-               "args": {"sort_index": -1}}]
-    events += [{"ph": "M", "name": "thread_name", "pid": FINDINGS_PID, "tid": tid, "args": {"name": name}}
-               for tid, name in threads]
+    events = [
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": FINDINGS_PID,
+            "tid": 0,
+            "args": {"name": "bubblescope findings"},
+        },
+        {"ph": "M", "name": "process_sort_index", "pid": FINDINGS_PID, "tid": 0, "args": {"sort_index": -1}},
+    ]
+    events += [
+        {"ph": "M", "name": "thread_name", "pid": FINDINGS_PID, "tid": tid, "args": {"name": name}}
+        for tid, name in threads
+    ]
     return events
 
 
 def _slice(tid: int, name: str, start_ns: int, end_ns: int, args: dict, cname: str | None = None) -> dict:
-    event = {"ph": "X", "cat": "bubblescope", "name": name, "pid": FINDINGS_PID, "tid": tid,
-             "ts": _us(start_ns), "dur": _us(end_ns - start_ns), "args": args}
+    event = {
+        "ph": "X",
+        "cat": "bubblescope",
+        "name": name,
+        "pid": FINDINGS_PID,
+        "tid": tid,
+        "ts": _us(start_ns),
+        "dur": _us(end_ns - start_ns),
+        "args": args,
+    }
     if cname:
         event["cname"] = cname
     return event
@@ -80,19 +105,50 @@ def _slice(tid: int, name: str, start_ns: int, end_ns: int, args: dict, cname: s
 
 def _step_slices(rank: RankAnalysis) -> list[dict]:
     steps = rank.steps
-    return [_slice(STEPS_TID, f"step {i}", int(steps.start_ns[i]), int(steps.end_ns[i]),
-                   {"marker": steps.names[i], "source": steps.source}) for i in range(len(steps))]
+    return [
+        _slice(
+            STEPS_TID,
+            f"step {i}",
+            int(steps.start_ns[i]),
+            int(steps.end_ns[i]),
+            {"marker": steps.names[i], "source": steps.source},
+        )
+        for i in range(len(steps))
+    ]
 
 
 def _read_slices(rank: RankAnalysis) -> list[dict]:
     events = []
     for read in rank.reads.itertuples(index=False):
-        args = {"site": read.site, "op": read.op, "api": read.api, "kind": read.kind,
-                "blocked_us": _us(int(read.blocked_ns)), "hint": read.hint}
-        events.append(_slice(READS_TID, f"blocking read: {read.op or read.api}", int(read.start_ns),
-                             int(read.end_ns), args, "terrible"))
-        events.append({"ph": "i", "s": "p", "cat": "bubblescope", "name": f"sync at {read.site}",
-                       "pid": FINDINGS_PID, "tid": READS_TID, "ts": _us(int(read.start_ns))})
+        args = {
+            "site": read.site,
+            "op": read.op,
+            "api": read.api,
+            "kind": read.kind,
+            "blocked_us": _us(int(read.blocked_ns)),
+            "hint": read.hint,
+        }
+        events.append(
+            _slice(
+                READS_TID,
+                f"blocking read: {read.op or read.api}",
+                int(read.start_ns),
+                int(read.end_ns),
+                args,
+                "terrible",
+            )
+        )
+        events.append(
+            {
+                "ph": "i",
+                "s": "p",
+                "cat": "bubblescope",
+                "name": f"sync at {read.site}",
+                "pid": FINDINGS_PID,
+                "tid": READS_TID,
+                "ts": _us(int(read.start_ns)),
+            }
+        )
     return events
 
 
@@ -103,8 +159,21 @@ def _gap_slices(rank: RankAnalysis, blame) -> list[dict]:
     events = []
     for index, gap in zip(gaps.index, gaps.to_dict("records"), strict=True):
         text = blame(gap) if detailed is None or index in detailed else gap["class"]
-        args = {"class": gap["class"], "blame": text, "dur_us": _us(int(gap["dur_ns"])),
-                "step": int(gap["step"]), "next_op": gap["next_op"]}
-        events.append(_slice(GAPS_TID_BASE + int(gap["device"]), f"idle: {gap['class']}",
-                             int(gap["start_ns"]), int(gap["end_ns"]), args, CLASS_COLOUR.get(gap["class"])))
+        args = {
+            "class": gap["class"],
+            "blame": text,
+            "dur_us": _us(int(gap["dur_ns"])),
+            "step": int(gap["step"]),
+            "next_op": gap["next_op"],
+        }
+        events.append(
+            _slice(
+                GAPS_TID_BASE + int(gap["device"]),
+                f"idle: {gap['class']}",
+                int(gap["start_ns"]),
+                int(gap["end_ns"]),
+                args,
+                CLASS_COLOUR.get(gap["class"]),
+            )
+        )
     return events

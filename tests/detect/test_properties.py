@@ -1,0 +1,71 @@
+"""Invariants on random decode-like traces: busy + idle = span, classes partition idle, no gap overlaps
+a GPU op, HTA buckets partition each stream's idle, step busy + idle = step duration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.trace.tables import build_tables
+from tests.trace.builder import US, TraceBuilder
+
+kernel_specs = st.lists(
+    st.tuples(st.sampled_from([7, 8]), st.integers(0, 40 * US), st.integers(1, 10 * US),
+              st.integers(0, 6 * US), st.integers(1, 60 * US), st.booleans()),
+    min_size=1, max_size=30)
+
+
+def _random_trace(specs, step_cuts: list[int]) -> TraceBuilder:
+    b = TraceBuilder()
+    host_ns = 0
+    stream_free = {7: 0, 8: 0}
+    for stream, think_ns, launch_ns, latency_ns, run_ns, then_sync in specs:
+        launch = (host_ns + think_ns, host_ns + think_ns + launch_ns)
+        start = max(launch[1] + latency_ns, stream_free[stream] + latency_ns // 3)
+        b.kernel(f"k{stream}", launch, (start, start + run_ns), stream=stream)
+        stream_free[stream] = start + run_ns
+        host_ns = launch[1]
+        if then_sync:
+            # A stream sync returns when that stream is done: the host waits.
+            sync_end = max(host_ns + 1000, stream_free[stream] + 500)
+            b.op("aten::item", host_ns, sync_end + 200)
+            b.runtime("cudaStreamSynchronize", host_ns + 100, sync_end)
+            host_ns = sync_end + 200
+    end_ns = max(host_ns, *stream_free.values()) + 5 * US
+    cuts = sorted({min(c, end_ns) for c in step_cuts} | {0, end_ns})
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        if hi - lo > 2 * US:
+            b.annotation("bubblescope.step", lo + US, hi - US)  # leaves room for `outside`
+    return b
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=kernel_specs, step_cuts=st.lists(st.integers(0, 2000 * US), max_size=4))
+def test_accounting_invariants(specs, step_cuts) -> None:
+    trace = _random_trace(specs, step_cuts).trace()
+    tables = build_tables(trace["traceEvents"], {}, Path("random.json"), rank=0)
+    rank = analyze_rank(tables)
+    result = analysis_dict([rank])
+    for device in result["devices"]:
+        assert device["busy_ns"] + device["idle_ns"] == device["span_ns"]
+        assert sum(device["idle_by_class_ns"].values()) == device["idle_ns"]
+        for stream in device["streams"]:
+            assert stream["busy_ns"] + stream["idle_ns"] == stream["span_ns"]
+            assert stream["host_wait_ns"] + stream["kernel_wait_ns"] + stream["other_ns"] == stream["idle_ns"]
+    gaps = rank.gaps
+    assert (gaps["dur_ns"] > 0).all()
+    starts, ends = rank.gpu["start_ns"].to_numpy(), rank.gpu["end_ns"].to_numpy()
+    for gap_start, gap_end in zip(gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy(), strict=True):
+        assert not np.any((starts < gap_end) & (ends > gap_start)), "a gap overlaps a GPU op"
+    outside = gaps["step"] < 0
+    assert set(gaps.loc[outside, "class"]) <= {"outside"}
+    assert "outside" not in set(gaps.loc[~outside, "class"])
+    for step in result["steps"]:
+        assert step["gpu_busy_ns"] + step["idle_ns"] == step["dur_ns"]
+        assert sum(step["idle_by_class_ns"].values()) == step["idle_ns"]
+    sync_bubbles = sum(s["bubble_ns"] for s in result["syncs"])
+    assert sync_bubbles == sum(d["idle_by_class_ns"]["sync"] for d in result["devices"])
