@@ -12,6 +12,7 @@ does between steps is the `no_readback` switch:
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from ..model import LingForCausalLM
 from .acceptance import OracleAcceptance, emitted_tokens, greedy_accepted
 from .draft_context import Draft, DraftContext
 from .kda_verify_layer import VerifyOptions
+from .routing import RoutingProbe
 from .target_verify import allocate_checkpoint, checkpoint_kda, commit_verify, gathered_moe, target_forward_at
 
 
@@ -47,6 +49,7 @@ class SpecDecoder:
         oracle: draws the accepted count (None: real greedy-match acceptance).
         no_readback: see the module docstring.
         draft_timing: record CUDA events around the draft (for the draft's share of the step).
+        routing_probe: records (and optionally correlates) the verify's expert routing.
     """
 
     def __init__(
@@ -59,9 +62,11 @@ class SpecDecoder:
         oracle: OracleAcceptance | None = None,
         no_readback: bool = False,
         draft_timing: bool = False,
+        routing_probe: RoutingProbe | None = None,
     ) -> None:
         self.model, self.cache, self.draft, self.options = model, cache, draft, options
         self.oracle = oracle
+        self.routing_probe = routing_probe
         self.no_readback = no_readback
         self.block = draft.block
         self.device = model.model.word_embeddings.weight.device
@@ -126,7 +131,8 @@ class SpecDecoder:
         if self.checkpoint is not None:
             checkpoint_kda(self.cache, self.checkpoint)
         rows = window * self.model.config.num_experts_per_tok
-        with gathered_moe(self.model, rows if self.no_readback else 0), record_function("spec.verify"):
+        probe = self.routing_probe.recording() if self.routing_probe else contextlib.nullcontext()
+        with gathered_moe(self.model, rows if self.no_readback else 0), probe, record_function("spec.verify"):
             verify = target_forward_at(
                 self.model, self.cache, token_ids, positions, key_len, self.options, self.draft.capture_layers
             )

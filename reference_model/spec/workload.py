@@ -1,0 +1,196 @@
+"""The speculative reference workload (`bubblescope run --spec dspark|nextn`): a bubblescope Workload.
+
+step() runs one draft + verify + commit and returns the tokens it emitted (accepted drafts + bonus;
+with no_readback, those of the previous verify, read one step late). Switches: staged_kda,
+fused_kda_verify, no_readback, and pdl (passed to the KDA verify kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bubblescope.errors import ConfigError
+from bubblescope.workload import SwitchInfo
+
+from ..config import LingConfig, get_preset
+from ..generate import new_cache
+from ..init import build_model
+from ..switches import SWITCH_INFO, LingSwitches
+from .acceptance import OracleAcceptance
+from .decoder import SpecDecoder
+from .dspark_draft import DSparkDraft, load_dspark_weights
+from .kda_verify_layer import VerifyOptions
+from .nextn import NextNDraft
+from .routing import RoutingProbe
+from .self_draft import SelfDraft
+
+SPEC_KINDS = ("dspark", "nextn", "self")
+SPEC_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback", "pdl")
+
+
+class SpecWorkload:
+    """Greedy speculative decoding of a randomly initialised Ling-3.0 preset.
+
+    Args:
+        config: target shape; device: "cpu" / "cuda[:N]".
+        spec: "dspark", "nextn" or "self" (the target drafts for itself; tests).
+        block: drafted tokens per verify (verify window block + 1).
+        accept_len: oracle mean tokens emitted per verify (1..block+1); None = real acceptance.
+        seed, prompt_len, max_steps: weights/prompt seed, prompt length, verifies the cache holds.
+        routing_overlap: expert-routing correlation knob during verify (routing.py); 0 = off.
+        draft_weights: safetensors file of real DSpark weights (loaded by name), or None.
+        dtype: override the preset's dtype (tests use float64).
+    """
+
+    def __init__(
+        self,
+        config: LingConfig,
+        device: str,
+        *,
+        spec: str = "dspark",
+        block: int = 8,
+        accept_len: float | None = None,
+        seed: int = 0,
+        prompt_len: int = 16,
+        max_steps: int = 256,
+        routing_overlap: float = 0.0,
+        draft_weights: str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if spec not in SPEC_KINDS:
+            raise ConfigError(f"--spec must be one of {', '.join(SPEC_KINDS)}; got {spec!r}")
+        if prompt_len < 1 or max_steps < 1:
+            raise ConfigError(f"prompt_len and max_steps must be >= 1, got {prompt_len} and {max_steps}")
+        if accept_len is not None:
+            OracleAcceptance(accept_len, block, "cpu")  # validates before any weight is built
+        self.config, self.device, self.spec, self.block = config, device, spec, block
+        self.accept_len_target = accept_len
+        self.name = f"ling3-spec-{spec}"
+        wide = {"router_dtype": dtype, "lm_head_dtype": dtype} if dtype is not None else {}
+        self.model = build_model(config, device, seed=seed, dtype=dtype, **wide)
+        capacity = prompt_len + (max_steps + 3) * (block + 1) + block
+        self.cache = new_cache(self.model, capacity)
+        generator = torch.Generator().manual_seed(seed)
+        # [1, prompt_len]
+        self.prompt_ids = torch.randint(0, config.vocab_size, (1, prompt_len), generator=generator).to(device)
+        self.draft = self._make_draft(capacity, seed, draft_weights)
+        self.probe = RoutingProbe(self.model, routing_overlap) if config.num_experts else None
+        self.enabled: frozenset[str] = frozenset()
+        self.decoder: SpecDecoder | None = None
+        self.prepare(frozenset())
+
+    def _make_draft(self, capacity: int, seed: int, draft_weights: str | None):
+        if draft_weights is not None and self.spec != "dspark":
+            raise ConfigError("--draft-weights applies to --spec dspark only")
+        if self.spec == "nextn":
+            return NextNDraft(self.model, self.cache, self.block)
+        if self.spec == "self":
+            return SelfDraft(self.model, self.cache, self.block)
+        draft = DSparkDraft(self.model, self.block, capacity, seed=seed)
+        if draft_weights is not None:
+            load_dspark_weights(draft, draft_weights)
+        return draft
+
+    def switches(self) -> list[SwitchInfo]:
+        return [info for info in SWITCH_INFO if info.name in SPEC_SWITCHES]
+
+    def prepare(self, enabled: frozenset[str]) -> None:
+        """Rebuild the decode loop for the switches (weights untouched) and prefill again.
+
+        Raises:
+            ConfigError: a switch this workload does not implement.
+        """
+        missing = sorted(set(enabled) - set(SPEC_SWITCHES))
+        if missing:
+            raise ConfigError(
+                f"switch {', '.join(missing)} is not implemented by {self.name}; available: {', '.join(SPEC_SWITCHES)}"
+            )
+        switches = LingSwitches.from_names(enabled)
+        options = VerifyOptions(
+            staged_kda=switches.staged_kda, fused_kda_verify=switches.fused_kda_verify, use_pdl=switches.pdl
+        )
+        oracle = None
+        if self.accept_len_target is not None:
+            oracle = OracleAcceptance(self.accept_len_target, self.block, self.device)
+        if self.probe is not None:
+            self.probe.records.clear()
+        self.decoder = SpecDecoder(
+            self.model,
+            self.cache,
+            self.draft,
+            options,
+            oracle=oracle,
+            no_readback=switches.no_readback,
+            draft_timing=True,
+            routing_probe=self.probe,
+        )
+        self.enabled = switches.enabled()
+        self.decoder.reset(self.prompt_ids)
+
+    def step(self) -> int:
+        """One draft + verify + commit; returns the tokens emitted (see module docstring)."""
+        return self.decoder.step()
+
+    def tokens(self) -> list[int]:
+        return list(self.decoder.tokens)
+
+    def spec_summary(self) -> dict[str, object]:
+        """What a RunRecord of this run carries as `spec` and `accept_len` (issue 6 §2)."""
+        lengths = self.decoder.accept_lengths
+        return {
+            "spec": {
+                "kind": self.spec,
+                "block": self.block,
+                "acceptance": "oracle" if self.accept_len_target is not None else "real",
+                "accept_len_target": self.accept_len_target,
+            },
+            "accept_len": sum(lengths) / len(lengths) if lengths else None,
+            "verifies": len(lengths),
+            "experts": self.probe.summary() if self.probe is not None else None,
+        }
+
+    def bytes_per_token(self, enabled: frozenset[str]) -> int:
+        """Weights + states read per emitted token: (one target pass + the draft's weights) / accept_len.
+
+        The target pass is counted like a decode step (accounting.bytes_per_token at the current
+        length), so the union of routed experts beyond one token's top-k is NOT included: this floor is
+        optimistic by the extra experts a verify reads (see spec_summary()["experts"]).
+        """
+        from ..accounting import bytes_per_token
+
+        target = int(bytes_per_token(self.config, context_len=max(self.cache.length, 1)).total)
+        draft_module = getattr(self.draft, "module", None)
+        draft_bytes = 0
+        if draft_module is not None:
+            draft_bytes = sum(p.numel() * p.element_size() for p in draft_module.parameters())
+        lengths = self.decoder.accept_lengths if self.decoder else []
+        mean = self.accept_len_target or (sum(lengths) / len(lengths) if lengths else 1.0)
+        return int((target + draft_bytes) / max(mean, 1.0))
+
+
+def make_spec_workload(
+    preset: str = "debug",
+    device: str = "cpu",
+    *,
+    spec: str = "dspark",
+    block: int = 8,
+    accept_len: float | None = None,
+    seed: int = 0,
+    prompt_len: int = 16,
+    max_steps: int = 256,
+    routing_overlap: float = 0.0,
+    draft_weights: str | None = None,
+) -> SpecWorkload:
+    """Factory for `bubblescope run --spec KIND --block B --accept-len L` (see the class for arguments)."""
+    return SpecWorkload(
+        get_preset(preset),
+        device,
+        spec=spec,
+        block=block,
+        accept_len=accept_len,
+        seed=seed,
+        prompt_len=prompt_len,
+        max_steps=max_steps,
+        routing_overlap=routing_overlap,
+        draft_weights=draft_weights,
+    )
