@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -75,12 +75,12 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
 
 
 def _construct(
-    config: LingConfig, device: torch.device | str, dtype: torch.dtype, **dtypes: torch.dtype
+    config: LingConfig, device: torch.device | str, dtype: torch.dtype, **options: Any
 ) -> LingForCausalLM:
     from .model import LingForCausalLM
 
     with torch.device(device), default_dtype(dtype):
-        return LingForCausalLM(config, **dtypes)
+        return LingForCausalLM(config, **options)
 
 
 def estimate_model_bytes(
@@ -89,11 +89,11 @@ def estimate_model_bytes(
     dtype: torch.dtype | None = None,
     router_dtype: torch.dtype = torch.float32,
     lm_head_dtype: torch.dtype = torch.float32,
+    include_mtp: bool = True,
 ) -> int:
     """Bytes of all parameters and buffers, computed from a meta-device model (allocates nothing)."""
-    model = _construct(
-        config, "meta", dtype or dtype_of(config), router_dtype=router_dtype, lm_head_dtype=lm_head_dtype
-    )
+    dtypes = {"router_dtype": router_dtype, "lm_head_dtype": lm_head_dtype}
+    model = _construct(config, "meta", dtype or dtype_of(config), include_mtp=include_mtp, **dtypes)
     tensors = list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -135,9 +135,9 @@ def required_bytes(weight_bytes: int) -> int:
     return int(weight_bytes * (1 + HEADROOM_FRACTION)) + HEADROOM_BYTES
 
 
-def check_fits(config: LingConfig, device: torch.device, **dtypes: torch.dtype) -> None:
+def check_fits(config: LingConfig, device: torch.device, **options: Any) -> None:
     """Raise InsufficientMemoryError naming the largest preset that fits, when `config` does not."""
-    need_bytes = required_bytes(estimate_model_bytes(config, **dtypes))
+    need_bytes = required_bytes(estimate_model_bytes(config, **options))
     free_bytes = free_memory_bytes(device)
     if need_bytes <= free_bytes:
         return
@@ -161,6 +161,7 @@ def build_model(
     router_dtype: torch.dtype = torch.float32,
     lm_head_dtype: torch.dtype = torch.float32,
     dtype: torch.dtype | None = None,
+    include_mtp: bool = True,
 ) -> LingForCausalLM:
     """A randomly initialised LingForCausalLM, made directly on `device`.
 
@@ -171,6 +172,7 @@ def build_model(
         router_dtype: dtype of every MoE router weight (fp32 baseline; bf16 for the `bf16_gate` switch).
         lm_head_dtype: dtype of lm_head (fp32 baseline; bf16 for `bf16_lm_head`).
         dtype: all other weights; defaults to config.dtype.
+        include_mtp: build the MTP layer (when the config has one).
 
     Returns:
         The model in eval mode, gradients off.
@@ -181,9 +183,9 @@ def build_model(
     """
     device = resolve_device(device)
     dtype = dtype or dtype_of(config)
-    dtypes = {"router_dtype": router_dtype, "lm_head_dtype": lm_head_dtype}
-    check_fits(config, device, dtype=dtype, **dtypes)
-    model = _construct(config, device, dtype, **dtypes)
+    options = {"router_dtype": router_dtype, "lm_head_dtype": lm_head_dtype, "include_mtp": include_mtp}
+    check_fits(config, device, dtype=dtype, **options)
+    model = _construct(config, device, dtype, **options)
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     with torch.no_grad():

@@ -71,14 +71,16 @@ class HiddenStates:
 class LingModel(nn.Module):
     """`model.*`: word_embeddings, layers (main layers, then the MTP layer if any), norm."""
 
-    def __init__(self, config: LingConfig, router_dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, config: LingConfig, router_dtype: torch.dtype = torch.float32, include_mtp: bool = True
+    ) -> None:
         super().__init__()
         self.config = config
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         layers: list[nn.Module] = [
             DecoderLayer(config, i, router_dtype) for i in range(config.num_hidden_layers)
         ]
-        if config.num_nextn_predict_layers > 0:
+        if include_mtp and config.num_nextn_predict_layers > 0:
             layers.append(MTPLayer(config, router_dtype))
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -100,6 +102,7 @@ class LingForCausalLM(nn.Module):
         config: model shape.
         router_dtype: dtype of every MoE router weight (fp32 = HF baseline; bf16 = `bf16_gate`).
         lm_head_dtype: dtype of lm_head (fp32 baseline; bf16 = `bf16_lm_head`). Logits are always fp32.
+        include_mtp: build the MTP layer when the config has one (a plain decode loop can leave it out).
     """
 
     def __init__(
@@ -108,10 +111,11 @@ class LingForCausalLM(nn.Module):
         *,
         router_dtype: torch.dtype = torch.float32,
         lm_head_dtype: torch.dtype = torch.float32,
+        include_mtp: bool = True,
     ) -> None:
         super().__init__()
         self.config = config
-        self.model = LingModel(config, router_dtype)
+        self.model = LingModel(config, router_dtype, include_mtp)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, dtype=lm_head_dtype)
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
@@ -182,8 +186,10 @@ class LingForCausalLM(nn.Module):
         Returns:
             [B, T, V] fp32 logits.
         """
-        if self.config.num_nextn_predict_layers < 1:
-            raise ConfigError(f"preset {self.config.name} has no MTP layer (num_nextn_predict_layers = 0)")
+        if len(self.model.layers) <= self.config.num_hidden_layers:
+            raise ConfigError(
+                f"this {self.config.name} model has no MTP layer (none in the config, or built without)"
+            )
         mtp = self.model.layers[self.config.num_hidden_layers]
         latent = None if cache is None else cache.mla[self.config.num_hidden_layers]
         with record_function("ling3.mtp"):

@@ -168,3 +168,12 @@ def test_mtp_on_a_preset_without_it_is_a_clear_error() -> None:
     final = model.forward_hidden(ids).final
     with pytest.raises(ConfigError, match="no MTP layer"):
         model.mtp_logits(final, ids, None, torch.arange(3)[None])
+
+
+def test_model_built_without_mtp_has_no_mtp_tensors() -> None:
+    model = build_model(DEBUG, "cpu", include_mtp=False)
+    mtp_prefix = f"model.layers.{DEBUG.num_hidden_layers}."
+    assert not any(name.startswith(mtp_prefix) for name in model.state_dict())
+    ids = _ids(3, DEBUG.vocab_size)
+    with pytest.raises(ConfigError, match="no MTP layer"):
+        model.mtp_logits(model.forward_hidden(ids).final, ids, None, torch.arange(3)[None])
