@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import statistics
 import sys
 import tempfile
@@ -46,8 +45,9 @@ def _calibrated_step_ns(workload: Any, steps: int) -> float:
 
 
 def _measure(workload: Any, enabled: frozenset[str], settings: RunSettings, path: Path, info: dict) -> Path:
-    measure_config(workload, enabled, settings=settings, record_path=path, workload_info=info, bandwidth=None,
-                   html=False)
+    measure_config(
+        workload, enabled, settings=settings, record_path=path, workload_info=info, bandwidth=None, html=False
+    )
     return path
 
 
@@ -72,15 +72,25 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         for pair in range(args.pairs):
             # Scenarios interleaved within each pair so slow drift of the machine hits all alike.
             for name, (enabled, sleep_ns) in scenarios.items():
-                base = _measure(workload, frozenset(), settings, root / f"{pair}-{len(verdicts[name])}-a.json", info)
+                base = _measure(
+                    workload, frozenset(), settings, root / f"{pair}-{len(verdicts[name])}-a.json", info
+                )
                 if sleep_ns:
                     workload.set_planted_sleep_ns(sleep_ns)
-                other = _measure(workload, enabled, settings, root / f"{pair}-{len(verdicts[name])}-b.json", info)
+                other = _measure(
+                    workload, enabled, settings, root / f"{pair}-{len(verdicts[name])}-b.json", info
+                )
                 base_in, other_in = load_gate_input(base), load_gate_input(other)
                 baseline_tpots_ms.append(base_in.meta["tpot_ms"])
-                verdicts[name].append({f"{t:.2f}": evaluate_gate(base_in, other_in, max_regression=t, seed=pair)
-                                       for t in THRESHOLDS})
-            print(f"pair {pair + 1}/{args.pairs} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+                verdicts[name].append(
+                    {
+                        f"{t:.2f}": evaluate_gate(base_in, other_in, max_regression=t, seed=pair)
+                        for t in THRESHOLDS
+                    }
+                )
+            print(
+                f"pair {pair + 1}/{args.pairs} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr
+            )
     return _summarise(args, built, step_ns, verdicts, baseline_tpots_ms, time.perf_counter() - started)
 
 
@@ -93,53 +103,92 @@ def _rate(rows: list[dict[str, Any]], threshold: str, check: str | None) -> floa
     return sum(failed(row[threshold]) for row in rows) / len(rows)
 
 
-def _summarise(args: argparse.Namespace, built: Any, step_ns: float, verdicts: dict[str, list[dict[str, Any]]],
-               tpots_ms: list[float], wall_s: float) -> dict[str, Any]:
+def _summarise(
+    args: argparse.Namespace,
+    built: Any,
+    step_ns: float,
+    verdicts: dict[str, list[dict[str, Any]]],
+    tpots_ms: list[float],
+    wall_s: float,
+) -> dict[str, Any]:
     import torch
 
-    rates = {name: {f"{t:.0%}": {"tpot_check": _rate(rows, f"{t:.2f}", "tpot"), "verdict": _rate(rows, f"{t:.2f}", None)}
-                    for t in THRESHOLDS} for name, rows in verdicts.items()}
-    ratios = {name: statistics.median(r["0.00"]["checks"][1]["ratio"]["est"] for r in rows)
-              for name, rows in verdicts.items()}
+    rates = {
+        name: {
+            f"{t:.0%}": {
+                "tpot_check": _rate(rows, f"{t:.2f}", "tpot"),
+                "verdict": _rate(rows, f"{t:.2f}", None),
+            }
+            for t in THRESHOLDS
+        }
+        for name, rows in verdicts.items()
+    }
+    ratios = {
+        name: statistics.median(r["0.00"]["checks"][1]["ratio"]["est"] for r in rows)
+        for name, rows in verdicts.items()
+    }
     mean_ms = statistics.fmean(tpots_ms)
     return {
-        "bench": "gate_trust", "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "bench": "gate_trust",
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "device": str(getattr(built.workload, "device", "cpu")),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "cpu_threads": torch.get_num_threads(),
-        "workload": built.factory, "preset": built.preset, "pairs": args.pairs,
+        "workload": built.factory,
+        "preset": built.preset,
+        "pairs": args.pairs,
         "settings": {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats},
         "baseline_step_ms": step_ns / 1e6,
-        "rates": rates, "median_ratio": ratios,
-        "tpot_spread": {"records": len(tpots_ms), "mean_ms": mean_ms, "cv": statistics.pstdev(tpots_ms) / mean_ms,
-                        "min_ms": min(tpots_ms), "max_ms": max(tpots_ms)},
-        "wall_s": wall_s, "command": " ".join(sys.argv),
+        "rates": rates,
+        "median_ratio": ratios,
+        "tpot_spread": {
+            "records": len(tpots_ms),
+            "mean_ms": mean_ms,
+            "cv": statistics.pstdev(tpots_ms) / mean_ms,
+            "min_ms": min(tpots_ms),
+            "max_ms": max(tpots_ms),
+        },
+        "wall_s": wall_s,
+        "command": " ".join(sys.argv),
     }
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    print(f"{result['workload']} preset={result['preset']} device={result['device']} pairs={result['pairs']} "
-          f"step={result['baseline_step_ms']:.4f} ms")
+    print(
+        f"{result['workload']} preset={result['preset']} device={result['device']} pairs={result['pairs']} "
+        f"step={result['baseline_step_ms']:.4f} ms"
+    )
     header = "scenario        median ratio  " + "  ".join(f"fail@{t:.0%} (tpot/verdict)" for t in THRESHOLDS)
     print(header)
     for name, per_threshold in result["rates"].items():
-        cells = "  ".join(f"{v['tpot_check']:>6.0%} / {v['verdict']:<6.0%}        " for v in per_threshold.values())
+        cells = "  ".join(
+            f"{v['tpot_check']:>6.0%} / {v['verdict']:<6.0%}        " for v in per_threshold.values()
+        )
         print(f"{name:<15} {result['median_ratio'][name]:>12.4f}  {cells}")
     spread = result["tpot_spread"]
-    print(f"baseline TPOT over {spread['records']} records: mean {spread['mean_ms']:.4f} ms, CV {spread['cv']:.2%}, "
-          f"range {spread['min_ms']:.4f}-{spread['max_ms']:.4f} ms; wall {result['wall_s']:.0f} s")
+    print(
+        f"baseline TPOT over {spread['records']} records: mean {spread['mean_ms']:.4f} ms, "
+        f"CV {spread['cv']:.2%}, "
+        f"range {spread['min_ms']:.4f}-{spread['max_ms']:.4f} ms; wall {result['wall_s']:.0f} s"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workload", default="bubblescope.examples.toy_workload:make_workload")
     parser.add_argument("--preset", default=None)
     parser.add_argument("--pairs", type=int, default=24)
     parser.add_argument("--steps", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: less noise on shared cores)")
-    parser.add_argument("--out", type=Path, default=None, help="JSON result (default reports/bench/gate_trust-<ts>.json)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1: less noise on shared cores)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="JSON result (default reports/bench/gate_trust-<ts>.json)"
+    )
     args = parser.parse_args()
     import torch
 

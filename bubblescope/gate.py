@@ -68,11 +68,21 @@ def _trace_input(path: Path) -> GateInput:
             analyze_traces = None
         if analyze_traces is not None:
             analysis = analyze_traces([str(path)])
-            return GateInput(str(path), "trace", float(analysis["summary"]["blocking_reads_per_step"]),
-                             analysis.get("syncs", []), meta={"source": "analysis"})
+            return GateInput(
+                str(path),
+                "trace",
+                float(analysis["summary"]["blocking_reads_per_step"]),
+                analysis.get("syncs", []),
+                meta={"source": "analysis"},
+            )
     counted = count_readbacks(path)
-    return GateInput(str(path), "trace", counted["blocking_reads_per_step"], counted["syncs"],
-                     meta={"source": "readback ops in the trace"})
+    return GateInput(
+        str(path),
+        "trace",
+        counted["blocking_reads_per_step"],
+        counted["syncs"],
+        meta={"source": "readback ops in the trace"},
+    )
 
 
 def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
@@ -87,11 +97,22 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
     if analysis is None:
         raise RecordError(f"{target}: the record has no analysis (run with --profile-steps >= 1)")
     per_token = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
-    meta = {"preset": record.get("preset"), "enabled": record["switches"].get("enabled", []),
-            "device": record["environment"].get("device"), "gpu": record["environment"].get("gpu"),
-            "tpot_ms": record["summary"].get("tpot_ms"), "gpu_measured": analysis.get("gpu_measured")}
-    return GateInput(str(target), "record", float(analysis.get("blocking_reads_per_step", 0.0)),
-                     list(analysis.get("syncs", [])), per_token, meta)
+    meta = {
+        "preset": record.get("preset"),
+        "enabled": record["switches"].get("enabled", []),
+        "device": record["environment"].get("device"),
+        "gpu": record["environment"].get("gpu"),
+        "tpot_ms": record["summary"].get("tpot_ms"),
+        "gpu_measured": analysis.get("gpu_measured"),
+    }
+    return GateInput(
+        str(target),
+        "record",
+        float(analysis.get("blocking_reads_per_step", 0.0)),
+        list(analysis.get("syncs", [])),
+        per_token,
+        meta,
+    )
 
 
 def _reads_by_site(syncs: list[dict[str, Any]]) -> dict[str, float]:
@@ -104,15 +125,24 @@ def _reads_by_site(syncs: list[dict[str, Any]]) -> dict[str, float]:
 
 def _reads_check(baseline: GateInput, current: GateInput) -> dict[str, Any]:
     before, after = _reads_by_site(baseline.syncs), _reads_by_site(current.syncs)
-    increased = [{"site": s, "baseline": before.get(s, 0.0), "current": after[s]}
-                 for s in sorted(after) if after[s] > before.get(s, 0.0) + 1e-9]
+    increased = [
+        {"site": s, "baseline": before.get(s, 0.0), "current": after[s]}
+        for s in sorted(after)
+        if after[s] > before.get(s, 0.0) + 1e-9
+    ]
     failed = current.reads_per_step > baseline.reads_per_step + 1e-9
-    return {"name": "blocking_reads", "status": "fail" if failed else "pass",
-            "baseline_per_step": baseline.reads_per_step, "current_per_step": current.reads_per_step,
-            "increased_sites": increased}
+    return {
+        "name": "blocking_reads",
+        "status": "fail" if failed else "pass",
+        "baseline_per_step": baseline.reads_per_step,
+        "current_per_step": current.reads_per_step,
+        "increased_sites": increased,
+    }
 
 
-def _tpot_check(baseline: GateInput, current: GateInput, threshold: float, n_boot: int, seed: int) -> dict[str, Any]:
+def _tpot_check(
+    baseline: GateInput, current: GateInput, threshold: float, n_boot: int, seed: int
+) -> dict[str, Any]:
     check: dict[str, Any] = {"name": "tpot", "threshold": threshold}
     if baseline.per_token_ns is None or current.per_token_ns is None:
         return {**check, "status": "skipped", "reason": "a trace has no timed samples; only reads are gated"}
@@ -125,32 +155,57 @@ def _tpot_check(baseline: GateInput, current: GateInput, threshold: float, n_boo
         status, reason = "pass", "median beyond the threshold but within the noise"
     else:
         status, reason = "pass", "within the threshold"
-    return {**check, "status": status, "reason": reason, "baseline_ms": base_ms, "current_ms": cur_ms,
-            "ratio": {"est": ratio, "lo": lo, "hi": hi}}
+    return {
+        **check,
+        "status": status,
+        "reason": reason,
+        "baseline_ms": base_ms,
+        "current_ms": cur_ms,
+        "ratio": {"est": ratio, "lo": lo, "hi": hi},
+    }
 
 
 def _warnings(baseline: GateInput, current: GateInput) -> list[str]:
     notes = []
     for key in ("preset", "device", "gpu"):
         if baseline.meta.get(key) != current.meta.get(key) and baseline.kind == current.kind == "record":
-            notes.append(f"{key} differs: baseline {baseline.meta.get(key)!r}, current {current.meta.get(key)!r}")
-    if baseline.meta.get("gpu_measured") != current.meta.get("gpu_measured") and baseline.kind == "record" == current.kind:
+            notes.append(
+                f"{key} differs: baseline {baseline.meta.get(key)!r}, current {current.meta.get(key)!r}"
+            )
+    if (
+        baseline.meta.get("gpu_measured") != current.meta.get("gpu_measured")
+        and baseline.kind == "record" == current.kind
+    ):
         notes.append("one side counted reads on a GPU, the other from a CPU trace")
     return notes
 
 
-def evaluate_gate(baseline: GateInput, current: GateInput, *, max_regression: float = 0.03,
-                  n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def evaluate_gate(
+    baseline: GateInput,
+    current: GateInput,
+    *,
+    max_regression: float = 0.03,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Compare two inputs; the verdict dict (schema bubblescope.gate/1) carries `exit_code` 0 or 1."""
     checks = [_reads_check(baseline, current), _tpot_check(baseline, current, max_regression, n_boot, seed)]
     failed = any(check["status"] == "fail" for check in checks)
-    return {"schema": GATE_SCHEMA, "verdict": "fail" if failed else "pass", "exit_code": 1 if failed else 0,
-            "max_regression": max_regression, "checks": checks, "warnings": _warnings(baseline, current),
-            "baseline": {"path": baseline.path, "kind": baseline.kind, **baseline.meta},
-            "current": {"path": current.path, "kind": current.kind, **current.meta}}
+    return {
+        "schema": GATE_SCHEMA,
+        "verdict": "fail" if failed else "pass",
+        "exit_code": 1 if failed else 0,
+        "max_regression": max_regression,
+        "checks": checks,
+        "warnings": _warnings(baseline, current),
+        "baseline": {"path": baseline.path, "kind": baseline.kind, **baseline.meta},
+        "current": {"path": current.path, "kind": current.kind, **current.meta},
+    }
 
 
 def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") -> dict[str, Any]:
     """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
     threshold = parse_threshold(max_regression)
-    return evaluate_gate(load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold)
+    return evaluate_gate(
+        load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold
+    )

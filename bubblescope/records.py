@@ -33,11 +33,18 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "summary": dict,
 }
 _OPTIONAL_NULLABLE: dict[str, type | tuple[type, ...]] = {
-    "preset": str, "floor": dict, "analysis": dict, "trace": str, "analysis_file": str, "report": str,
+    "preset": str,
+    "floor": dict,
+    "analysis": dict,
+    "trace": str,
+    "analysis_file": str,
+    "report": str,
 }
 
 
-def summarize_samples(samples_ns: list[list[int]], tokens_per_step: list[list[int]], *, seed: int = 0) -> dict[str, Any]:
+def summarize_samples(
+    samples_ns: list[list[int]], tokens_per_step: list[list[int]], *, seed: int = 0
+) -> dict[str, Any]:
     """The `summary` block: TPOT median (ms) with its bootstrap 95% interval, tokens/s, counts."""
     per_repeat = per_token_samples_ns(samples_ns, tokens_per_step)
     est_ns, lo_ns, hi_ns = median_with_ci(per_repeat, seed=seed)
@@ -75,7 +82,9 @@ def validate_record(record: Any, *, source: str = "record") -> RunRecord:
         raise RecordError(f"{source}: schema {schema!r} is not {RUN_SCHEMA!r}")
     for key, kind in _REQUIRED.items():
         if not isinstance(record.get(key), kind):
-            raise RecordError(f"{source}: field {key!r} is missing or not a {getattr(kind, '__name__', kind)}")
+            raise RecordError(
+                f"{source}: field {key!r} is missing or not a {getattr(kind, '__name__', kind)}"
+            )
     for key, kind in _OPTIONAL_NULLABLE.items():
         if record.get(key) is not None and not isinstance(record[key], kind):
             raise RecordError(f"{source}: field {key!r} must be {kind.__name__} or null")

@@ -20,7 +20,9 @@ DEFAULT_BOOTSTRAP = 2000
 DEFAULT_LEVEL = 0.95
 
 
-def per_token_samples_ns(samples_ns: Sequence[Sequence[int]], tokens_per_step: Sequence[Sequence[int]]) -> list[np.ndarray]:
+def per_token_samples_ns(
+    samples_ns: Sequence[Sequence[int]], tokens_per_step: Sequence[Sequence[int]]
+) -> list[np.ndarray]:
     """Turn per-step wall times into per-token times, one array per repeat.
 
     A step that emitted no token (a pipelined loop whose first token arrives one step late) carries
@@ -35,12 +37,12 @@ def per_token_samples_ns(samples_ns: Sequence[Sequence[int]], tokens_per_step: S
     if len(samples_ns) != len(tokens_per_step):
         raise RecordError("samples_ns and tokens_per_step have different numbers of repeats")
     out: list[np.ndarray] = []
-    for repeat_ns, repeat_tokens in zip(samples_ns, tokens_per_step):
+    for repeat_ns, repeat_tokens in zip(samples_ns, tokens_per_step, strict=True):
         if len(repeat_ns) != len(repeat_tokens):
             raise RecordError("samples_ns and tokens_per_step have different numbers of steps")
         values: list[float] = []
         carried_ns = 0
-        for step_ns, tokens in zip(repeat_ns, repeat_tokens):
+        for step_ns, tokens in zip(repeat_ns, repeat_tokens, strict=True):
             carried_ns += int(step_ns)
             if tokens > 0:
                 values.append(carried_ns / tokens)
@@ -86,7 +88,11 @@ def interval(replicates: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[floa
 
 
 def median_with_ci(
-    per_repeat: Sequence[np.ndarray], *, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0, level: float = DEFAULT_LEVEL
+    per_repeat: Sequence[np.ndarray],
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
 ) -> tuple[float, float, float]:
     """Pooled median of all samples and its bootstrap interval: (est, lo, hi)."""
     est = float(np.median(np.concatenate(list(per_repeat))))
@@ -117,7 +123,9 @@ def estimate(point: float, replicates: np.ndarray, level: float = DEFAULT_LEVEL)
     return {"est": float(point), "lo": lo, "hi": hi}
 
 
-def shapley_exact(players: Sequence[str], value: Callable[[frozenset[str]], np.ndarray | float]) -> dict[str, np.ndarray]:
+def shapley_exact(
+    players: Sequence[str], value: Callable[[frozenset[str]], np.ndarray | float]
+) -> dict[str, np.ndarray]:
     """Exact Shapley values over all 2^n coalitions.
 
     Args:
@@ -140,7 +148,9 @@ def shapley_exact(players: Sequence[str], value: Callable[[frozenset[str]], np.n
     return result
 
 
-def sample_permutations(players: Sequence[str], n_perm: int, *, first: Sequence[str] | None = None, seed: int = 0) -> list[tuple[str, ...]]:
+def sample_permutations(
+    players: Sequence[str], n_perm: int, *, first: Sequence[str] | None = None, seed: int = 0
+) -> list[tuple[str, ...]]:
     """`n_perm` orderings of `players` (the given `first` one included), for sampled Shapley."""
     rng = np.random.default_rng(seed)
     perms: list[tuple[str, ...]] = [tuple(first)] if first else []

@@ -16,8 +16,17 @@ FAST = ["--steps", "6", "--warmup", "1", "--repeats", "2", "--profile-steps", "1
 
 def test_ablate_writes_manifest_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "abl"
-    args = ["ablate", *TOY, *FAST, "--toggles", "no_readback,planted_sync", "--order", "planted_sync,no_readback",
-            "--out", str(out)]
+    args = [
+        "ablate",
+        *TOY,
+        *FAST,
+        "--toggles",
+        "no_readback,planted_sync",
+        "--order",
+        "planted_sync,no_readback",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "ablation.json").read_text())
@@ -36,6 +45,8 @@ def test_ablate_writes_manifest_and_resumes(tmp_path: Path) -> None:
 
 
 def test_ablate_unknown_toggle_exits_2(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["ablate", *TOY, "--toggles", "no_readback,bogus", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["ablate", *TOY, "--toggles", "no_readback,bogus", "--out", str(tmp_path)]
+    )
     assert isinstance(result.exception, BubblescopeError) and result.exception.exit_code == 2
     assert "valid switches" in str(result.exception)

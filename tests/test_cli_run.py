@@ -39,11 +39,14 @@ def test_run_writes_record_and_trace(tmp_path: Path) -> None:
 
 
 def test_run_json_prints_the_record(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--profile-steps", "0", "--format", "json",
-                                      "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(
+        app, ["run", *TOY, *FAST, "--profile-steps", "0", "--format", "json", "--out", str(tmp_path / "r")]
+    )
     assert _exit_code(result) == 0, result.output
     printed = json.loads(result.stdout)
-    assert printed["schema"] == "bubblescope.run/1" and printed["trace"] is None and printed["analysis"] is None
+    assert (
+        printed["schema"] == "bubblescope.run/1" and printed["trace"] is None and printed["analysis"] is None
+    )
     assert printed == json.loads((tmp_path / "r" / "record.json").read_text())
 
 
@@ -67,7 +70,11 @@ def test_run_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) ->
 def test_run_all_on_cpu_leaves_out_gpu_switches(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--all", "--out", str(tmp_path / "r")])
     assert _exit_code(result) == 0, result.output
-    assert load_record(tmp_path / "r")["switches"]["enabled"] == ["no_readback", "planted_sleep", "planted_sync"]
+    assert load_record(tmp_path / "r")["switches"]["enabled"] == [
+        "no_readback",
+        "planted_sleep",
+        "planted_sync",
+    ]
     assert "leaves out switches that need a GPU: graph_replay" in result.output
 
 
@@ -76,15 +83,31 @@ def test_bad_workload_spec_exits_2(tmp_path: Path) -> None:
     assert _exit_code(result) == 2 and "cannot import" in str(result.exception)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("bubblescope.reference_model.workload") is None,
-                    reason="reference workload not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("bubblescope.reference_model.workload") is None,
+    reason="reference workload not installed",
+)
 def test_default_run_on_cpu_uses_debug_preset_and_says_so(tmp_path: Path) -> None:
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU default")
-    result = CliRunner().invoke(app, ["run", "--steps", "2", "--warmup", "1", "--repeats", "1",
-                                      "--profile-steps", "1", "--out", str(tmp_path / "r")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--repeats",
+            "1",
+            "--profile-steps",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    )
     assert _exit_code(result) == 0, result.output
     assert "no CUDA device: running the tiny debug preset on CPU" in result.output
     assert load_record(tmp_path / "r")["preset"] == "debug"

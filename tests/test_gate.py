@@ -1,4 +1,4 @@
-"""Gate verdicts on fixture RunRecords, traces, and the CLI's exit codes (0 pass, 1 regression, 2 bad input)."""
+"""Gate verdicts on fixture RunRecords and the CLI's exit codes (0 pass, 1 regression, 2 bad input)."""
 
 from __future__ import annotations
 
@@ -88,8 +88,12 @@ def _main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     ("current", "code"),
     [("noise_only.json", 0), ("tpot_regression.json", 1), ("sync_regression.json", 1), ("missing.json", 2)],
 )
-def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], current: str, code: int) -> None:
-    assert _main(monkeypatch, "--baseline", BASE, "--current", str(GATE / current), "--format", "json") == code
+def test_cli_exit_codes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], current: str, code: int
+) -> None:
+    assert (
+        _main(monkeypatch, "--baseline", BASE, "--current", str(GATE / current), "--format", "json") == code
+    )
     captured = capsys.readouterr()
     if code == 2:
         assert captured.err.startswith("bubblescope: error:") and len(captured.err.strip().splitlines()) == 1
@@ -97,9 +101,21 @@ def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
         assert json.loads(captured.out)["exit_code"] == code
 
 
-def test_cli_markdown_and_bad_options(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _main(monkeypatch, "--baseline", BASE, "--current", str(GATE / "sync_regression.json"),
-                 "--format", "markdown") == 1
+def test_cli_markdown_and_bad_options(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        _main(
+            monkeypatch,
+            "--baseline",
+            BASE,
+            "--current",
+            str(GATE / "sync_regression.json"),
+            "--format",
+            "markdown",
+        )
+        == 1
+    )
     assert capsys.readouterr().out.startswith("## ❌ bubblescope gate")
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--max-regression", "lots") == 2
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--format", "xml") == 2

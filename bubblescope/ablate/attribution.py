@@ -40,8 +40,9 @@ class _Tpot:
                 raise RecordError(f"configuration {config.key} has not been measured")
             per_repeat = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
             self.point[config.enabled] = float(np.median(np.concatenate(per_repeat))) / 1e6
-            self.reps[config.enabled] = bootstrap_medians(
-                per_repeat, n_boot=n_boot, seed=stable_seed(config.key)) / 1e6
+            self.reps[config.enabled] = (
+                bootstrap_medians(per_repeat, n_boot=n_boot, seed=stable_seed(config.key)) / 1e6
+            )
 
     def saving(self, enabled: frozenset[str], replicates: bool) -> np.ndarray | float:
         """baseline TPOT - TPOT(enabled): the value of a coalition of switches."""
@@ -71,8 +72,10 @@ def removed_by(baseline: RunRecord, switched: RunRecord) -> tuple[dict[str, floa
     before, after = _sync_counts(baseline), _sync_counts(switched)
     reads = {site: before.get(site, 0.0) - after.get(site, 0.0) for site in sorted(set(before) | set(after))}
     idle_before, idle_after = _idle_us(baseline), _idle_us(switched)
-    return ({k: v for k, v in reads.items() if v != 0.0},
-            {c: idle_before[c] - idle_after[c] for c in IDLE_CLASSES})
+    return (
+        {k: v for k, v in reads.items() if v != 0.0},
+        {c: idle_before[c] - idle_after[c] for c in IDLE_CLASSES},
+    )
 
 
 def _shapley(plan: AblationPlan, tpot: _Tpot, replicates: bool) -> dict[str, Any]:
@@ -92,13 +95,24 @@ def _waterfall(plan: AblationPlan, tpot: _Tpot) -> list[dict[str, Any]]:
         current = previous | {name}
         lo, hi = np.percentile(tpot.reps[current], [2.5, 97.5])
         delta = estimate(tpot.point[current] - tpot.point[previous], tpot.reps[current] - tpot.reps[previous])
-        steps.append({"step": f"+{name}", "tpot_ms": tpot.point[current], "lo": float(lo), "hi": float(hi),
-                      "delta_ms": delta["est"], "delta_lo": delta["lo"], "delta_hi": delta["hi"]})
+        steps.append(
+            {
+                "step": f"+{name}",
+                "tpot_ms": tpot.point[current],
+                "lo": float(lo),
+                "hi": float(hi),
+                "delta_ms": delta["est"],
+                "delta_lo": delta["lo"],
+                "delta_hi": delta["hi"],
+            }
+        )
         previous = current
     return steps
 
 
-def attribute(plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
+def attribute(
+    plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int = DEFAULT_BOOTSTRAP
+) -> dict[str, Any]:
     """The `attribution` block of `bubblescope.ablation/1` from a complete set of records."""
     tpot = _Tpot(plan, records, n_boot)
     everything = frozenset(plan.toggles)
@@ -110,23 +124,28 @@ def attribute(plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int 
     previous: frozenset[str] = frozenset()
     for name in plan.order:
         current = previous | {name}
-        cumulative[name] = estimate(tpot.saving(current, False) - tpot.saving(previous, False),
-                                    tpot.saving(current, True) - tpot.saving(previous, True))
+        cumulative[name] = estimate(
+            tpot.saving(current, False) - tpot.saving(previous, False),
+            tpot.saving(current, True) - tpot.saving(previous, True),
+        )
         previous = current
     for name in plan.toggles:
         alone = frozenset({name})
         reads, idle = removed_by(baseline, records[by_set[alone].key])
-        switches.append({
-            "name": name,
-            "alone_ms": estimate(tpot.saving(alone, False), tpot.saving(alone, True)),
-            "removed_from_all_ms": estimate(
-                tpot.saving(everything, False) - tpot.saving(everything - {name}, False),
-                tpot.saving(everything, True) - tpot.saving(everything - {name}, True)),
-            "shapley_ms": estimate(float(shapley_point[name]), shapley_reps[name]),
-            "cumulative_ms": cumulative[name],
-            "removed_reads_per_step": reads,
-            "removed_idle_us_per_step": idle,
-        })
+        switches.append(
+            {
+                "name": name,
+                "alone_ms": estimate(tpot.saving(alone, False), tpot.saving(alone, True)),
+                "removed_from_all_ms": estimate(
+                    tpot.saving(everything, False) - tpot.saving(everything - {name}, False),
+                    tpot.saving(everything, True) - tpot.saving(everything - {name}, True),
+                ),
+                "shapley_ms": estimate(float(shapley_point[name]), shapley_reps[name]),
+                "cumulative_ms": cumulative[name],
+                "removed_reads_per_step": reads,
+                "removed_idle_us_per_step": idle,
+            }
+        )
     alone_sum_point = sum(tpot.saving(frozenset({n}), False) for n in plan.toggles)
     alone_sum_reps = sum(tpot.saving(frozenset({n}), True) for n in plan.toggles)
     return {
@@ -134,10 +153,14 @@ def attribute(plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int 
         "all_on_tpot_ms": tpot.point[everything],
         "total_saving_ms": estimate(tpot.saving(everything, False), tpot.saving(everything, True)),
         "switches": switches,
-        "interaction_ms": estimate(tpot.saving(everything, False) - alone_sum_point,
-                                   tpot.saving(everything, True) - alone_sum_reps),
+        "interaction_ms": estimate(
+            tpot.saving(everything, False) - alone_sum_point, tpot.saving(everything, True) - alone_sum_reps
+        ),
         "shapley_method": plan.shapley_method,
-        "bootstrap": {"replicates": n_boot, "level": 0.95,
-                      "resampling": "steps within repeats, each config once, shared by all statistics"},
+        "bootstrap": {
+            "replicates": n_boot,
+            "level": 0.95,
+            "resampling": "steps within repeats, each config once, shared by all statistics",
+        },
         "waterfall": _waterfall(plan, tpot),
     }

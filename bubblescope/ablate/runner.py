@@ -54,8 +54,15 @@ def run_ablation(
             on_config(config, done[config.key], True)
     for config in pending:
         record, run_notices = measure_config(
-            workload, config.enabled, settings=settings, record_path=store.record_path(config.key),
-            workload_info=workload_info, bandwidth=bandwidth, html=False, on_repeat=on_repeat)
+            workload,
+            config.enabled,
+            settings=settings,
+            record_path=store.record_path(config.key),
+            workload_info=workload_info,
+            bandwidth=bandwidth,
+            html=False,
+            on_repeat=on_repeat,
+        )
         notices += [n for n in run_notices if n not in notices]
         done[config.key] = record
         store.write_manifest(plan, identity, done, None)

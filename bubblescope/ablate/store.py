@@ -38,14 +38,20 @@ class AblationStore:
             return False
         settings = record.get("settings", {})
         same_settings = all(settings.get(k) == identity["settings"].get(k) for k in _IDENTITY_SETTINGS)
-        same_workload = (record.get("workload", {}).get("factory") == identity["workload"].get("factory")
-                         and record.get("preset") == identity["preset"])
+        same_workload = (
+            record.get("workload", {}).get("factory") == identity["workload"].get("factory")
+            and record.get("preset") == identity["preset"]
+        )
         if not (same_settings and same_workload):
-            raise RecordError(f"{self.root} holds runs of another workload, preset or step settings "
-                              f"({self.record_path(config_key(enabled)).name}); use a new --out folder")
+            raise RecordError(
+                f"{self.root} holds runs of another workload, preset or step settings "
+                f"({self.record_path(config_key(enabled)).name}); use a new --out folder"
+            )
         return True
 
-    def load_done(self, plan: AblationPlan, identity: dict[str, Any]) -> tuple[dict[str, RunRecord], list[str]]:
+    def load_done(
+        self, plan: AblationPlan, identity: dict[str, Any]
+    ) -> tuple[dict[str, RunRecord], list[str]]:
         """Records already measured for `plan`, and notices about files that will be measured again.
 
         Args:
@@ -68,8 +74,13 @@ class AblationStore:
                 notices.append(f"re-measuring {config.key}: its record is of another configuration")
         return done, notices
 
-    def write_manifest(self, plan: AblationPlan, identity: dict[str, Any], done: dict[str, RunRecord],
-                       attribution: dict[str, Any] | None) -> Path:
+    def write_manifest(
+        self,
+        plan: AblationPlan,
+        identity: dict[str, Any],
+        done: dict[str, RunRecord],
+        attribution: dict[str, Any] | None,
+    ) -> Path:
         """Rewrite `ablation.json` atomically with every config's status."""
         manifest = {
             "schema": ABLATION_SCHEMA,
@@ -80,9 +91,16 @@ class AblationStore:
             "order": plan.order,
             "shapley_method": plan.shapley_method,
             "permutations": [list(p) for p in plan.permutations],
-            "configs": [{"key": c.key, "enabled": sorted(c.enabled), "roles": c.roles,
-                         "record": f"runs/{c.key}.json", "status": "done" if c.key in done else "pending"}
-                        for c in plan.configs],
+            "configs": [
+                {
+                    "key": c.key,
+                    "enabled": sorted(c.enabled),
+                    "roles": c.roles,
+                    "record": f"runs/{c.key}.json",
+                    "status": "done" if c.key in done else "pending",
+                }
+                for c in plan.configs
+            ],
             "attribution": attribution,
         }
         return write_json_atomic(self.manifest_path, manifest)
@@ -99,6 +117,9 @@ def load_ablation(root: str | Path) -> tuple[dict[str, Any], dict[str, RunRecord
         raise RecordError(f"{manifest_path}: not valid JSON ({type(exc).__name__})") from None
     if not isinstance(manifest, dict) or manifest.get("schema") != ABLATION_SCHEMA:
         raise RecordError(f"{manifest_path}: schema is not {ABLATION_SCHEMA!r}")
-    records = {c["key"]: load_record(Path(root) / c["record"])
-               for c in manifest.get("configs", []) if c.get("status") == "done"}
+    records = {
+        c["key"]: load_record(Path(root) / c["record"])
+        for c in manifest.get("configs", [])
+        if c.get("status") == "done"
+    }
     return manifest, records

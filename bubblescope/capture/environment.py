@@ -15,8 +15,13 @@ _REPO_ROOT = Path(bubblescope.__file__).resolve().parent.parent
 
 def _git_sha() -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(_REPO_ROOT), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=5, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(_REPO_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     sha = done.stdout.strip()
@@ -25,8 +30,13 @@ def _git_sha() -> str | None:
 
 def _driver_version() -> str | None:
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     lines = done.stdout.strip().splitlines()

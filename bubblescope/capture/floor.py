@@ -18,8 +18,9 @@ def resolve_floor_bandwidth(given_gbps: float | None = None) -> tuple[float, str
     return bandwidth.gbps, bandwidth.source
 
 
-def compute_floor(workload: Any, enabled: frozenset[str], tpot_ms: float,
-                  bandwidth: tuple[float, str] | None) -> dict[str, Any] | None:
+def compute_floor(
+    workload: Any, enabled: frozenset[str], tpot_ms: float, bandwidth: tuple[float, str] | None
+) -> dict[str, Any] | None:
     """The `floor` block of a RunRecord, or None when bytes or bandwidth are unknown."""
     if bandwidth is None or not callable(getattr(workload, "bytes_per_token", None)):
         return None
@@ -28,5 +29,10 @@ def compute_floor(workload: Any, enabled: frozenset[str], tpot_ms: float,
         return None
     bandwidth_gbps, source = bandwidth
     floor_ms = bytes_per_token / (bandwidth_gbps * 1e9) * 1e3
-    return {"bytes_per_token": bytes_per_token, "bandwidth_gbps": bandwidth_gbps, "bandwidth_source": source,
-            "floor_ms": floor_ms, "tpot_over_floor": tpot_ms / floor_ms}
+    return {
+        "bytes_per_token": bytes_per_token,
+        "bandwidth_gbps": bandwidth_gbps,
+        "bandwidth_source": source,
+        "floor_ms": floor_ms,
+        "tpot_over_floor": tpot_ms / floor_ms,
+    }

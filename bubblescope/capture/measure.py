@@ -19,7 +19,9 @@ from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
 from bubblescope.stats import stable_seed
 
-CPU_NOTE = "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
+CPU_NOTE = (
+    "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
+)
 IDLE_CLASSES = ("sync", "host", "launch", "dependency")
 
 
@@ -67,23 +69,36 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
         idle = summary.get("idle_by_class_ns_per_step", {})
         steps = max(1, int(summary.get("steps", 1) or 1))
         kernels = sum(int(s.get("kernels", 0)) for s in full.get("steps", [])) / steps
-        return {"blocking_reads_per_step": float(summary.get("blocking_reads_per_step", 0.0)),
-                "syncs": full.get("syncs", []),
-                "idle_by_class_ns_per_step": {c: int(idle.get(c, 0)) for c in IDLE_CLASSES},
-                "gpu_busy_ns_per_step": int(summary.get("gpu_busy_ns_per_step", 0)),
-                "idle_ns_per_step": int(summary.get("idle_ns_per_step", 0)),
-                "kernels_per_step": kernels, "gpu_measured": True, "note": None}, full
+        return {
+            "blocking_reads_per_step": float(summary.get("blocking_reads_per_step", 0.0)),
+            "syncs": full.get("syncs", []),
+            "idle_by_class_ns_per_step": {c: int(idle.get(c, 0)) for c in IDLE_CLASSES},
+            "gpu_busy_ns_per_step": int(summary.get("gpu_busy_ns_per_step", 0)),
+            "idle_ns_per_step": int(summary.get("idle_ns_per_step", 0)),
+            "kernels_per_step": kernels,
+            "gpu_measured": True,
+            "note": None,
+        }, full
     counted = count_readbacks(trace_path)
     note = CPU_NOTE if not on_cuda else f"{warning}; readbacks counted from ATen ops"
     if warning and not on_cuda and full is None and "failed" in warning:
         note = f"{CPU_NOTE} ({warning})"
-    return {"blocking_reads_per_step": counted["blocking_reads_per_step"], "syncs": counted["syncs"],
-            "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES}, "gpu_busy_ns_per_step": 0,
-            "idle_ns_per_step": 0, "kernels_per_step": 0, "gpu_measured": False,
-            "readbacks_per_step": counted["per_step"], "note": note}, full
+    return {
+        "blocking_reads_per_step": counted["blocking_reads_per_step"],
+        "syncs": counted["syncs"],
+        "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES},
+        "gpu_busy_ns_per_step": 0,
+        "idle_ns_per_step": 0,
+        "kernels_per_step": 0,
+        "gpu_measured": False,
+        "readbacks_per_step": counted["per_step"],
+        "note": note,
+    }, full
 
 
-def render_run_report(record: RunRecord, full: dict[str, Any] | None, report_path: Path) -> tuple[str | None, str | None]:
+def render_run_report(
+    record: RunRecord, full: dict[str, Any] | None, report_path: Path
+) -> tuple[str | None, str | None]:
     """Write the HTML report when the renderer is installed; (relative name, notice)."""
     try:
         from bubblescope.report.html import render_run_html
@@ -115,16 +130,21 @@ def measure_config(
     on_cuda = workload_on_cuda(workload)
     notices: list[str] = []
     workload.prepare(frozenset(enabled))
-    timed = run_timed(workload, steps=settings.steps, warmup=settings.warmup, repeats=settings.repeats,
-                      on_repeat=on_repeat)
+    timed = run_timed(
+        workload, steps=settings.steps, warmup=settings.warmup, repeats=settings.repeats, on_repeat=on_repeat
+    )
     folder, stem = record_path.parent, record_path.name.removesuffix(".json")
     prefix = "" if stem == "record" else f"{stem}."
     trace_name = analysis_name = None
     analysis = None
     full = None
     if settings.profile_steps > 0:
-        trace_path = profile_window(workload, steps=settings.profile_steps, warmup=min(settings.warmup, 4),
-                                    trace_path=folder / f"{prefix}trace.json.gz")
+        trace_path = profile_window(
+            workload,
+            steps=settings.profile_steps,
+            warmup=min(settings.warmup, 4),
+            trace_path=folder / f"{prefix}trace.json.gz",
+        )
         trace_name = trace_path.name
         analysis, full = analysis_block(trace_path, on_cuda)
         if full is not None:

@@ -27,7 +27,10 @@ READBACK_OPS: dict[str, tuple[str, str]] = {
     "aten::item": ("item", "keep the value on device, or read it one step late through pinned memory"),
     "aten::_local_scalar_dense": ("item", "keep the value on device, or read it one step late"),
     "aten::nonzero": ("nonzero", "use a fixed-size mask or torch.nonzero_static"),
-    "aten::is_nonzero": ("item", "a Python bool of a tensor reads it back; branch on device with torch.where"),
+    "aten::is_nonzero": (
+        "item",
+        "a Python bool of a tensor reads it back; branch on device with torch.where",
+    ),
     "aten::equal": ("item", "torch.equal reads back; compare on device"),
     "aten::allclose": ("item", "allclose reads back; keep checks out of the decode loop"),
     "aten::masked_select": ("nonzero", "output size depends on data; use torch.where with a fixed shape"),
@@ -94,20 +97,26 @@ def count_readbacks(path: str | os.PathLike[str]) -> dict[str, Any]:
         TraceError: unreadable trace, or no `bubblescope.step` annotation.
     """
     events = [e for e in load_trace_events(path) if e.get("ph") == "X"]
-    steps = sorted((e for e in events if e.get("name") == STEP_MARKER and e.get("cat") == "user_annotation"),
-                   key=lambda e: float(e.get("ts", 0.0)))
+    steps = sorted(
+        (e for e in events if e.get("name") == STEP_MARKER and e.get("cat") == "user_annotation"),
+        key=lambda e: float(e.get("ts", 0.0)),
+    )
     if not steps:
         raise TraceError(f"{path}: no {STEP_MARKER} annotations; cannot count readbacks per step")
-    ops = sorted((e for e in events if e.get("cat") == "cpu_op" and e.get("name") in READBACK_OPS),
-                 key=lambda e: float(e.get("ts", 0.0)))
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op" and e.get("name") in READBACK_OPS),
+        key=lambda e: float(e.get("ts", 0.0)),
+    )
     frames = [e for e in events if e.get("cat") == "python_function"]
     per_step = [0] * len(steps)
     by_site: Counter[tuple[str, str]] = Counter()
     for index, op in enumerate(ops):
         op_start, op_end = _span(op)
         # Nested inside another readback op on the same thread: part of that read.
-        if any(o.get("tid") == op.get("tid") and _span(o)[0] <= op_start and op_end <= _span(o)[1]
-               for o in ops[max(0, index - 4):index]):
+        if any(
+            o.get("tid") == op.get("tid") and _span(o)[0] <= op_start and op_end <= _span(o)[1]
+            for o in ops[max(0, index - 4) : index]
+        ):
             continue
         for step_index, step in enumerate(steps):
             step_start, step_end = _span(step)
@@ -118,7 +127,22 @@ def count_readbacks(path: str | os.PathLike[str]) -> dict[str, Any]:
     syncs = []
     for (site, op_name), count in by_site.most_common():
         kind, hint = READBACK_OPS[op_name]
-        syncs.append({"site": site, "op": op_name, "kind": kind, "api": "none (CPU trace)", "count": count,
-                      "per_step": count / len(steps), "blocked_ns": 0, "bubble_ns": 0, "hint": hint})
-    return {"steps": len(steps), "per_step": per_step,
-            "blocking_reads_per_step": sum(per_step) / len(steps), "syncs": syncs}
+        syncs.append(
+            {
+                "site": site,
+                "op": op_name,
+                "kind": kind,
+                "api": "none (CPU trace)",
+                "count": count,
+                "per_step": count / len(steps),
+                "blocked_ns": 0,
+                "bubble_ns": 0,
+                "hint": hint,
+            }
+        )
+    return {
+        "steps": len(steps),
+        "per_step": per_step,
+        "blocking_reads_per_step": sum(per_step) / len(steps),
+        "syncs": syncs,
+    }

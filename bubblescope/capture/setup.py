@@ -33,8 +33,10 @@ def choose_reference_preset() -> tuple[str, str | None]:
     free_bytes, _total = torch.cuda.mem_get_info()
     if free_bytes >= E256_FREE_BYTES:
         return "ling3-flash-e256", None
-    return "ling3-tiny", (f"{free_bytes / 1e9:.0f} GB free on the GPU, ling3-flash-e256 needs "
-                          f"~{E256_FREE_BYTES / 1e9:.0f} GB: running ling3-tiny")
+    return "ling3-tiny", (
+        f"{free_bytes / 1e9:.0f} GB free on the GPU, ling3-flash-e256 needs "
+        f"~{E256_FREE_BYTES / 1e9:.0f} GB: running ling3-tiny"
+    )
 
 
 def _call_factory(factory: Any, options: dict[str, Any]) -> Any:
@@ -48,7 +50,9 @@ def _call_factory(factory: Any, options: dict[str, Any]) -> Any:
     return factory(**{k: v for k, v in options.items() if k in params})
 
 
-def build_workload(spec: str | None, preset: str | None, *, seed: int = 0, max_steps: int | None = None) -> BuiltWorkload:
+def build_workload(
+    spec: str | None, preset: str | None, *, seed: int = 0, max_steps: int | None = None
+) -> BuiltWorkload:
     """Resolve `--workload` / `--preset` into a constructed workload.
 
     Args:
@@ -65,8 +69,10 @@ def build_workload(spec: str | None, preset: str | None, *, seed: int = 0, max_s
         factory = load_workload_factory(factory_spec)
     except ConfigError:
         if spec is None:
-            raise ConfigError("the reference workload is not installed yet; pass --workload "
-                              "bubblescope.examples.toy_workload:make_workload") from None
+            raise ConfigError(
+                "the reference workload is not installed yet; pass --workload "
+                "bubblescope.examples.toy_workload:make_workload"
+            ) from None
         raise
     options: dict[str, Any] = {"preset": preset, "seed": seed}
     if max_steps is not None:
@@ -74,7 +80,9 @@ def build_workload(spec: str | None, preset: str | None, *, seed: int = 0, max_s
     workload = _call_factory(factory, options)
     for member in ("switches", "prepare", "step"):
         if not callable(getattr(workload, member, None)):
-            raise ConfigError(f"{factory_spec} returned an object without {member}(); see the Workload protocol")
+            raise ConfigError(
+                f"{factory_spec} returned an object without {member}(); see the Workload protocol"
+            )
     return BuiltWorkload(workload, factory_spec, preset, notice)
 
 
@@ -89,8 +97,9 @@ def check_usable(enabled: frozenset[str], infos: list[SwitchInfo], on_cuda: bool
     needs_gpu = sorted(info.name for info in infos if info.needs_gpu and info.name in enabled)
     if needs_gpu:
         usable = ", ".join(info.name for info in infos if not info.needs_gpu) or "(none)"
-        raise ConfigError(f"switch {', '.join(needs_gpu)} needs a CUDA device and this run is on CPU; "
-                          f"usable here: {usable}")
+        raise ConfigError(
+            f"switch {', '.join(needs_gpu)} needs a CUDA device and this run is on CPU; usable here: {usable}"
+        )
 
 
 def usable_switches(infos: list[SwitchInfo], on_cuda: bool) -> list[str]:
@@ -99,6 +108,16 @@ def usable_switches(infos: list[SwitchInfo], on_cuda: bool) -> list[str]:
 
 def switches_block(enabled: frozenset[str], infos: list[SwitchInfo], on_cuda: bool) -> dict[str, Any]:
     """The `switches` block of a RunRecord."""
-    return {"enabled": sorted(enabled),
-            "available": [{"name": i.name, "help": i.help, "replaces": i.replaces, "needs_gpu": i.needs_gpu,
-                           "usable": on_cuda or not i.needs_gpu} for i in infos]}
+    return {
+        "enabled": sorted(enabled),
+        "available": [
+            {
+                "name": i.name,
+                "help": i.help,
+                "replaces": i.replaces,
+                "needs_gpu": i.needs_gpu,
+                "usable": on_cuda or not i.needs_gpu,
+            }
+            for i in infos
+        ],
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -45,17 +45,30 @@ def register(app: typer.Typer) -> None:
     def ablate(
         toggles: str = typer.Option(None, "--toggles", help="Switches to study, comma-separated."),
         all_on: bool = typer.Option(False, "--all", help="Study every switch usable on this device."),
-        order: str = typer.Option(None, "--order", help="Order of the cumulative waterfall (default: --toggles order)."),
-        workload: str = typer.Option(None, "--workload", help="package.module:factory (default: the reference workload)."),
+        order: str = typer.Option(
+            None, "--order", help="Order of the cumulative waterfall (default: --toggles order)."
+        ),
+        workload: str = typer.Option(
+            None, "--workload", help="package.module:factory (default: the reference workload)."
+        ),
         preset: str = typer.Option(None, "--preset", help="Preset; default: the largest this machine holds."),
         steps: int = typer.Option(64, "--steps", help="Timed decode steps per repeat."),
         warmup: int = typer.Option(8, "--warmup", help="Untimed steps before each repeat."),
         repeats: int = typer.Option(3, "--repeats", help="Repeats per configuration."),
-        profile_steps: int = typer.Option(4, "--profile-steps", help="Profiled steps per configuration (0: no trace)."),
-        max_exact: int = typer.Option(6, "--max-exact-shapley", help="Measure all 2^n subsets up to this many switches."),
-        permutations: int = typer.Option(8, "--shapley-permutations", help="Sampled orderings beyond --max-exact-shapley."),
+        profile_steps: int = typer.Option(
+            4, "--profile-steps", help="Profiled steps per configuration (0: no trace)."
+        ),
+        max_exact: int = typer.Option(
+            6, "--max-exact-shapley", help="Measure all 2^n subsets up to this many switches."
+        ),
+        permutations: int = typer.Option(
+            8, "--shapley-permutations", help="Sampled orderings beyond --max-exact-shapley."
+        ),
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
-        out: Path = typer.Option(None, "--out", help="Ablation folder; rerunning with the same folder resumes."),
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", help="Ablation folder; rerunning with the same folder resumes."),
+        ] = None,
         output_format: str = typer.Option("table", "--format", help="table or json (prints ablation.json)."),
     ) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
@@ -87,8 +100,11 @@ def register(app: typer.Typer) -> None:
         if built.notice:
             typer.echo(built.notice, err=True)
         out_dir = out or default_out_dir("ablations", built.preset, frozenset(names))
-        workload_info = {"name": getattr(built.workload, "name", "workload"), "factory": built.factory,
-                         "preset": built.preset}
+        workload_info = {
+            "name": getattr(built.workload, "name", "workload"),
+            "factory": built.factory,
+            "preset": built.preset,
+        }
         console = Console(stderr=True)
         with ablation_progress(console) as progress:
             task = progress.add_task("ablation", total=None)
@@ -103,9 +119,16 @@ def register(app: typer.Typer) -> None:
                     progress.update(task, description=f"done {config.key}")
 
             attribution, _, run_notices = run_ablation(
-                built.workload, plan, AblationStore(out_dir), settings=settings, workload_info=workload_info,
-                bandwidth=resolve_floor_bandwidth(), on_start=on_start, on_config=on_config,
-                on_repeat=lambda _r: progress.advance(task))
+                built.workload,
+                plan,
+                AblationStore(out_dir),
+                settings=settings,
+                workload_info=workload_info,
+                bandwidth=resolve_floor_bandwidth(),
+                on_start=on_start,
+                on_config=on_config,
+                on_repeat=lambda _r: progress.advance(task),
+            )
         notices += run_notices
         html_notice = _write_html(out_dir)
         notices += [html_notice] if html_notice else []

@@ -15,10 +15,16 @@ FORMATS = ("table", "markdown", "json")
 def register(app: typer.Typer) -> None:
     @app.command("gate")
     def gate(
-        baseline: str = typer.Option(..., "--baseline", help="Baseline RunRecord (record.json or its folder) or trace."),
+        baseline: str = typer.Option(
+            ..., "--baseline", help="Baseline RunRecord (record.json or its folder) or trace."
+        ),
         current: str = typer.Option(..., "--current", help="Current RunRecord or trace."),
-        max_regression: str = typer.Option("3%", "--max-regression", help="Allowed TPOT regression, e.g. 3% or 0.03."),
-        output_format: str = typer.Option("table", "--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json."),
+        max_regression: str = typer.Option(
+            "3%", "--max-regression", help="Allowed TPOT regression, e.g. 3% or 0.03."
+        ),
+        output_format: str = typer.Option(
+            "table", "--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json."
+        ),
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 

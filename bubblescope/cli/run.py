@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -57,16 +57,27 @@ def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> N
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        workload: str = typer.Option(None, "--workload", help="package.module:factory (default: the reference Ling-3.0 workload)."),
-        preset: str = typer.Option(None, "--preset", help="Preset; default: the largest this machine holds (debug on CPU)."),
+        workload: str = typer.Option(
+            None, "--workload", help="package.module:factory (default: the reference Ling-3.0 workload)."
+        ),
+        preset: str = typer.Option(
+            None, "--preset", help="Preset; default: the largest this machine holds (debug on CPU)."
+        ),
         toggle: str = typer.Option(None, "--toggle", help="Switches to turn on, comma-separated."),
         all_on: bool = typer.Option(False, "--all", help="Turn on every switch usable on this device."),
         steps: int = typer.Option(64, "--steps", help="Timed decode steps per repeat."),
         warmup: int = typer.Option(8, "--warmup", help="Untimed steps before each repeat."),
         repeats: int = typer.Option(3, "--repeats", help="Repeats (the sequence restarts between them)."),
-        profile_steps: int = typer.Option(4, "--profile-steps", help="Steps in the profiled window (0: no trace)."),
+        profile_steps: int = typer.Option(
+            4, "--profile-steps", help="Steps in the profiled window (0: no trace)."
+        ),
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
-        out: Path = typer.Option(None, "--out", help="Output folder (default reports/runs/<UTC time>-<preset>-<switches>/)."),
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                "--out", help="Output folder (default reports/runs/<UTC time>-<preset>-<switches>/)."
+            ),
+        ] = None,
         output_format: str = typer.Option("table", "--format", help="table or json (prints the RunRecord)."),
     ) -> None:
         """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
@@ -90,11 +101,19 @@ def register(app: typer.Typer) -> None:
         if built.notice:
             typer.echo(built.notice, err=True)
         out_dir = out or default_out_dir("runs", built.preset, enabled)
-        workload_info = {"name": getattr(built.workload, "name", "workload"), "factory": built.factory,
-                         "preset": built.preset}
+        workload_info = {
+            "name": getattr(built.workload, "name", "workload"),
+            "factory": built.factory,
+            "preset": built.preset,
+        }
         record, run_notices = measure_config(
-            built.workload, enabled, settings=settings, record_path=out_dir / "record.json",
-            workload_info=workload_info, bandwidth=resolve_floor_bandwidth())
+            built.workload,
+            enabled,
+            settings=settings,
+            record_path=out_dir / "record.json",
+            workload_info=workload_info,
+            bandwidth=resolve_floor_bandwidth(),
+        )
         notices += run_notices
         if output_format == "json":
             typer.echo(json.dumps(record, indent=1))

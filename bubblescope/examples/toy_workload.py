@@ -35,7 +35,9 @@ from bubblescope.workload import SwitchInfo
 _SWITCHES = (
     SwitchInfo("no_readback", "keep the chosen token on the device", "a per-step .item() readback"),
     SwitchInfo("planted_sync", "(test) add an extra .item() per step", "nothing: it adds a sync"),
-    SwitchInfo("planted_sleep", "(test) stall the host for a fraction of a step", "nothing: it adds host time"),
+    SwitchInfo(
+        "planted_sleep", "(test) stall the host for a fraction of a step", "nothing: it adds host time"
+    ),
     SwitchInfo("graph_replay", "replay the layer stack as a CUDA graph", "eager launches", needs_gpu=True),
 )
 
@@ -76,8 +78,13 @@ class ToyWorkload:
         return list(_SWITCHES)
 
     def describe(self) -> dict[str, Any]:
-        return {"hidden": self._hidden, "layers": self._layers, "vocab": self._vocab,
-                "sleep_ns": self._sleep_ns, "device": self.device}
+        return {
+            "hidden": self._hidden,
+            "layers": self._layers,
+            "vocab": self._vocab,
+            "sleep_ns": self._sleep_ns,
+            "device": self.device,
+        }
 
     def reset(self) -> None:
         """Start a fresh sequence from token 0 (called between repeats, outside timing)."""
@@ -172,13 +179,18 @@ class ToyWorkload:
 
 
 def make_workload(
-    preset: str | None = None, device: str | None = None, seed: int = 0, max_steps: int | None = None, **options: Any
+    preset: str | None = None,
+    device: str | None = None,
+    seed: int = 0,
+    max_steps: int | None = None,
+    **options: Any,
 ) -> ToyWorkload:
     """Factory for `--workload bubblescope.examples.toy_workload:make_workload`.
 
     `max_steps` is accepted and ignored: the toy keeps no cache that could fill up.
 
-    `preset` picks a size: "tiny" (hidden 64, 2 layers, for tests), None/"small" (hidden 512, 8 layers, ~0.2 ms a step on one CPU core).
+    `preset` picks a size: "tiny" (hidden 64, 2 layers, for tests), None/"small" (hidden 512,
+    8 layers, ~0.2 ms a step on one CPU core).
     """
     sizes = {"tiny": {"hidden": 64, "layers": 2, "vocab": 128}, "small": {}}
     key = preset or "small"

@@ -28,7 +28,8 @@ def _tpot_row(check: dict[str, Any]) -> str:
     mark = "❌" if check["status"] == "fail" else "✅"
     change = (ratio["est"] - 1.0) * 100.0
     return (
-        f"| TPOT (median, ms) | {check['baseline_ms']:.4f} | {check['current_ms']:.4f} | {mark} {change:+.1f}% "
+        f"| TPOT (median, ms) | {check['baseline_ms']:.4f} | {check['current_ms']:.4f} "
+        f"| {mark} {change:+.1f}% "
         f"(95% CI {(ratio['lo'] - 1) * 100:+.1f}% … {(ratio['hi'] - 1) * 100:+.1f}%; "
         f"limit +{check['threshold'] * 100:.1f}%): {_md(check['reason'])} |"
     )
@@ -64,7 +65,8 @@ def render_gate_markdown(verdict: dict[str, Any]) -> str:
         lines.append(f"> ⚠️ {_md(warning)}")
     lines += [
         "",
-        f"<sub>baseline: {_md(verdict['baseline']['path'])} · current: {_md(verdict['current']['path'])}</sub>",
+        f"<sub>baseline: {_md(verdict['baseline']['path'])} · "
+        f"current: {_md(verdict['current']['path'])}</sub>",
         "",
     ]
     return "\n".join(lines)

@@ -22,7 +22,9 @@ class GreedyMLP:
 
     name = "greedy-mlp"
 
-    def __init__(self, hidden: int = 256, vocab: int = 1000, device: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self, hidden: int = 256, vocab: int = 1000, device: str | None = None, seed: int = 0
+    ) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         generator = torch.Generator().manual_seed(seed)
         # [vocab, hidden], [hidden, hidden], [hidden, vocab]
@@ -33,7 +35,9 @@ class GreedyMLP:
         self.reset()
 
     def switches(self) -> list[SwitchInfo]:
-        return [SwitchInfo("keep_on_device", "feed the argmax straight back on the device", "a per-step .item()")]
+        return [
+            SwitchInfo("keep_on_device", "feed the argmax straight back on the device", "a per-step .item()")
+        ]
 
     def prepare(self, enabled: frozenset[str]) -> None:
         # Never rebuild weights here: ablate calls prepare() between configurations.

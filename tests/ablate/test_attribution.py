@@ -18,12 +18,18 @@ def _record(tpot_ms: float, enabled: frozenset[str], sites: dict[str, float], se
     rng = np.random.default_rng(seed)
     record = json.loads(FIXTURE.read_text())
     # 3 repeats x 101 steps, 0.5% noise around the target.
-    record["samples_ns"] = [(tpot_ms * 1e6 * rng.lognormal(0, 0.005, 101)).astype(int).tolist() for _ in range(3)]
+    record["samples_ns"] = [
+        (tpot_ms * 1e6 * rng.lognormal(0, 0.005, 101)).astype(int).tolist() for _ in range(3)
+    ]
     record["tokens_per_step"] = [[1] * 101 for _ in range(3)]
     record["switches"]["enabled"] = sorted(enabled)
     record["analysis"]["syncs"] = [{"site": s, "op": "aten::item", "per_step": n} for s, n in sites.items()]
-    record["analysis"]["idle_by_class_ns_per_step"] = {"sync": 1000 * sum(sites.values()), "host": 0,
-                                                       "launch": 0, "dependency": 0}
+    record["analysis"]["idle_by_class_ns_per_step"] = {
+        "sync": 1000 * sum(sites.values()),
+        "host": 0,
+        "launch": 0,
+        "dependency": 0,
+    }
     return record
 
 
@@ -40,7 +46,9 @@ def _sites(enabled: frozenset[str]) -> dict[str, float]:
 
 def test_attribution_recovers_known_savings() -> None:
     plan = plan_ablation(["a", "b", "c"], ["c", "b", "a"])
-    records = {c.key: _record(_tpot(c.enabled), c.enabled, _sites(c.enabled), i) for i, c in enumerate(plan.configs)}
+    records = {
+        c.key: _record(_tpot(c.enabled), c.enabled, _sites(c.enabled), i) for i, c in enumerate(plan.configs)
+    }
     result = attribute(plan, records, n_boot=300)
     rows = {row["name"]: row for row in result["switches"]}
     tol = 0.1

@@ -23,7 +23,8 @@ def test_plan_for_three_switches_is_every_subset_once() -> None:
 
 def test_plan_without_shapley_subsets_has_the_issue_configs_only() -> None:
     plan = plan_ablation(list("abcdefg"), max_exact=0, permutations=1)
-    # baseline, 7 alone, all on, 7 all-minus, 4 new cumulative prefixes (sizes 2..5; size 6 is all-minus-g): 20.
+    # baseline, 7 alone, all on, 7 all-minus, 4 new cumulative prefixes (sizes 2..5; size 6 is
+    # all-minus-g): 20.
     assert len(plan.configs) == 20 and plan.shapley_method == "sampled:1"
 
 
@@ -36,7 +37,9 @@ def test_plan_beyond_max_exact_samples_orderings() -> None:
     assert len(sets) < 2**7
 
 
-@pytest.mark.parametrize(("toggles", "order"), [([], None), (["a", "a"], None), (["a", "b"], ["a"]), (["a"], ["b"])])
+@pytest.mark.parametrize(
+    ("toggles", "order"), [([], None), (["a", "a"], None), (["a", "b"], ["a"]), (["a"], ["b"])]
+)
 def test_plan_rejects_bad_input(toggles, order) -> None:
     with pytest.raises(ConfigError):
         plan_ablation(toggles, order)

@@ -52,10 +52,13 @@ def test_interrupted_ablation_resumes_without_losing_anything(tmp_path: Path) ->
     first_bytes = {k: store.record_path(k).read_bytes() for k in keys[:2]}
 
     toy, prepared = _counting_workload(None)
-    attribution, records, _notices = run_ablation(toy, plan, store, settings=SETTINGS, workload_info=INFO,
-                                                  bandwidth=None)
+    attribution, records, _notices = run_ablation(
+        toy, plan, store, settings=SETTINGS, workload_info=INFO, bandwidth=None
+    )
     assert prepared == [c.enabled for c in plan.configs[2:]], "only the missing configs are measured"
-    assert {k: store.record_path(k).read_bytes() for k in keys[:2]} == first_bytes, "earlier records untouched"
+    assert {k: store.record_path(k).read_bytes() for k in keys[:2]} == first_bytes, (
+        "earlier records untouched"
+    )
     assert set(records) == set(keys) and attribution is not None
     manifest, loaded = load_ablation(store.root)
     assert all(c["status"] == "done" for c in manifest["configs"]) and set(loaded) == set(keys)
@@ -69,7 +72,9 @@ def test_a_corrupt_record_is_measured_again(tmp_path: Path) -> None:
     run_ablation(toy, plan, store, settings=SETTINGS, workload_info=INFO, bandwidth=None)
     store.record_path("no_readback").write_text('{"schema": "bubblescope.run/1", "trunc')
     toy, prepared = _counting_workload(None)
-    _attr, _records, notices = run_ablation(toy, plan, store, settings=SETTINGS, workload_info=INFO, bandwidth=None)
+    _attr, _records, notices = run_ablation(
+        toy, plan, store, settings=SETTINGS, workload_info=INFO, bandwidth=None
+    )
     assert prepared == [frozenset({"no_readback"})]
     assert any("re-measuring no_readback" in n for n in notices)
 

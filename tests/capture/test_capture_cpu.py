@@ -28,7 +28,7 @@ def test_timed_run_shapes_and_tokens(toy) -> None:
     assert timed.tokens_per_step == [[1] * 5] * 3
     assert all(ns > 0 for r in timed.samples_ns for ns in r)
     assert len(timed.tokens) == 7, "first repeat's ids: warmup + timed steps"
-    assert all(sum(r) <= wall for r, wall in zip(timed.samples_ns, timed.repeat_wall_ns))
+    assert all(sum(r) <= wall for r, wall in zip(timed.samples_ns, timed.repeat_wall_ns, strict=True))
 
 
 def test_switches_change_behaviour_not_tokens(toy) -> None:
@@ -52,8 +52,10 @@ def test_settings_are_validated() -> None:
         RunSettings(profile_steps=-1)
 
 
-@pytest.mark.parametrize(("enabled", "reads"), [((), 1.0), (("no_readback",), 0.0), (("planted_sync",), 2.0),
-                                                (("no_readback", "planted_sync"), 1.0)])
+@pytest.mark.parametrize(
+    ("enabled", "reads"),
+    [((), 1.0), (("no_readback",), 0.0), (("planted_sync",), 2.0), (("no_readback", "planted_sync"), 1.0)],
+)
 def test_readbacks_per_step_counted_from_cpu_trace(toy, tmp_path: Path, enabled, reads: float) -> None:
     toy.prepare(frozenset(enabled))
     trace = profile_window(toy, steps=3, warmup=1, trace_path=tmp_path / "trace.json.gz")
