@@ -63,6 +63,16 @@ def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -
         raise KernelInputError(f"{op}: x and weight need a contiguous last dimension")
 
 
+def check_config(config: GemvConfig, rows: int) -> None:
+    """Tiles must be powers of two; tl.dot (rows > 1) needs block_n and block_k >= 16."""
+    for name in ("block_n", "block_k"):
+        size = getattr(config, name)
+        if size < 1 or size & (size - 1):
+            raise KernelInputError(f"gemv: GemvConfig.{name} must be a power of two; got {size}")
+    if rows > 1 and min(config.block_n, config.block_k) < 16:
+        raise KernelInputError(f"gemv: with {rows} rows block_n and block_k must be >= 16; got {config}")
+
+
 def launch_gemv(
     x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, config: GemvConfig, use_pdl: bool
 ) -> None:
@@ -120,5 +130,6 @@ def gemv(
             f"gemv: out must be {list(want)} {dtype} on {x.device}; got {list(out.shape)} {out.dtype}"
         )
     config = config or choose_config(x.shape[0], weight.shape[0], x.shape[1])
+    check_config(config, x.shape[0])
     launch_gemv(x, weight, out, config, resolve_pdl(use_pdl, x.device))
     return out

@@ -6,7 +6,13 @@ import torch
 import triton
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import KernelInputError, check_dtype, check_shape
-from bubblescope.kernels.gemv.ops import GemvConfig, check_gemv_inputs, choose_config, rows_block
+from bubblescope.kernels.gemv.ops import (
+    GemvConfig,
+    check_config,
+    check_gemv_inputs,
+    choose_config,
+    rows_block,
+)
 from bubblescope.kernels.lm_head.kernel import argmax_combine_kernel, lm_head_partial_kernel
 
 OP = "lm_head_greedy"
@@ -37,6 +43,7 @@ def lm_head_greedy(
     rows, in_features = x.shape
     vocab = weight.shape[0]
     cfg = config or choose_config(rows, vocab, in_features)
+    check_config(cfg, rows)
     strips = triton.cdiv(vocab, cfg.block_n)
     if strips > MAX_STRIPS:
         raise KernelInputError(f"{OP}: {strips} vocab strips exceed {MAX_STRIPS}; use a larger block_n")

@@ -32,7 +32,8 @@ def check_mla_inputs(
 ) -> None:
     if q_latent.dim() != 3 or cache.dim() != 3:
         raise KernelInputError(
-            f"{OP}: need q_latent [B, H, C], cache [B, S, C+R]; got {list(q_latent.shape)}, {list(cache.shape)}"
+            f"{OP}: need q_latent [B, H, C], cache [B, S, C+R]; "
+            f"got {list(q_latent.shape)}, {list(cache.shape)}"
         )
     batch, heads, latent = q_latent.shape
     check_shape("q_pe", q_pe, (batch, heads, -1), OP)

@@ -24,7 +24,7 @@ def expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K: tl.constexpr
 
 @triton.jit
 def load_w13_tiles(p_w13_e, o_i, m_i, d_start, D, INTER, BLOCK_D: tl.constexpr):
-    """Gate and up tiles `[BLOCK_I, BLOCK_D]` of an expert from column d_start; rows outside m_i read nothing."""
+    """Gate and up tiles `[BLOCK_I, BLOCK_D]` of an expert from column d_start; no reads outside m_i."""
     o_d = d_start + tl.arange(0, BLOCK_D)
     m_w = m_i[:, None] & (o_d < D)[None, :]
     p_gate = p_w13_e + o_i[:, None] * D + o_d[None, :]

@@ -44,3 +44,10 @@ def test_gemv_rejects_bad_shapes(x_shape, w_shape, match):
 def test_gemv_rejects_int_weight():
     with pytest.raises(KernelInputError, match="weight must be one of"):
         gemv(torch.randn(1, 8), torch.ones(4, 8, dtype=torch.int32))
+
+
+def test_gemv_rejects_small_tiles_for_several_rows():
+    with pytest.raises(KernelInputError, match=">= 16"):
+        gemv(torch.randn(2, 32), torch.randn(8, 32), config=GemvConfig(block_n=8, block_k=32))
+    with pytest.raises(KernelInputError, match="power of two"):
+        gemv(torch.randn(1, 32), torch.randn(8, 32), config=GemvConfig(block_n=12, block_k=32))

@@ -26,8 +26,11 @@ BF16_TOL = 2e-2
 FP32_TOL = 2e-3
 
 
-def run_mode(mode: str, launch: Callable[[bool], object]) -> object:
-    """launch(use_pdl) once eagerly, or capture it in a CUDA graph (after a compiling warm-up) and replay."""
+def run_mode(mode: str, launch: Callable[[bool], object], outputs: tuple[torch.Tensor, ...] = ()) -> object:
+    """launch(use_pdl) once eagerly, or capture it in a CUDA graph (after a compiling warm-up) and replay.
+
+    `outputs` are NaN-poisoned again after the warm-up, so only the replay can make them pass.
+    """
     use_pdl = mode.endswith("pdl")
     if not mode.startswith("graph"):
         result = launch(use_pdl)
@@ -41,6 +44,8 @@ def run_mode(mode: str, launch: Callable[[bool], object]) -> object:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         result = launch(use_pdl)
+    for tensor in outputs:
+        tensor.fill_(float("nan") if tensor.is_floating_point() else -1)
     graph.replay()
     torch.cuda.synchronize()
     return result
@@ -52,7 +57,7 @@ def test_gemv_q_proj_shape(mode, rows):
     x = torch.randn(rows, 2560, device="cuda", dtype=torch.bfloat16)
     weight = torch.randn(4096, 2560, device="cuda", dtype=torch.bfloat16) / 2560**0.5
     out = torch.full((rows, 4096), float("nan"), device="cuda")
-    run_mode(mode, lambda pdl: gemv(x, weight, out_dtype=torch.float32, use_pdl=pdl, out=out))
+    run_mode(mode, lambda pdl: gemv(x, weight, out_dtype=torch.float32, use_pdl=pdl, out=out), (out,))
     assert_close(f"gemv {mode}", out, gemv_naive(x, weight, torch.float32), FP32_TOL, FP32_TOL)
 
 
@@ -63,7 +68,11 @@ def test_add_rmsnorm_hidden(mode):
     weight = torch.rand(2560, device="cuda", dtype=torch.bfloat16)
     out = torch.full_like(x, float("nan"))
     res_out = torch.full_like(x, float("nan"))
-    run_mode(mode, lambda pdl: add_rmsnorm(x, residual, weight, use_pdl=pdl, out=out, residual_out=res_out))
+    run_mode(
+        mode,
+        lambda pdl: add_rmsnorm(x, residual, weight, use_pdl=pdl, out=out, residual_out=res_out),
+        (out, res_out),
+    )
     want, want_res = add_rmsnorm_naive(x, residual, weight)
     assert_close(f"rmsnorm {mode}", out, want, BF16_TOL, BF16_TOL)
     assert_close(f"residual {mode}", res_out, want_res, BF16_TOL, BF16_TOL)
@@ -109,7 +118,7 @@ def test_kda_decode_flash_layer(mode):
             getattr(state, name).copy_(getattr(initial, name))
         kda_decode(**acts, weights=weights, state=state, use_pdl=pdl, out=out)
 
-    run_mode(mode, launch)
+    run_mode(mode, launch, (out,))
     assert_close(f"kda {mode}", out, want, BF16_TOL, BF16_TOL)
     assert_close(f"kda state {mode}", state.recurrent, want_state.recurrent, FP32_TOL, FP32_TOL)
     assert torch.equal(state.q_conv, want_state.q_conv)
@@ -122,7 +131,9 @@ def test_mla_decode_8k_context(mode):
     cache = torch.randn(1, 8192, 576, device="cuda", dtype=torch.bfloat16)
     seq_lens = torch.tensor([5001], device="cuda", dtype=torch.int32)
     out = torch.full((1, 32, 512), float("nan"), device="cuda")
-    run_mode(mode, lambda pdl: mla_decode(q_latent, q_pe, cache, seq_lens, 192**-0.5, use_pdl=pdl, out=out))
+    run_mode(
+        mode, lambda pdl: mla_decode(q_latent, q_pe, cache, seq_lens, 192**-0.5, use_pdl=pdl, out=out), (out,)
+    )
     want = mla_decode_naive(q_latent, q_pe, cache, seq_lens, 192**-0.5)
     assert_close(f"mla {mode}", out, want, BF16_TOL, BF16_TOL)
 
@@ -149,7 +160,11 @@ def test_moe_layer_flash_e256(mode, router_dtype):
     want = moe_naive(x, weights, rule)
     workspace = MoEWorkspace.allocate(1, weights, rule)
     fused_out = torch.full((1, 2560), float("nan"), device="cuda")
-    run_mode(mode, lambda pdl: moe_fused(x, weights, rule, use_pdl=pdl, workspace=workspace, out=fused_out))
+    run_mode(
+        mode,
+        lambda pdl: moe_fused(x, weights, rule, use_pdl=pdl, workspace=workspace, out=fused_out),
+        (fused_out,),
+    )
     assert_close(f"moe fused {mode}", fused_out, want, FP32_TOL, FP32_TOL)
     unfused = run_mode(mode, lambda pdl: moe_unfused(x, weights, rule, use_pdl=pdl, workspace=workspace))
     assert_close(f"moe unfused {mode}", unfused, want, FP32_TOL, FP32_TOL)
@@ -162,7 +177,11 @@ def test_lm_head_greedy_vocab(mode, w_dtype):
     weight = (torch.randn(157184, 2560, device="cuda") / 2560**0.5).to(w_dtype)
     tokens = torch.full((1,), -1, device="cuda", dtype=torch.int64)
     logits = torch.full((1, 157184), float("nan"), device="cuda")
-    run_mode(mode, lambda pdl: lm_head_greedy(x, weight, use_pdl=pdl, logits=logits, tokens=tokens))
+    run_mode(
+        mode,
+        lambda pdl: lm_head_greedy(x, weight, use_pdl=pdl, logits=logits, tokens=tokens),
+        (logits, tokens),
+    )
     want_tokens, want_logits = lm_head_greedy_naive(x, weight)
     assert_close(f"lm_head logits {mode}", logits, want_logits, FP32_TOL, FP32_TOL)
     assert tokens.tolist() == want_tokens.tolist(), (
