@@ -45,9 +45,13 @@ class ReportFormat(str, Enum):
 
 
 def write_report(
-    paths: list[Path], output: Path | None, report_format: ReportFormat
+    paths: list[Path], output: Path | None, report_format: ReportFormat, step_marker: str | None = None
 ) -> tuple[str, Path | None]:
     """Load the inputs, render them, and write the result atomically when there is a destination.
+
+    Args:
+        paths: the command's arguments; output: destination (None: report.html, or stdout for Markdown);
+        step_marker: regex for bare traces' step annotations (see `analyze_traces`).
 
     Returns:
         (rendered text, path written or None when Markdown goes to stdout).
@@ -57,7 +61,7 @@ def write_report(
     from bubblescope.atomic import write_text_atomic
     from bubblescope.report.load_inputs import load_inputs
 
-    inputs = load_inputs(list(paths))
+    inputs = load_inputs(list(paths), step_marker=step_marker)
     if report_format is ReportFormat.markdown:
         from bubblescope.report.markdown import render_inputs_markdown
 
@@ -99,9 +103,18 @@ def register(app: typer.Typer) -> None:
             ReportFormat,
             typer.Option("--format", help="html: one self-contained page; markdown: for CI summaries."),
         ] = ReportFormat.html,
+        step_marker: Annotated[
+            str | None,
+            typer.Option(
+                "--step-marker",
+                metavar="REGEX",
+                help="For bare traces without bubblescope.step or ProfilerStep#N: the regex naming one "
+                "step's annotation (e.g. 'decode_step_.*').",
+            ),
+        ] = None,
     ) -> None:
         try:
-            text, written = write_report(paths or [], output, report_format)
+            text, written = write_report(paths or [], output, report_format, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if written is None:

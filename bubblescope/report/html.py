@@ -46,6 +46,7 @@ from bubblescope.report.markdown import (
     trace_warnings,
 )
 
+SHORT_CELL_CHARS = 28
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
@@ -144,7 +145,7 @@ h1{font-size:1.6em;margin-bottom:4px}h2{border-bottom:2px solid #eee;padding-bot
 .card .label{font-size:.8em;color:#666}.card .value{font-size:1.25em;font-weight:600}
 table{border-collapse:collapse;width:100%;font-size:.88em;margin:8px 0}
 th,td{border:1px solid #e3e3e3;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f8}td{word-break:break-word}
+th{background:#f3f5f8}td{overflow-wrap:anywhere}td.short{white-space:nowrap}
 .warn{color:#8a5a00;background:#fff7e0;padding:6px 10px;border-radius:4px}
 .figure{margin:8px 0 20px 0}.muted{color:#888}code{background:#f3f3f3;padding:1px 4px;border-radius:3px}
 """
@@ -160,8 +161,15 @@ def table_html(rows: Rows, empty: str = "none") -> str:
     if not body:
         return f'<p class="muted">{esc(empty)}</p>'
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    lines = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in body)
+    lines = "".join("<tr>" + "".join(_cell_html(cell) for cell in row) + "</tr>" for row in body)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
+
+
+def _cell_html(cell: str) -> str:
+    # Short unbroken cells (numbers with units, op names) never wrap; long text may break anywhere, so a
+    # thousand-character kernel name cannot push the table past the page.
+    short = len(cell) <= SHORT_CELL_CHARS and " " not in cell
+    return f'<td class="short">{esc(cell)}</td>' if short else f"<td>{esc(cell)}</td>"
 
 
 def cards_html(items: list[tuple[str, str]]) -> str:

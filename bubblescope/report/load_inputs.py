@@ -170,14 +170,14 @@ def load_ablation(ablation_path: Path) -> AblationInput:
     )
 
 
-def _analyze_bare_traces(paths: list[Path]) -> TraceInput:
+def _analyze_bare_traces(paths: list[Path], step_marker: str | None) -> TraceInput:
     try:
         from bubblescope.analysis import analyze_traces
     except ImportError as exc:
         raise ReportInputError(
             f"cannot analyse bare traces: bubblescope.analysis is unavailable ({exc})"
         ) from None
-    analysis = analyze_traces([str(p) for p in paths], step_marker=None)
+    analysis = analyze_traces([str(p) for p in paths], step_marker=step_marker)
     if not isinstance(analysis, dict) or analysis.get("schema") != ANALYSIS_SCHEMA:
         raise ReportInputError(f"analysis of {paths[0]} did not return a {ANALYSIS_SCHEMA} document")
     return TraceInput(paths=paths, analysis=analysis)
@@ -216,8 +216,13 @@ def classify_path(path: Path) -> tuple[str, Path]:
     raise ReportInputError(f"{path}: no such file or folder")
 
 
-def load_inputs(paths: list[str | Path]) -> list[ReportInput]:
+def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> list[ReportInput]:
     """Load every argument; bare traces are analysed together as one multi-rank run, placed last.
+
+    Args:
+        paths: command-line arguments, in order.
+        step_marker: regex naming step annotations in bare traces that have neither `bubblescope.step`
+            nor `ProfilerStep#N` (passed to `analyze_traces`). Default None.
 
     Raises:
         ReportInputError / RecordError / TraceError: one line naming the offending path.
@@ -239,5 +244,5 @@ def load_inputs(paths: list[str | Path]) -> list[ReportInput]:
         else:
             traces.append(file)
     if traces:
-        loaded.append(_analyze_bare_traces(traces))
+        loaded.append(_analyze_bare_traces(traces, step_marker))
     return loaded

@@ -11,6 +11,10 @@ from typing import Any
 
 Rows = tuple[list[str], list[list[str]]]
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
+# Between a number and its unit, so that narrow table columns never split them.
+NBSP = "\u00a0"
+# Kernel names (C++ templates) can run to a thousand characters; a table cell shows the start.
+NAME_CHARS_SHOWN = 160
 # A report shows the worst gaps; the full list stays in analysis.json.
 GAP_ROWS_SHOWN = 20
 ESTIMATORS = [
@@ -40,17 +44,21 @@ def num(value: Any) -> float | None:
 
 def fmt_ms(value: Any, digits: int = 3) -> str:
     number = num(value)
-    return "—" if number is None else f"{number:.{digits}f} ms"
+    return "—" if number is None else f"{number:.{digits}f}{NBSP}ms"
 
 
 def fmt_us_from_ns(value: Any) -> str:
     number = num(value)
-    return "—" if number is None else f"{number / 1000.0:.1f} µs"
+    return "—" if number is None else f"{number / 1000.0:.1f}{NBSP}µs"
+
+
+def shorten(text: str, limit: int = NAME_CHARS_SHOWN) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def fmt_delta_ms(value: Any) -> str:
     number = num(value)
-    return "—" if number is None else f"{number:+.3f} ms"
+    return "—" if number is None else f"{number:+.3f}{NBSP}ms"
 
 
 def fmt_range(lo: Any, hi: Any) -> str:
@@ -135,7 +143,7 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
             fmt_us_from_ns(g.get("dur_ns")),
             plain(g.get("class")),
             plain(g.get("blame")),
-            plain(g.get("next_op")),
+            shorten(plain(g.get("next_op"))),
         ]
         for g in largest[:limit]
     ]

@@ -66,10 +66,10 @@ def test_analysis_json_is_a_trace_report_without_reanalysis() -> None:
 
 
 def test_bare_traces_are_analysed_together(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    calls: list[list[str]] = []
+    calls: list[tuple[list[str], str | None]] = []
 
     def fake_analyze(paths: list[str], step_marker: str | None = None) -> dict:
-        calls.append(paths)
+        calls.append((paths, step_marker))
         return {"schema": li.ANALYSIS_SCHEMA, "inputs": [{"path": p} for p in paths]}
 
     import bubblescope.analysis
@@ -77,9 +77,9 @@ def test_bare_traces_are_analysed_together(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setattr(bubblescope.analysis, "analyze_traces", fake_analyze)
     gz_trace = tmp_path / "rank1.json.gz"
     gz_trace.write_bytes(gzip.compress(HOSTILE_TRACE.read_bytes()))
-    items = li.load_inputs([HOSTILE_TRACE, MINIMAL_RUN_FILE, gz_trace])
+    items = li.load_inputs([HOSTILE_TRACE, MINIMAL_RUN_FILE, gz_trace], step_marker="decode_step_.*")
     assert [type(i).__name__ for i in items] == ["RunInput", "TraceInput"]
-    assert calls == [[str(HOSTILE_TRACE), str(gz_trace)]]
+    assert calls == [([str(HOSTILE_TRACE), str(gz_trace)], "decode_step_.*")]
 
 
 @pytest.mark.parametrize(
