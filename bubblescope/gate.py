@@ -54,8 +54,12 @@ def parse_threshold(text: str) -> float:
 
 
 def _is_trace(path: Path) -> bool:
-    name = path.name
-    return name.endswith((".json.gz", ".pt.trace.json")) or (name.endswith(".json") and "trace" in name)
+    """A trace by content: gzip, or a JSON object with `traceEvents` (RunRecords carry `schema`)."""
+    with path.open("rb") as handle:
+        head = handle.read(1 << 16)
+    if head[:2] == b"\x1f\x8b":
+        return True
+    return b'"traceEvents"' in head or (b'"schema"' not in head and path.name.endswith("trace.json"))
 
 
 def _trace_input(path: Path) -> GateInput:

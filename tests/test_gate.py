@@ -119,3 +119,33 @@ def test_cli_markdown_and_bad_options(
     assert capsys.readouterr().out.startswith("## ❌ bubblescope gate")
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--max-regression", "lots") == 2
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--format", "xml") == 2
+
+
+def test_gate_on_cpu_traces_counts_reads_exactly_and_skips_tpot() -> None:
+    verdict = run_gate(str(GATE / "base_cpu.trace.json.gz"), str(GATE / "sync_cpu.trace.json.gz"))
+    reads, tpot = _check(verdict, "blocking_reads"), _check(verdict, "tpot")
+    assert (
+        verdict["exit_code"] == 1 and reads["baseline_per_step"] == 1.0 and reads["current_per_step"] == 2.0
+    )
+    assert tpot["status"] == "skipped"
+    assert (
+        run_gate(str(GATE / "sync_cpu.trace.json.gz"), str(GATE / "base_cpu.trace.json.gz"))["exit_code"] == 0
+    )
+
+
+def test_gate_mixes_a_record_and_a_trace() -> None:
+    verdict = run_gate(str(GATE / "sync_regression.json"), str(GATE / "base_cpu.trace.json.gz"))
+    assert _check(verdict, "blocking_reads")["current_per_step"] == 1.0 and verdict["exit_code"] == 0
+
+
+def test_gate_on_the_real_h200_trace_against_itself_passes(shared_dir: Path) -> None:
+    trace = str(shared_dir / "data" / "h200_probe_trace.json.gz")
+    verdict = run_gate(trace, trace)
+    assert verdict["exit_code"] == 0 and _check(verdict, "blocking_reads")["baseline_per_step"] > 0
+
+
+def test_cli_table_format(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = _main(monkeypatch, "--baseline", BASE, "--current", str(GATE / "tpot_regression.json"))
+    assert code == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gate: fail" in out and "slower beyond the threshold and the noise" in out
