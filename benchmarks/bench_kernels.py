@@ -140,7 +140,7 @@ def case_rmsnorm(rows: int = 1, width: int = 2560) -> dict:
     )
 
 
-def case_kda() -> dict:
+def case_kda(num_warps: int | None = None) -> dict:
     heads, dim, width = 32, 128, 4096
     bytes_per_call = 2 * heads * dim * dim * 4 + 2 * 3 * width * 3 * 2 + 7 * width * 2
 
@@ -171,13 +171,14 @@ def case_kda() -> dict:
         ok=err < 3e-2,
         err=err,
         calls=lambda pdl: [
-            lambda a=a, w=w, s=s: kda_decode(**a, weights=w, state=s, use_pdl=pdl) for a, w, s in layers
+            lambda a=a, w=w, s=s: kda_decode(**a, weights=w, state=s, use_pdl=pdl, num_warps=num_warps)
+            for a, w, s in layers
         ],
         baseline=[lambda a=a, w=w, s=s: kda_decode_naive(**a, weights=w, state=s) for a, w, s in layers[:4]],
     )
 
 
-def case_mla(context: int) -> dict:
+def case_mla(context: int, num_warps: int | None = None) -> dict:
     q_lat = torch.randn(1, 32, 512, device="cuda", dtype=BF16)
     q_pe = torch.randn(1, 32, 64, device="cuda", dtype=BF16)
     bytes_per_call = context * 576 * 2
@@ -200,7 +201,8 @@ def case_mla(context: int) -> dict:
         ok=err < 3e-2,
         err=err,
         calls=lambda pdl: [
-            lambda c=c: mla_decode(q_lat, q_pe, c, seq_lens, scale, use_pdl=pdl) for c in caches
+            lambda c=c: mla_decode(q_lat, q_pe, c, seq_lens, scale, use_pdl=pdl, num_warps=num_warps)
+            for c in caches
         ],
         baseline=[lambda c=c: torch_attention(c) for c in caches],
     )
@@ -293,6 +295,9 @@ def build_cases() -> dict[str, Callable[[], dict]]:
                 cases[f"sweep gemv 4096x2560 M=1 bn{block_n} bk{block_k} w{warps}"] = lambda c=cfg: case_gemv(
                     1, 4096, 2560, c
                 )
+    for warps in (4, 8, 16):
+        cases[f"sweep kda_decode w{warps}"] = lambda w=warps: case_kda(w)
+        cases[f"sweep mla_decode ctx 8192 w{warps}"] = lambda w=warps: case_mla(8192, w)
     for block_i in (16, 32, 64):
         for warps in (4, 8):
             cfg = FusedMoEConfig(block_i=block_i, num_warps=warps)

@@ -83,6 +83,7 @@ def kda_decode(
     eps: float = 1e-6,
     use_pdl: bool = False,
     out: torch.Tensor | None = None,
+    num_warps: int | None = None,
 ) -> torch.Tensor:
     """One KDA decode token in one launch: conv+SiLU (state shifted in place), safe gate, beta,
     L2-normed q (x K^-1/2) and k, delta rule on the fp32 state (in place), gated output RMSNorm.
@@ -98,6 +99,7 @@ def kda_decode(
         eps: epsilon of the L2 norms and of the output RMSNorm (1e-6 for Ling).
         use_pdl: Programmatic Dependent Launch where supported.
         out: optional `[B, H*V]` destination.
+        num_warps: warps per (batch, head) program; default 8 for a 128x128 state, else 4.
     Returns:
         `[B, H*V]` in v's dtype (out's dtype when given): the input of o_proj.
     """
@@ -146,7 +148,7 @@ def kda_decode(
         BLOCK_K=triton.next_power_of_2(key_dim),
         BLOCK_V=triton.next_power_of_2(value_dim),
         USE_PDL=pdl,
-        num_warps=8 if key_dim * value_dim >= 8192 else 4,
+        num_warps=num_warps or (8 if key_dim * value_dim >= 8192 else 4),
         **launch_options(pdl),
     )
     return out

@@ -60,6 +60,7 @@ def mla_decode(
     num_splits: int | None = None,
     use_pdl: bool = False,
     out: torch.Tensor | None = None,
+    num_warps: int | None = None,
 ) -> torch.Tensor:
     """Decode attention of absorbed MLA over the latent cache: split over the context + combine (2 launches).
 
@@ -72,6 +73,7 @@ def mla_decode(
         num_splits: context slices per sequence; default `choose_num_splits(B, S_max)`.
         use_pdl: Programmatic Dependent Launch where supported.
         out: optional `[B, H, C]` destination.
+        num_warps: warps of the split kernel; default 8.
     Returns:
         `[B, H, C]` (q_latent's dtype unless `out` is given): softmax-weighted latent, before W_UV.
     """
@@ -114,7 +116,7 @@ def mla_decode(
         BLOCK_S=32 if block_c <= 512 else 16,
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
-        num_warps=8,
+        num_warps=num_warps or 8,
         **launch_options(pdl),
     )
     mla_combine_kernel[(batch, heads)](
