@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from bubblescope.reference_model import switches as switches_module
 from bubblescope.reference_model.switches import SWITCH_INFO, LingSwitches
 from bubblescope.reference_model.workload import IMPLEMENTED_SWITCHES, LingWorkload, make_workload
@@ -19,7 +20,10 @@ def workload() -> LingWorkload:
 def test_conforms_to_the_protocol(workload: LingWorkload) -> None:
     assert isinstance(workload, Workload)
     assert workload.name == "ling3"
-    assert [info.name for info in workload.switches()] == list(IMPLEMENTED_SWITCHES)
+    offered = {info.name: info for info in workload.switches()}
+    assert set(IMPLEMENTED_SWITCHES) <= set(offered)
+    # Anything else offered on the CPU must be marked GPU-only, so a run reports it unusable.
+    assert all(info.needs_gpu for name, info in offered.items() if name not in IMPLEMENTED_SWITCHES)
     described = workload.describe()
     assert described["preset"] == "debug" and described["device"] == "cpu" and described["params"] > 0
 
@@ -36,19 +40,22 @@ def test_step_emits_one_token_and_reset_replays_the_same_tokens(workload: LingWo
     assert workload.tokens() == first
 
 
-def test_switches_keep_tokens_and_lower_bytes(workload: LingWorkload) -> None:
+@pytest.mark.parametrize("switch", IMPLEMENTED_SWITCHES)
+def test_each_switch_keeps_tokens_and_lowers_bytes(workload: LingWorkload, switch: str) -> None:
     workload.prepare(frozenset())
     for _ in range(8):
         workload.step()
     baseline, baseline_bytes = workload.tokens(), workload.bytes_per_token(frozenset())
-    both = frozenset(IMPLEMENTED_SWITCHES)
-    workload.prepare(both)
+    workload.prepare(frozenset({switch}))
     for _ in range(8):
         workload.step()
     assert workload.tokens() == baseline
-    assert workload.bytes_per_token(both) < baseline_bytes
+    assert workload.bytes_per_token(frozenset({switch})) < baseline_bytes
+    both = frozenset(IMPLEMENTED_SWITCHES)
+    assert workload.bytes_per_token(both) < workload.bytes_per_token(frozenset({switch}))
     workload.prepare(frozenset())
     assert workload.model.lm_head.weight.dtype == workload._lm_head_master.dtype
+    assert all(router.weight.dtype == torch.float32 for router in workload._routers)
 
 
 def test_fallback_byte_estimate_agrees_with_accounting(workload: LingWorkload) -> None:
