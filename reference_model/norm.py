@@ -29,7 +29,11 @@ def linear_wide_out(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden.to(wide), weight)
     narrow = hidden.to(weight.dtype)
     if weight.is_cuda:
-        flat = torch.mm(narrow.flatten(0, -2), weight.T, out_dtype=wide)
+        try:
+            flat = torch.mm(narrow.flatten(0, -2), weight.T, out_dtype=wide)
+        except (RuntimeError, TypeError):
+            # A torch build without the mixed-output GEMM: same bf16 products, result rounded to bf16.
+            return F.linear(narrow, weight).to(wide)
         return flat.unflatten(0, narrow.shape[:-1])
     # CPU has no mixed-output GEMM; upcasting the bf16 values gives the same products exactly.
     return F.linear(narrow.to(wide), weight.to(wide))
