@@ -60,24 +60,51 @@ def stable_seed(*parts: object) -> int:
 
 
 def bootstrap_medians(
-    per_repeat: Sequence[np.ndarray], *, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0
+    per_repeat: Sequence[np.ndarray],
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    hierarchical: bool = False,
 ) -> np.ndarray:
-    """Bootstrap replicates of the pooled median, resampling within each repeat.
+    """Bootstrap replicates of the pooled median.
 
     Args:
         per_repeat: one 1-D array of samples per repeat.
         n_boot: number of replicates B.
         seed: numpy Generator seed.
+        hierarchical: False resamples steps within each repeat (every repeat kept once). True first
+            resamples the repeats themselves, then steps within each drawn repeat, so the interval also
+            carries the repeat-to-repeat spread (a machine that is 2% slower for a whole repeat).
     Returns:
         [B] float64 replicate medians.
     """
     rng = np.random.default_rng(seed)
+    if hierarchical and len(per_repeat) > 1:
+        return _two_level_medians(per_repeat, n_boot, rng)
     blocks = []
     for samples in per_repeat:
         # [B, n_r]: index matrix drawn at once; the whole bootstrap is one fancy-index per repeat.
         picks = rng.integers(0, len(samples), size=(n_boot, len(samples)))
         blocks.append(samples[picks])
     return np.median(np.concatenate(blocks, axis=1), axis=1)
+
+
+def _two_level_medians(per_repeat: Sequence[np.ndarray], n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    repeats = len(per_repeat)
+    lengths = np.array([len(r) for r in per_repeat])
+    width = int(lengths.max())
+    # [R, width] padded with NaN so repeats of different lengths share one array.
+    padded = np.full((repeats, width), np.nan)
+    for index, samples in enumerate(per_repeat):
+        padded[index, : len(samples)] = samples
+    # [B, R] drawn repeats, then [B, R, width] steps drawn within each drawn repeat's own length.
+    chosen = rng.integers(0, repeats, size=(n_boot, repeats))
+    steps = np.floor(rng.random((n_boot, repeats, width)) * lengths[chosen][..., None]).astype(np.int64)
+    values = padded[chosen[..., None], steps]
+    # Positions past a drawn repeat's length stay NaN and drop out of the median.
+    valid = np.arange(width)[None, None, :] < lengths[chosen][..., None]
+    values = np.where(valid, values, np.nan).reshape(n_boot, repeats * width)
+    return np.nanmedian(values, axis=1)
 
 
 def interval(replicates: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
@@ -107,12 +134,13 @@ def ratio_of_medians_ci(
     n_boot: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
     level: float = DEFAULT_LEVEL,
+    hierarchical: bool = False,
 ) -> tuple[float, float, float]:
     """current median / baseline median, with an interval from independent bootstraps of both."""
     base_est = float(np.median(np.concatenate(list(baseline))))
     cur_est = float(np.median(np.concatenate(list(current))))
-    base_reps = bootstrap_medians(baseline, n_boot=n_boot, seed=seed)
-    cur_reps = bootstrap_medians(current, n_boot=n_boot, seed=seed + 1)
+    base_reps = bootstrap_medians(baseline, n_boot=n_boot, seed=seed, hierarchical=hierarchical)
+    cur_reps = bootstrap_medians(current, n_boot=n_boot, seed=seed + 1, hierarchical=hierarchical)
     lo, hi = interval(cur_reps / base_reps, level)
     return cur_est / base_est, lo, hi
 
