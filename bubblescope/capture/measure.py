@@ -102,9 +102,12 @@ def render_run_report(
     """Write the HTML report when the renderer is installed; (relative name, notice)."""
     try:
         from bubblescope.report.html import render_run_html
-    except ImportError:
-        return None, "HTML report skipped: bubblescope.report.html is not installed"
-    write_text_atomic(report_path, render_run_html(record, full))
+
+        # Inside the try: the renderer may import plotly lazily, and a GPU box may lack it.
+        html = render_run_html(record, full)
+    except ImportError as exc:
+        return None, f"HTML report skipped ({exc}); render it later with `bubblescope report`"
+    write_text_atomic(report_path, html)
     return report_path.name, None
 
 

@@ -31,12 +31,15 @@ def _write_html(out_dir: Path) -> str | None:
     from bubblescope.ablate.store import load_ablation
     from bubblescope.atomic import write_text_atomic
 
+    manifest, loaded = load_ablation(out_dir)
     try:
         from bubblescope.report.html import render_ablation_html
-    except ImportError:
-        return "HTML report skipped: bubblescope.report.html is not installed"
-    manifest, loaded = load_ablation(out_dir)
-    write_text_atomic(out_dir / "report.html", render_ablation_html(manifest, loaded))
+
+        # Inside the try: the renderer may import plotly lazily, and a GPU box may lack it.
+        html = render_ablation_html(manifest, loaded)
+    except ImportError as exc:
+        return f"HTML report skipped ({exc}); render it later with `bubblescope report {out_dir}`"
+    write_text_atomic(out_dir / "report.html", html)
     return None
 
 
