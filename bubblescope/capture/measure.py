@@ -11,7 +11,7 @@ from typing import Any
 from bubblescope.atomic import write_json_atomic, write_text_atomic
 from bubblescope.capture.environment import capture_environment
 from bubblescope.capture.floor import compute_floor
-from bubblescope.capture.profiled import STEP_MARKER, profile_window
+from bubblescope.capture.profiled import profile_window
 from bubblescope.capture.readbacks import count_readbacks
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
@@ -44,13 +44,13 @@ def utc_now() -> str:
 
 
 def _analyze_full(trace_path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The full analysis/1 of a trace when `bubblescope.analysis` is installed, else a warning."""
+    """The full analysis/1 of a trace (steps found by their `bubblescope.step` annotations), or a warning."""
     try:
         from bubblescope.analysis import analyze_traces
     except ImportError:
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
     try:
-        return analyze_traces([str(trace_path)], step_marker=STEP_MARKER), None
+        return analyze_traces([str(trace_path)]), None
     except BubblescopeError as exc:
         return None, f"trace analysis refused the trace: {exc}"
     except Exception as exc:  # noqa: BLE001 - the measurement is done; keep it and say what failed
