@@ -71,47 +71,19 @@ def check_kda_decode_inputs(
     return kw
 
 
-def kda_decode(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    f: torch.Tensor,
-    b: torch.Tensor,
-    gate: torch.Tensor,
+def launch_kda_decode(
+    acts: dict[str, torch.Tensor],
     weights: KDALayerWeights,
     state: KDALayerState,
-    eps: float = 1e-6,
-    use_pdl: bool = False,
-    out: torch.Tensor | None = None,
-    num_warps: int | None = None,
-) -> torch.Tensor:
-    """One KDA decode token in one launch: conv+SiLU (state shifted in place), safe gate, beta,
-    L2-normed q (x K^-1/2) and k, delta rule on the fp32 state (in place), gated output RMSNorm.
-
-    Args:
-        q, k: pre-conv projections `[B, H*K]`; v: `[B, H*V]` (views of one fused projection are fine:
-            only the last dim must be contiguous).
-        f: forget-gate projection `[B, H*K]`.
-        b: beta logits `[B, H]`.
-        gate: g_proj output `[B, H*V]` (sigmoid gate of the output norm).
-        weights: KDALayerWeights (conv `[C, KW]`, a_log `[H]`, dt_bias `[H*K]`, o_norm `[V]`).
-        state: KDALayerState (conv states `[B, C, KW-1]`, recurrent `[B, H, K, V]` fp32), updated in place.
-        eps: epsilon of the L2 norms and of the output RMSNorm (1e-6 for Ling).
-        use_pdl: Programmatic Dependent Launch where supported.
-        out: optional `[B, H*V]` destination.
-        num_warps: warps per (batch, head) program; default 8 for a 128x128 state, else 4.
-    Returns:
-        `[B, H*V]` in v's dtype (out's dtype when given): the input of o_proj.
-    """
-    activations = {"q": q, "k": k, "v": v, "f": f, "b": b, "gate": gate}
-    kw = check_kda_decode_inputs(activations, weights, state)
+    out: torch.Tensor,
+    eps: float,
+    pdl: bool,
+    num_warps: int | None,
+) -> None:
+    """Grid (B, H) launch of kda_decode_kernel on validated inputs."""
+    q, k, v, f, b, gate = (acts[name] for name in ("q", "k", "v", "f", "b", "gate"))
     batch, heads, key_dim, value_dim = state.recurrent.shape
-    if out is None:
-        out = torch.empty(batch, heads * value_dim, dtype=v.dtype, device=v.device)
-    check_shape("out", out, (batch, heads * value_dim), OP)
-    if out.stride(1) != 1 or out.device != v.device:
-        raise KernelInputError(f"{OP}: out needs a contiguous last dimension on {v.device}")
-    pdl = resolve_pdl(use_pdl, v.device)
+    kw = weights.q_conv.shape[1]
     kda_decode_kernel[(batch, heads)](
         q,
         k,
@@ -151,4 +123,47 @@ def kda_decode(
         num_warps=num_warps or (8 if key_dim * value_dim >= 8192 else 4),
         **launch_options(pdl),
     )
+
+
+def kda_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    f: torch.Tensor,
+    b: torch.Tensor,
+    gate: torch.Tensor,
+    weights: KDALayerWeights,
+    state: KDALayerState,
+    eps: float = 1e-6,
+    use_pdl: bool = False,
+    out: torch.Tensor | None = None,
+    num_warps: int | None = None,
+) -> torch.Tensor:
+    """One KDA decode token in one launch: conv+SiLU (state shifted in place), safe gate, beta,
+    L2-normed q (x K^-1/2) and k, delta rule on the fp32 state (in place), gated output RMSNorm.
+
+    Args:
+        q, k: pre-conv projections `[B, H*K]`; v: `[B, H*V]` (views of one fused projection are fine:
+            only the last dim must be contiguous).
+        f: forget-gate projection `[B, H*K]`.
+        b: beta logits `[B, H]`.
+        gate: g_proj output `[B, H*V]` (sigmoid gate of the output norm).
+        weights: KDALayerWeights (conv `[C, KW]`, a_log `[H]`, dt_bias `[H*K]`, o_norm `[V]`).
+        state: KDALayerState (conv states `[B, C, KW-1]`, recurrent `[B, H, K, V]` fp32), updated in place.
+        eps: epsilon of the L2 norms and of the output RMSNorm (1e-6 for Ling).
+        use_pdl: Programmatic Dependent Launch where supported.
+        out: optional `[B, H*V]` destination.
+        num_warps: warps per (batch, head) program; default 8 for a 128x128 state, else 4.
+    Returns:
+        `[B, H*V]` in v's dtype (out's dtype when given): the input of o_proj.
+    """
+    activations = {"q": q, "k": k, "v": v, "f": f, "b": b, "gate": gate}
+    check_kda_decode_inputs(activations, weights, state)
+    batch, heads, key_dim, value_dim = state.recurrent.shape
+    if out is None:
+        out = torch.empty(batch, heads * value_dim, dtype=v.dtype, device=v.device)
+    check_shape("out", out, (batch, heads * value_dim), OP)
+    if out.stride(1) != 1 or out.device != v.device:
+        raise KernelInputError(f"{OP}: out needs a contiguous last dimension on {v.device}")
+    launch_kda_decode(activations, weights, state, out, eps, resolve_pdl(use_pdl, v.device), num_warps)
     return out

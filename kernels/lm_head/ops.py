@@ -19,6 +19,54 @@ OP = "lm_head_greedy"
 MAX_STRIPS = 65536
 
 
+def launch_lm_head_greedy(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    logits: torch.Tensor | None,
+    tokens: torch.Tensor,
+    cfg: GemvConfig,
+    pdl: bool,
+) -> None:
+    """Strip kernel over the vocab, then the per-row argmax combine, on validated inputs."""
+    rows, in_features = x.shape
+    vocab = weight.shape[0]
+    strips = triton.cdiv(vocab, cfg.block_n)
+    # [M, strips] per-strip maxima and their indices
+    part_val = torch.empty(rows, strips, dtype=torch.float32, device=x.device)
+    part_idx = torch.empty(rows, strips, dtype=torch.int64, device=x.device)
+    lm_head_partial_kernel[(strips,)](
+        x,
+        weight,
+        logits if logits is not None else part_val,
+        part_val,
+        part_idx,
+        rows,
+        vocab,
+        in_features,
+        x.stride(0),
+        weight.stride(0),
+        strips,
+        BLOCK_M=rows_block(rows),
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        WRITE_LOGITS=logits is not None,
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=cfg.num_warps,
+        **launch_options(pdl),
+    )
+    argmax_combine_kernel[(rows,)](
+        part_val,
+        part_idx,
+        tokens,
+        strips,
+        BLOCK_S=triton.next_power_of_2(strips),
+        USE_PDL=pdl,
+        num_warps=8 if strips > 1024 else 4,
+        **launch_options(pdl),
+    )
+
+
 def lm_head_greedy(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -56,39 +104,5 @@ def lm_head_greedy(
         tokens = torch.empty(rows, dtype=torch.int64, device=x.device)
     check_shape("tokens", tokens, (rows,), OP)
     check_dtype("tokens", tokens, (torch.int64,), OP)
-    # [M, strips] per-strip maxima and their indices
-    part_val = torch.empty(rows, strips, dtype=torch.float32, device=x.device)
-    part_idx = torch.empty(rows, strips, dtype=torch.int64, device=x.device)
-    pdl = resolve_pdl(use_pdl, x.device)
-    lm_head_partial_kernel[(strips,)](
-        x,
-        weight,
-        logits if logits is not None else part_val,
-        part_val,
-        part_idx,
-        rows,
-        vocab,
-        in_features,
-        x.stride(0),
-        weight.stride(0),
-        strips,
-        BLOCK_M=rows_block(rows),
-        BLOCK_N=cfg.block_n,
-        BLOCK_K=cfg.block_k,
-        WRITE_LOGITS=logits is not None,
-        USE_PDL=pdl,
-        DOT_FP32=is_interpreting(),
-        num_warps=cfg.num_warps,
-        **launch_options(pdl),
-    )
-    argmax_combine_kernel[(rows,)](
-        part_val,
-        part_idx,
-        tokens,
-        strips,
-        BLOCK_S=triton.next_power_of_2(strips),
-        USE_PDL=pdl,
-        num_warps=8 if strips > 1024 else 4,
-        **launch_options(pdl),
-    )
+    launch_lm_head_greedy(x, weight, logits, tokens, cfg, resolve_pdl(use_pdl, x.device))
     return tokens

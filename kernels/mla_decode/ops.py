@@ -51,45 +51,23 @@ def check_mla_inputs(
     check_same_device(OP, q_latent=q_latent, q_pe=q_pe, cache=cache, seq_lens=seq_lens)
 
 
-def mla_decode(
+def launch_mla_decode(
     q_latent: torch.Tensor,
     q_pe: torch.Tensor,
     cache: torch.Tensor,
     seq_lens: torch.Tensor,
+    out: torch.Tensor,
     scale: float,
-    num_splits: int | None = None,
-    use_pdl: bool = False,
-    out: torch.Tensor | None = None,
-    num_warps: int | None = None,
-) -> torch.Tensor:
-    """Decode attention of absorbed MLA over the latent cache: split over the context + combine (2 launches).
-
-    Args:
-        q_latent: `[B, H, C]` absorbed queries W_UK^T q_nope (C = 512 for Ling).
-        q_pe: `[B, H, R]` rotated rope queries (R = 64).
-        cache: `[B, S_max, C + R]` rows [normed latent c ; rotated k_pe]; the latent doubles as value.
-        seq_lens: `[B]` int32/int64 on the device: rows to attend (read on device, never on the host).
-        scale: softmax scale; Ling uses 1/sqrt(qk_nope + qk_rope) = 1/sqrt(192).
-        num_splits: context slices per sequence; default `choose_num_splits(B, S_max)`.
-        use_pdl: Programmatic Dependent Launch where supported.
-        out: optional `[B, H, C]` destination.
-        num_warps: warps of the split kernel; default 8.
-    Returns:
-        `[B, H, C]` (q_latent's dtype unless `out` is given): softmax-weighted latent, before W_UV.
-    """
-    check_mla_inputs(q_latent, q_pe, cache, seq_lens)
+    splits: int,
+    pdl: bool,
+    num_warps: int | None,
+) -> None:
+    """Split kernel over (B, splits), then the combine over (B, H), on validated inputs."""
     batch, heads, latent = q_latent.shape
     rope = q_pe.shape[2]
-    splits = num_splits or choose_num_splits(batch, cache.shape[1])
-    if not 1 <= splits <= MAX_SPLITS:
-        raise KernelInputError(f"{OP}: num_splits must be in 1..{MAX_SPLITS}; got {splits}")
-    if out is None:
-        out = torch.empty(batch, heads, latent, dtype=q_latent.dtype, device=q_latent.device)
-    check_shape("out", out, (batch, heads, latent), OP)
     # [B, splits, H, C] and [B, splits, H]: per-slice results for the combine.
     o_part = torch.empty(batch, splits, heads, latent, dtype=torch.float32, device=q_latent.device)
     lse_part = torch.empty(batch, splits, heads, dtype=torch.float32, device=q_latent.device)
-    pdl = resolve_pdl(use_pdl, q_latent.device)
     block_c = max(16, triton.next_power_of_2(latent))
     mla_split_kernel[(batch, splits)](
         q_latent,
@@ -133,5 +111,44 @@ def mla_decode(
         USE_PDL=pdl,
         num_warps=4,
         **launch_options(pdl),
+    )
+
+
+def mla_decode(
+    q_latent: torch.Tensor,
+    q_pe: torch.Tensor,
+    cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_splits: int | None = None,
+    use_pdl: bool = False,
+    out: torch.Tensor | None = None,
+    num_warps: int | None = None,
+) -> torch.Tensor:
+    """Decode attention of absorbed MLA over the latent cache: split over the context + combine (2 launches).
+
+    Args:
+        q_latent: `[B, H, C]` absorbed queries W_UK^T q_nope (C = 512 for Ling).
+        q_pe: `[B, H, R]` rotated rope queries (R = 64).
+        cache: `[B, S_max, C + R]` rows [normed latent c ; rotated k_pe]; the latent doubles as value.
+        seq_lens: `[B]` int32/int64 on the device: rows to attend (read on device, never on the host).
+        scale: softmax scale; Ling uses 1/sqrt(qk_nope + qk_rope) = 1/sqrt(192).
+        num_splits: context slices per sequence; default `choose_num_splits(B, S_max)`.
+        use_pdl: Programmatic Dependent Launch where supported.
+        out: optional `[B, H, C]` destination.
+        num_warps: warps of the split kernel; default 8.
+    Returns:
+        `[B, H, C]` (q_latent's dtype unless `out` is given): softmax-weighted latent, before W_UV.
+    """
+    check_mla_inputs(q_latent, q_pe, cache, seq_lens)
+    batch, heads, latent = q_latent.shape
+    splits = num_splits or choose_num_splits(batch, cache.shape[1])
+    if not 1 <= splits <= MAX_SPLITS:
+        raise KernelInputError(f"{OP}: num_splits must be in 1..{MAX_SPLITS}; got {splits}")
+    if out is None:
+        out = torch.empty(batch, heads, latent, dtype=q_latent.dtype, device=q_latent.device)
+    check_shape("out", out, (batch, heads, latent), OP)
+    launch_mla_decode(
+        q_latent, q_pe, cache, seq_lens, out, scale, splits, resolve_pdl(use_pdl, out.device), num_warps
     )
     return out

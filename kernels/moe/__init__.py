@@ -1,8 +1,8 @@
 """MoE for decode: grouped top-k routing, unfused (4 launches) and fused (2 launches) layers, reference."""
 
 from bubblescope.kernels.moe.naive import expert_naive, moe_naive, route_naive
-from bubblescope.kernels.moe.ops import FusedMoEConfig, MoEWorkspace, moe_fused, moe_unfused, route_topk
-from bubblescope.kernels.moe.params import MoEWeights, RoutingRule
+from bubblescope.kernels.moe.ops import moe_fused, moe_unfused, route_topk
+from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 
 __all__ = [
     "FusedMoEConfig",

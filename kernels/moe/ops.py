@@ -2,50 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-import triton
-from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
+from bubblescope.kernels._pdl import resolve_pdl
 from bubblescope.kernels.gemv.checks import KernelInputError, check_dtype, check_same_device, check_shape
-from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config, launch_gemv, rows_block
-from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
-from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
-from bubblescope.kernels.moe.params import MoEWeights, RoutingRule
-from bubblescope.kernels.moe.routing_kernel import routing_kernel
+from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config, launch_gemv
+from bubblescope.kernels.moe.launch import launch_fused_moe, launch_routing, launch_swiglu_experts
+from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 
 OP = "moe"
 MAX_EXPERTS = 4096
-
-
-@dataclass
-class MoEWorkspace:
-    """Buffers reused across calls (allocate once per layer shape for CUDA graphs).
-
-    Attributes:
-        logits: `[M, E]` fp32 router logits.
-        ids: `[M, top_k]` int32 chosen experts; weights: `[M, top_k]` fp32 gains.
-        hidden: `[M, slots, I]` fp32 SwiGLU outputs (unfused path only).
-        counter: `[1]` int32 ticket counter of the fused router launch; starts at 0, the kernel re-arms it.
-    """
-
-    logits: torch.Tensor
-    ids: torch.Tensor
-    weights: torch.Tensor
-    hidden: torch.Tensor
-    counter: torch.Tensor
-
-    @classmethod
-    def allocate(cls, rows: int, weights: MoEWeights, rule: RoutingRule) -> MoEWorkspace:
-        device = weights.w13.device
-        slots = rule.top_k + (weights.shared_slot is not None)
-        return cls(
-            logits=torch.empty(rows, weights.router.shape[0], dtype=torch.float32, device=device),
-            ids=torch.empty(rows, rule.top_k, dtype=torch.int32, device=device),
-            weights=torch.empty(rows, rule.top_k, dtype=torch.float32, device=device),
-            hidden=torch.empty(rows, slots, weights.w2.shape[2], dtype=torch.float32, device=device),
-            counter=torch.zeros(1, dtype=torch.int32, device=device),
-        )
 
 
 def check_rule(rule: RoutingRule, experts: int) -> None:
@@ -60,18 +25,6 @@ def check_rule(rule: RoutingRule, experts: int) -> None:
         )
     if not 1 <= rule.top_k <= rule.topk_group * per_group or rule.top_k > 32:
         raise KernelInputError(f"{OP}: top_k={rule.top_k} must be in 1..min(32, experts in kept groups)")
-
-
-def routing_constants(experts: int, rule: RoutingRule) -> dict[str, object]:
-    return dict(
-        TOP_K=rule.top_k,
-        N_GROUP=rule.n_group,
-        TOPK_GROUP=rule.topk_group,
-        RENORMALIZE=rule.renormalize,
-        BLOCK_E=triton.next_power_of_2(experts),
-        BLOCK_G=triton.next_power_of_2(rule.n_group),
-        BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
-    )
 
 
 def route_topk(
@@ -95,23 +48,8 @@ def route_topk(
     check_rule(rule, logits.shape[1])
     ids = torch.empty(logits.shape[0], rule.top_k, dtype=torch.int32, device=logits.device)
     gains = torch.empty(logits.shape[0], rule.top_k, dtype=torch.float32, device=logits.device)
-    _launch_routing(logits, expert_bias, ids, gains, rule, resolve_pdl(use_pdl, logits.device))
+    launch_routing(logits, expert_bias, ids, gains, rule, resolve_pdl(use_pdl, logits.device))
     return ids, gains
-
-
-def _launch_routing(logits, expert_bias, ids, gains, rule, pdl: bool) -> None:
-    routing_kernel[(logits.shape[0],)](
-        logits,
-        expert_bias,
-        ids,
-        gains,
-        logits.shape[1],
-        rule.scale,
-        USE_PDL=pdl,
-        num_warps=4,
-        **routing_constants(logits.shape[1], rule),
-        **launch_options(pdl),
-    )
 
 
 def check_moe_inputs(
@@ -175,66 +113,11 @@ def moe_unfused(
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
-    inter = weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
-    shared = weights.shared_slot if weights.shared_slot is not None else 0
     launch_gemv(x, weights.router, ws.logits, choose_config(rows, *weights.router.shape), pdl)
-    _launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
-    block_i = min(32, triton.next_power_of_2(inter))
-    gate_up_kernel[(rows * slots, triton.cdiv(inter, block_i))](
-        x,
-        ws.ids,
-        ws.weights,
-        weights.w13,
-        ws.hidden,
-        x.stride(0),
-        weights.w13.stride(0),
-        hidden,
-        inter,
-        shared,
-        float(weights.swiglu_limit),
-        float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_I=block_i,
-        BLOCK_D=min(256, triton.next_power_of_2(hidden)),
-        USE_PDL=pdl,
-        num_warps=4,
-        **launch_options(pdl),
-    )
+    launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
     out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
-    block_dout = min(32, triton.next_power_of_2(hidden))
-    down_kernel[(rows, triton.cdiv(hidden, block_dout))](
-        ws.hidden,
-        ws.ids,
-        ws.weights,
-        weights.w2,
-        out,
-        weights.w2.stride(0),
-        out.stride(0),
-        hidden,
-        inter,
-        shared,
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_DOUT=block_dout,
-        BLOCK_I=min(256, triton.next_power_of_2(inter)),
-        USE_PDL=pdl,
-        num_warps=4,
-        **launch_options(pdl),
-    )
+    launch_swiglu_experts(x, weights, rule, ws, out, pdl)
     return out
-
-
-@dataclass(frozen=True)
-class FusedMoEConfig:
-    """Tiles of the fused path (benchmarks sweep block_i; the default suits I = 768, D = 2560)."""
-
-    block_i: int = 32
-    block_d: int = 256
-    block_dout: int = 64
-    router_block_n: int = 4
-    num_warps: int = 4
 
 
 def moe_fused(
@@ -262,60 +145,9 @@ def moe_fused(
             raise KernelInputError(f"{OP}: FusedMoEConfig.{name} must be a power of two; got {size}")
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
-    experts, inter = weights.router.shape[0], weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
     if out is None:
         out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
     check_shape("out", out, (rows, hidden), OP)
     check_dtype("out", out, (torch.float32,), OP)
-    router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
-    router_route_kernel[(triton.cdiv(experts, router_block_n),)](
-        x,
-        weights.router,
-        weights.expert_bias,
-        ws.logits,
-        ws.ids,
-        ws.weights,
-        ws.counter,
-        out,
-        rows,
-        experts,
-        hidden,
-        x.stride(0),
-        weights.router.stride(0),
-        rule.scale,
-        BLOCK_M=rows_block(rows),
-        BLOCK_N=router_block_n,
-        BLOCK_K=min(512, triton.next_power_of_2(hidden)),
-        BLOCK_Z=1024,
-        USE_PDL=pdl,
-        DOT_FP32=is_interpreting(),
-        num_warps=cfg.num_warps,
-        **routing_constants(experts, rule),
-        **launch_options(pdl),
-    )
-    fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
-        x,
-        ws.ids,
-        ws.weights,
-        weights.w13,
-        weights.w2,
-        out,
-        x.stride(0),
-        weights.w13.stride(0),
-        weights.w2.stride(0),
-        hidden,
-        inter,
-        weights.shared_slot if weights.shared_slot is not None else 0,
-        float(weights.swiglu_limit),
-        float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_I=cfg.block_i,
-        BLOCK_D=cfg.block_d,
-        BLOCK_DOUT=cfg.block_dout,
-        USE_PDL=pdl,
-        num_warps=cfg.num_warps,
-        **launch_options(pdl),
-    )
+    launch_fused_moe(x, weights, rule, ws, cfg, out, pdl)
     return out

@@ -42,3 +42,44 @@ class MoEWeights:
     shared_slot: int | None = None
     swiglu_limit: float = 0.0
     shared_swiglu_limit: float = 0.0
+
+
+@dataclass
+class MoEWorkspace:
+    """Buffers reused across calls (allocate once per layer shape for CUDA graphs).
+
+    Attributes:
+        logits: `[M, E]` fp32 router logits.
+        ids: `[M, top_k]` int32 chosen experts; weights: `[M, top_k]` fp32 gains.
+        hidden: `[M, slots, I]` fp32 SwiGLU outputs (unfused path only).
+        counter: `[1]` int32 ticket counter of the fused router launch; starts at 0, the kernel re-arms it.
+    """
+
+    logits: torch.Tensor
+    ids: torch.Tensor
+    weights: torch.Tensor
+    hidden: torch.Tensor
+    counter: torch.Tensor
+
+    @classmethod
+    def allocate(cls, rows: int, weights: MoEWeights, rule: RoutingRule) -> MoEWorkspace:
+        device = weights.w13.device
+        slots = rule.top_k + (weights.shared_slot is not None)
+        return cls(
+            logits=torch.empty(rows, weights.router.shape[0], dtype=torch.float32, device=device),
+            ids=torch.empty(rows, rule.top_k, dtype=torch.int32, device=device),
+            weights=torch.empty(rows, rule.top_k, dtype=torch.float32, device=device),
+            hidden=torch.empty(rows, slots, weights.w2.shape[2], dtype=torch.float32, device=device),
+            counter=torch.zeros(1, dtype=torch.int32, device=device),
+        )
+
+
+@dataclass(frozen=True)
+class FusedMoEConfig:
+    """Tiles of the fused path (benchmarks sweep block_i; the default suits I = 768, D = 2560)."""
+
+    block_i: int = 32
+    block_d: int = 256
+    block_dout: int = 64
+    router_block_n: int = 4
+    num_warps: int = 4

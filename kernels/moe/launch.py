@@ -1,0 +1,164 @@
+"""MoE launchers: allocate nothing, validate nothing; pick tiles and grids for validated inputs."""
+
+from __future__ import annotations
+
+import torch
+import triton
+from bubblescope.kernels._pdl import is_interpreting, launch_options
+from bubblescope.kernels.gemv.ops import rows_block
+from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
+from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
+from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
+from bubblescope.kernels.moe.routing_kernel import routing_kernel
+
+
+def routing_constants(experts: int, rule: RoutingRule) -> dict[str, object]:
+    return dict(
+        TOP_K=rule.top_k,
+        N_GROUP=rule.n_group,
+        TOPK_GROUP=rule.topk_group,
+        RENORMALIZE=rule.renormalize,
+        BLOCK_E=triton.next_power_of_2(experts),
+        BLOCK_G=triton.next_power_of_2(rule.n_group),
+        BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
+    )
+
+
+def launch_routing(
+    logits: torch.Tensor,
+    expert_bias: torch.Tensor,
+    ids: torch.Tensor,
+    gains: torch.Tensor,
+    rule: RoutingRule,
+    pdl: bool,
+) -> None:
+    """Grid (M,) launch of routing_kernel."""
+    routing_kernel[(logits.shape[0],)](
+        logits,
+        expert_bias,
+        ids,
+        gains,
+        logits.shape[1],
+        rule.scale,
+        USE_PDL=pdl,
+        num_warps=4,
+        **routing_constants(logits.shape[1], rule),
+        **launch_options(pdl),
+    )
+
+
+def launch_swiglu_experts(
+    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, out: torch.Tensor, pdl: bool
+) -> None:
+    """Unfused expert launches: gate/up + SwiGLU into ws.hidden, then down + weighted sum into out."""
+    rows, hidden = x.shape
+    inter = weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
+    shared = weights.shared_slot if weights.shared_slot is not None else 0
+    block_i = min(32, triton.next_power_of_2(inter))
+    gate_up_kernel[(rows * slots, triton.cdiv(inter, block_i))](
+        x,
+        ws.ids,
+        ws.weights,
+        weights.w13,
+        ws.hidden,
+        x.stride(0),
+        weights.w13.stride(0),
+        hidden,
+        inter,
+        shared,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_I=block_i,
+        BLOCK_D=min(256, triton.next_power_of_2(hidden)),
+        USE_PDL=pdl,
+        num_warps=4,
+        **launch_options(pdl),
+    )
+    block_dout = min(32, triton.next_power_of_2(hidden))
+    down_kernel[(rows, triton.cdiv(hidden, block_dout))](
+        ws.hidden,
+        ws.ids,
+        ws.weights,
+        weights.w2,
+        out,
+        weights.w2.stride(0),
+        out.stride(0),
+        hidden,
+        inter,
+        shared,
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_DOUT=block_dout,
+        BLOCK_I=min(256, triton.next_power_of_2(inter)),
+        USE_PDL=pdl,
+        num_warps=4,
+        **launch_options(pdl),
+    )
+
+
+def launch_fused_moe(
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+) -> None:
+    """The two fused launches: router + routing (+ zero out), then the experts accumulating into out."""
+    rows, hidden = x.shape
+    experts, inter = weights.router.shape[0], weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
+    router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
+    router_route_kernel[(triton.cdiv(experts, router_block_n),)](
+        x,
+        weights.router,
+        weights.expert_bias,
+        ws.logits,
+        ws.ids,
+        ws.weights,
+        ws.counter,
+        out,
+        rows,
+        experts,
+        hidden,
+        x.stride(0),
+        weights.router.stride(0),
+        rule.scale,
+        BLOCK_M=rows_block(rows),
+        BLOCK_N=router_block_n,
+        BLOCK_K=min(512, triton.next_power_of_2(hidden)),
+        BLOCK_Z=1024,
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        num_warps=cfg.num_warps,
+        **routing_constants(experts, rule),
+        **launch_options(pdl),
+    )
+    fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
+        x,
+        ws.ids,
+        ws.weights,
+        weights.w13,
+        weights.w2,
+        out,
+        x.stride(0),
+        weights.w13.stride(0),
+        weights.w2.stride(0),
+        hidden,
+        inter,
+        weights.shared_slot if weights.shared_slot is not None else 0,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_I=cfg.block_i,
+        BLOCK_D=cfg.block_d,
+        BLOCK_DOUT=cfg.block_dout,
+        USE_PDL=pdl,
+        num_warps=cfg.num_warps,
+        **launch_options(pdl),
+    )
