@@ -1,9 +1,13 @@
-"""The reference workload: a stock eager greedy decode loop of a Ling-3.0 preset (bubblescope Workload).
+"""The reference workload: greedy batch-1 decode of a Ling-3.0 preset (bubblescope Workload), two paths.
 
-Each step runs the model on the last token, reads the new token back to the host with `.item()` (the
-blocking read a stock serving loop has) and builds the next input from that host int. Switches that
-exist in this eager path are applied by construction: `bf16_gate` and `bf16_lm_head` swap the router /
-lm_head weights for bf16 copies of the fp32 masters (weights are never reloaded).
+- `path="eager"` (`LingWorkload`, "stock eager"): each step runs the plain PyTorch model on the last
+  token, reads the new token back with `.item()` and builds the next input from that host int.
+  `bf16_gate` and `bf16_lm_head` swap the router / lm_head weights for bf16 copies of the fp32 masters.
+- `path="fast"` (`FastLingWorkload`): the decode step is one CUDA graph of Triton kernels over static
+  buffers (reference_model/fast/); every switch of ARCHITECTURE §3 except the speculative ones.
+  Prefill stays eager. On the CPU it runs under TRITON_INTERPRET=1 without graphs (tests).
+`make_workload(path="auto")` takes the fast path on CUDA and the eager one on the CPU. Weights are
+never reloaded by prepare().
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ from .init import build_model
 from .moe import MoERouter
 from .switches import SWITCH_INFO, LingSwitches
 
-# Switches whose behaviour exists in this code path; other engineers add theirs as they land.
+# Switches the eager path implements.
 IMPLEMENTED_SWITCHES = ("bf16_gate", "bf16_lm_head")
+# Switches the fast path implements (SWITCH_INFO order); the speculative ones belong to --spec.
+FAST_SWITCHES = ("no_readback", "pdl", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata")
+PATHS = ("auto", "fast", "eager")
 
 
 class LingWorkload:
@@ -63,8 +70,12 @@ class LingWorkload:
         self.reset()
 
     def switches(self) -> list[SwitchInfo]:
-        """The switches implemented in this code path (see IMPLEMENTED_SWITCHES)."""
-        return [info for info in SWITCH_INFO if info.name in IMPLEMENTED_SWITCHES]
+        """The eager path's switches; on the CPU also the fast path's GPU-only ones (needs_gpu), so a
+        run on the CPU says they need a CUDA device instead of calling them unknown."""
+        offered = set(IMPLEMENTED_SWITCHES)
+        if not str(self.device).startswith("cuda"):
+            offered |= {info.name for info in SWITCH_INFO if info.needs_gpu and info.name in FAST_SWITCHES}
+        return [info for info in SWITCH_INFO if info.name in offered]
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Apply the switches (router / lm_head dtype), then re-prefill so the run starts consistent.
@@ -75,7 +86,10 @@ class LingWorkload:
         missing = sorted(set(enabled) - set(IMPLEMENTED_SWITCHES))
         if missing:
             valid = ", ".join(IMPLEMENTED_SWITCHES)
-            raise ConfigError(f"switch {', '.join(missing)} is not implemented by ling3; available: {valid}")
+            raise ConfigError(
+                f"switch {', '.join(missing)} is not implemented by ling3's eager path (the fast path on a "
+                f"CUDA device has it); available here: {valid}"
+            )
         switches = LingSwitches.from_names(enabled)
         router_dtype = torch.bfloat16 if switches.bf16_gate else self._router_masters[0].dtype
         for router, master in zip(self._routers, self._router_masters, strict=True):
@@ -126,10 +140,14 @@ class LingWorkload:
             "switches": sorted(self.enabled),
         }
 
+    def context_length(self) -> int:
+        """Tokens in the sequence now (prompt + decoded)."""
+        return self.cache.length
+
     def bytes_per_token(self, enabled: frozenset[str]) -> int:
         """HBM bytes per decoded token at the current context length (accounting.py when present)."""
         switches = LingSwitches.from_names(enabled)
-        context_len = max(self.cache.length, int(self.prompt_ids.shape[1]))
+        context_len = max(self.context_length(), int(self.prompt_ids.shape[1]))
         try:
             from .accounting import bytes_per_token
         except ImportError:
@@ -182,6 +200,7 @@ def make_workload(
     seed: int = 0,
     prompt_len: int = 32,
     max_steps: int = 4096,
+    path: str = "auto",
 ) -> LingWorkload:
     """The `ling3` workload (bubblescope run's default factory).
 
@@ -191,10 +210,21 @@ def make_workload(
         seed: weights and prompt.
         prompt_len: prompt tokens prefilled before decoding.
         max_steps: decode steps before reset() is needed (sizes the MLA caches).
+        path: "fast" (Triton kernels + CUDA graph; on the CPU only under TRITON_INTERPRET=1), "eager"
+            (plain PyTorch, the "stock eager" reference), or "auto": fast on CUDA, eager on the CPU.
 
     Raises:
-        ConfigError: unknown preset or bad sizes. InsufficientMemoryError: the preset does not fit.
+        ConfigError: unknown preset or path, bad sizes, fast path on a CPU without the interpreter.
+        InsufficientMemoryError: the preset does not fit.
     """
+    if path not in PATHS:
+        raise ConfigError(f"unknown path {path!r}; valid paths: {', '.join(PATHS)}")
     config = get_preset(preset)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if path == "auto":
+        path = "fast" if str(device).startswith("cuda") else "eager"
+    if path == "fast":
+        from .fast.workload import FastLingWorkload
+
+        return FastLingWorkload(config, device, seed=seed, prompt_len=prompt_len, max_steps=max_steps)
     return LingWorkload(config, device, seed=seed, prompt_len=prompt_len, max_steps=max_steps)

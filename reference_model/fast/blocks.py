@@ -1,0 +1,145 @@
+"""One decode token through each kind of block, with the Triton kernels (batch 1, static shapes).
+
+Every function takes the packed weights, the normed hidden `[1, D]` and the step options, and
+returns the block's output `[1, D]` without touching any host value, so the whole step can be
+captured in one CUDA graph. Small glue between kernels (RoPE, the absorbed-MLA head products,
+the dense SwiGLU) stays in PyTorch ops: each is one small kernel inside the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+from bubblescope.kernels._pdl import is_interpreting
+from bubblescope.kernels.gemv import GemvConfig
+from bubblescope.kernels.gemv import gemv as gemv_kernel
+from bubblescope.kernels.kda_decode import kda_decode
+from bubblescope.kernels.mla_decode import mla_decode
+from bubblescope.kernels.moe import MoEWorkspace, RoutingRule, moe_fused, moe_unfused
+from bubblescope.kernels.rmsnorm import add_rmsnorm
+
+from ..ffn import swiglu
+from .metadata import DecodeMetadata
+from .packing import DensePack, KDAPack, MLAPack, MoEPack
+
+
+def interpreter_gemv_config(out_features: int, in_features: int) -> GemvConfig | None:
+    """Tiles for the CPU interpreter, None (the kernel's own heuristic) on a GPU.
+
+    The interpreter's cost is per program, not per byte, so on the CPU a few wide programs replace
+    the GPU's many narrow strips (same fp32 accumulation; only the summation order differs).
+    """
+    if not is_interpreting():
+        return None
+    return GemvConfig(
+        block_n=min(256, triton.next_power_of_2(out_features)),
+        block_k=min(1024, triton.next_power_of_2(in_features)),
+    )
+
+
+def gemv(
+    x: torch.Tensor, weight: torch.Tensor, *, use_pdl: bool, out_dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """The decode GEMV `[1, K] @ [N, K]^T` with the interpreter's tiles on the CPU."""
+    config = interpreter_gemv_config(weight.shape[0], weight.shape[1])
+    return gemv_kernel(x, weight, out_dtype=out_dtype, use_pdl=use_pdl, config=config)
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What the kernel-level switches choose (applied by construction of the step).
+
+    Attributes:
+        use_pdl: launch every Triton kernel with Programmatic Dependent Launch (`pdl`).
+        fused_moe: MoE in 2 launches (`moe_fused`) instead of 4 (`moe_unfused`).
+        bf16_gate: router GEMV on the bf16 copy of the router weight.
+        bf16_lm_head: lm_head GEMV on the bf16 copy of lm_head.
+        eps: RMSNorm epsilon of the model.
+        mla_scale: softmax scale 1/sqrt(nope + rope).
+    """
+
+    use_pdl: bool
+    fused_moe: bool
+    bf16_gate: bool
+    bf16_lm_head: bool
+    eps: float
+    mla_scale: float
+
+
+def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
+    """KDA attention for one token: fused projection GEMV, one-launch KDA decode, o_proj GEMV."""
+    # [1, 5W + H]: q, k, v, f, g, b as column slices (the kernel takes row strides).
+    proj = gemv(normed, pack.in_proj, use_pdl=opts.use_pdl)
+    q, k, v, f, g, b = proj.split(pack.widths, dim=1)
+    out = kda_decode(q, k, v, f, b, g, pack.weights, pack.state, eps=opts.eps, use_pdl=opts.use_pdl)
+    return gemv(out, pack.o_proj, use_pdl=opts.use_pdl)
+
+
+def rotate_interleaved(features: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """GPT-J RoPE of the last dim: pairs (2j, 2j+1) turned by this position's angle j, in fp32.
+
+    Args:
+        features: `[1, ..., R]`; cos, sin: `[1, R/2]` fp32.
+
+    Returns:
+        Same shape and dtype as features.
+    """
+    view_shape = (cos.shape[0],) + (1,) * (features.dim() - 2) + (cos.shape[1],)
+    cos, sin = cos.view(view_shape), sin.view(view_shape)
+    pairs = features.float().unflatten(-1, (-1, 2))
+    even, odd = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
+    return rotated.flatten(-2).to(features.dtype)
+
+
+def _mla_queries(pack: MLAPack, proj: torch.Tensor, dtype: torch.dtype, opts: StepOptions) -> torch.Tensor:
+    """q `[1, H*(nope+rope)]` in the activation dtype, through the q LoRA when the model has one."""
+    q_first = proj[:, : pack.q_rows].to(dtype)
+    if pack.q_b_proj is None:
+        return q_first
+    q_a, _ = add_rmsnorm(q_first.contiguous(), None, pack.q_a_norm, opts.eps, use_pdl=opts.use_pdl)
+    return gemv(q_a, pack.q_b_proj, use_pdl=opts.use_pdl)
+
+
+def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: StepOptions) -> torch.Tensor:
+    """Absorbed MLA for one token: write its latent row at `meta.positions`, attend over seq_lens rows."""
+    dtype = normed.dtype
+    heads, nope, latent_dim = pack.w_uk.shape
+    rope_dim = pack.cache.shape[2] - latent_dim
+    # [1, Q + r + R + H] in fp32: the head gate must be an fp32 GEMV of the bf16 inputs (notes §3.2).
+    proj = gemv(normed, pack.in_proj, out_dtype=torch.float32, use_pdl=opts.use_pdl)
+    q = _mla_queries(pack, proj, dtype, opts).view(1, heads, -1)
+    start = pack.q_rows
+    c = proj[:, start : start + latent_dim].to(dtype).contiguous()
+    k_pe = proj[:, start + latent_dim : start + latent_dim + rope_dim].to(dtype)
+    gate = torch.sigmoid(proj[:, start + latent_dim + rope_dim :])
+    c_normed, _ = add_rmsnorm(c, None, pack.kv_a_norm, opts.eps, use_pdl=opts.use_pdl)
+    # [1, r + R] latent row of this position, written at its slot without a host index.
+    row = torch.cat((c_normed, rotate_interleaved(k_pe, meta.cos, meta.sin)), dim=1)
+    pack.cache[0].index_copy_(0, meta.positions, row)
+    q_nope, q_pe = q.split([nope, q.shape[2] - nope], dim=2)
+    q_pe = rotate_interleaved(q_pe, meta.cos, meta.sin).contiguous()
+    # [H, 1, nope] @ [H, nope, r] -> [1, H, r] (W_UK folded into the query)
+    q_latent = torch.bmm(q_nope.transpose(0, 1), pack.w_uk).transpose(0, 1).contiguous()
+    o_latent = mla_decode(q_latent, q_pe, pack.cache, meta.seq_lens, opts.mla_scale, use_pdl=opts.use_pdl)
+    # [H, 1, r] @ [H, r, v] -> [1, H, v] (W_UV folded into the output)
+    heads_out = torch.bmm(o_latent.transpose(0, 1), pack.w_uv_t).transpose(0, 1)
+    gated = (heads_out.float() * gate[..., None]).to(dtype).reshape(1, -1)
+    return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
+
+
+def dense_block(pack: DensePack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
+    """Dense SwiGLU FFN: fused gate/up GEMV, SwiGLU (with the layer's clamp), down GEMV."""
+    gate, up = gemv(normed, pack.w13, use_pdl=opts.use_pdl).chunk(2, dim=1)
+    return gemv(swiglu(gate, up, pack.limit).contiguous(), pack.w2, use_pdl=opts.use_pdl)
+
+
+def moe_block(
+    pack: MoEPack, normed: torch.Tensor, rule: RoutingRule, workspace: MoEWorkspace, opts: StepOptions
+) -> torch.Tensor:
+    """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`."""
+    weights = pack.with_router(opts.bf16_gate)
+    run = moe_fused if opts.fused_moe else moe_unfused
+    return run(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace)

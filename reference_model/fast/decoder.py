@@ -1,0 +1,201 @@
+"""The fast batch-1 decoder: packed weights, static buffers, one CUDA graph per switch set, host loop.
+
+`configure(switches)` rebuilds only the step (options, workspaces, CUDA graph); weights are packed
+once in the constructor. `start()` seeds the metadata after an eager prefill; `step()` is one token
+as a serving loop runs it, host work included:
+
+    no_readback off:  [prepare*] replay  read token + length (2 blocking reads)  build raw on host  copy in
+    no_readback on:   [prepare*] replay  [advance*]  async copy token -> pinned slot, record event
+                      (* eager ops when graph_metadata is off, inside the graph when it is on)
+
+With no_readback on the host learns a token one step (or more) late: `step()` collects every slot
+whose event has completed (`query()`, never a blocking call), and `tokens()` waits for the rest.
+
+On the CPU (Triton interpreter, tests) there are no CUDA graphs, pinned memory or events: the same
+step function runs eagerly, the "pinned" slots are ordinary tensors and every copy is complete at
+once. The token stream is the same; only the timing behaviour is GPU-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from bubblescope.errors import ConfigError
+
+from ..cache import ModelCache
+from ..model import LingForCausalLM
+from ..switches import LingSwitches
+from .metadata import LENGTH, TOKEN, DecodeMetadata
+from .packing import MLAPack, pack_model
+from .step import FastForward, step_options
+
+# Eager warm-up runs before capture: the first compiles every Triton kernel, the second settles
+# the allocator (torch's own CUDA-graph recipe warms up on a side stream the same way).
+WARMUP_RUNS = 2
+
+
+class FastDecoder:
+    """Greedy batch-1 decode of `model` over `cache` with the fast kernels.
+
+    Args:
+        model: a LingForCausalLM (its weights are re-pointed into packed tensors, not copied).
+        cache: the ModelCache prefill fills; the step reads and writes the same tensors.
+
+    Raises:
+        ConfigError: the device cannot run the Triton kernels (CPU without TRITON_INTERPRET=1).
+    """
+
+    def __init__(self, model: LingForCausalLM, cache: ModelCache) -> None:
+        from bubblescope.kernels._pdl import is_interpreting
+
+        device = model.lm_head.weight.device
+        if device.type != "cuda" and not is_interpreting():
+            raise ConfigError("the fast decode path needs a CUDA device, or TRITON_INTERPRET=1 on the CPU")
+        self.device = device
+        self.use_graphs = device.type == "cuda"
+        self.pack = pack_model(model, cache)
+        mla = next(layer.attention for layer in self.pack.layers if isinstance(layer.attention, MLAPack))
+        self.capacity = mla.cache.shape[1]
+        rope = next(layer for layer in model.main_layers if layer.is_mla).attention.rope
+        self.meta = DecodeMetadata(rope.inv_freq, self.capacity, device)
+        self.switches = LingSwitches()
+        self.forward: FastForward | None = None
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self._staging = self._host_buffer(2)
+        self._slots = self._host_buffer(self.capacity + 1)
+        self._events: list[torch.cuda.Event | None] = []
+        self._emitted: list[int] = []
+        self._harvested = 0
+        # Host-side counters (known without reading the device): tokens in the sequence, steps since start().
+        self.length_host = 0
+        self.steps_taken = 0
+
+    def _host_buffer(self, size: int) -> torch.Tensor:
+        """[size] int64 on the host: pinned on CUDA machines so device copies into it are async."""
+        return torch.zeros(size, dtype=torch.int64, pin_memory=self.device.type == "cuda")
+
+    def configure(self, switches: LingSwitches) -> None:
+        """Build the step for these switches (new options, workspaces and CUDA graph; weights untouched)."""
+        self.switches = switches
+        opts = step_options(
+            self.pack,
+            pdl=switches.pdl,
+            fused_moe=switches.fused_moe,
+            bf16_gate=switches.bf16_gate,
+            bf16_lm_head=switches.bf16_lm_head,
+        )
+        self.graph = None
+        self.forward = FastForward(self.pack, self.meta, opts)
+        if self.use_graphs:
+            self._capture()
+
+    def _graph_body(self) -> None:
+        """What one replay runs: the forward, with metadata prepare/advance when graph_metadata is on."""
+        if self.switches.graph_metadata:
+            self.meta.prepare()
+        self.forward()
+        if self.switches.graph_metadata and self.switches.no_readback:
+            self.meta.advance()
+
+    def _capture(self) -> None:
+        """Warm up on a side stream (compiles kernels, state is reset by the next start()), then capture."""
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_RUNS):
+                self.meta.prepare()
+                self._graph_body()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._graph_body()
+        self.graph = graph
+
+    def start(self, first_token: int, length: int) -> None:
+        """Seed the metadata after a prefill of `length` tokens whose greedy token is `first_token`."""
+        if length >= self.capacity:
+            raise ConfigError(
+                f"fast decoder: prompt of {length} tokens leaves no room in {self.capacity} cache rows"
+            )
+        self._staging[TOKEN], self._staging[LENGTH] = first_token, length
+        self.meta.raw.copy_(self._staging)
+        self.length_host = length
+        self.steps_taken = 0
+        self._events = []
+        self._emitted = []
+        self._harvested = 0
+
+    def step(self) -> int:
+        """One decode step as the serving loop runs it; returns the tokens emitted (1).
+
+        Raises:
+            ConfigError: the latent caches are full.
+        """
+        if self.forward is None:
+            raise ConfigError("fast decoder: call configure() before step()")
+        if self.length_host + 1 >= self.capacity:
+            raise ConfigError(f"fast decoder: the caches hold {self.capacity} positions; call reset()")
+        eager_metadata = not self.switches.graph_metadata
+        if eager_metadata:
+            self.meta.prepare()
+        self._replay()
+        self.length_host += 1
+        self.steps_taken += 1
+        if self.switches.no_readback:
+            if eager_metadata:
+                self.meta.advance()
+            self._copy_token_out()
+        else:
+            self._read_back_and_rebuild()
+        return 1
+
+    def _replay(self) -> None:
+        """One replay of the step graph; without graphs (CPU) the same body runs op by op."""
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._graph_body()
+
+    def _read_back_and_rebuild(self) -> None:
+        """Stock loop: read the token and the sequence length back, build the next raw values, copy in."""
+        token = int(self.meta.next_token.item())
+        length = int(self.meta.seq_lens.item())
+        self._emitted.append(token)
+        self._harvested = len(self._emitted)
+        self._staging[TOKEN], self._staging[LENGTH] = token, length
+        # The staging buffer is free to reuse: the reads above waited for the previous copy.
+        self.meta.raw.copy_(self._staging, non_blocking=True)
+
+    def _copy_token_out(self) -> None:
+        """no_readback: enqueue this step's token into its own pinned slot; collect finished ones."""
+        slot = len(self._events)
+        self._slots[slot : slot + 1].copy_(self.meta.next_token, non_blocking=True)
+        event = None
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record()
+        self._events.append(event)
+        self._collect(wait=False)
+
+    def _collect(self, *, wait: bool) -> None:
+        """Move finished slots into the token list, in order; `wait` blocks for the rest (tokens())."""
+        while self._harvested < len(self._events):
+            event = self._events[self._harvested]
+            if event is not None and not event.query():
+                if not wait:
+                    return
+                event.synchronize()
+            self._emitted.append(int(self._slots[self._harvested]))
+            self._harvested += 1
+
+    def tokens(self) -> list[int]:
+        """Tokens generated since start(), waiting for any still in flight (no_readback)."""
+        if self.switches.no_readback:
+            self._collect(wait=True)
+        return list(self._emitted)
+
+    def kernel_body(self) -> Callable[[], None]:
+        """The function a replay runs (for profiling it eagerly, e.g. to count its kernels)."""
+        return self._graph_body

@@ -1,0 +1,111 @@
+"""The whole batch-1 decode forward of the fast path: embedding -> layers -> final norm -> greedy token.
+
+`FastForward.__call__` issues every kernel of one token and reads no host value, so it can be
+captured as one CUDA graph (on the CPU interpreter it simply runs eagerly). Its inputs are
+`DecodeMetadata` (input token, position, rows to attend, rope row); its outputs are written into
+`meta.next_token` and `logits`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from bubblescope.kernels.lm_head import lm_head_greedy
+from bubblescope.kernels.moe import MoEWorkspace
+from bubblescope.kernels.rmsnorm import add_rmsnorm
+
+from .blocks import StepOptions, dense_block, interpreter_gemv_config, kda_block, mla_block, moe_block
+from .metadata import DecodeMetadata
+from .packing import KDAPack, LayerPack, ModelPack, MoEPack
+
+
+def step_options(
+    pack: ModelPack, *, pdl: bool, fused_moe: bool, bf16_gate: bool, bf16_lm_head: bool
+) -> StepOptions:
+    """StepOptions of a model for the given kernel-level switches."""
+    config = pack.config
+    return StepOptions(
+        use_pdl=pdl,
+        fused_moe=fused_moe,
+        bf16_gate=bf16_gate,
+        bf16_lm_head=bf16_lm_head,
+        eps=config.rms_norm_eps,
+        mla_scale=1.0 / math.sqrt(config.qk_head_dim),
+    )
+
+
+class FastForward:
+    """One decode token through the packed model with the chosen options.
+
+    Args:
+        pack: packed weights and cache views.
+        meta: the decode metadata buffers (read: raw/positions/seq_lens/cos/sin; written: next_token).
+        opts: kernel-level switches.
+
+    Attributes:
+        logits: `[1, V]` fp32 logits of the last step (static buffer).
+        residual: `[1, D]` residual stream buffer, updated in place through the layers.
+    """
+
+    def __init__(self, pack: ModelPack, meta: DecodeMetadata, opts: StepOptions) -> None:
+        self.pack = pack
+        self.meta = meta
+        self.opts = opts
+        embed = pack.embed
+        self.dtype = embed.dtype
+        self.lm_head = pack.lm_head(opts.bf16_lm_head)
+        self.logits = torch.zeros(1, self.lm_head.shape[0], dtype=torch.float32, device=embed.device)
+        self.residual = torch.zeros(1, embed.shape[1], dtype=embed.dtype, device=embed.device)
+        # Per MoE layer: routing buffers and the fused router's ticket counter (must persist across replays).
+        self.workspaces: dict[int, MoEWorkspace] = {}
+        for layer in pack.layers:
+            if isinstance(layer.mlp, MoEPack):
+                weights = layer.mlp.with_router(opts.bf16_gate)
+                self.workspaces[layer.index] = MoEWorkspace.allocate(1, weights, pack.rule)
+
+    def _norm(self, contribution: torch.Tensor, weight: torch.Tensor, first: bool = False) -> torch.Tensor:
+        """residual += contribution (first: residual = contribution); returns RMSNorm(residual) `[1, D]`."""
+        normed = torch.empty(self.residual.shape, dtype=self.dtype, device=self.residual.device)
+        add_rmsnorm(
+            contribution,
+            None if first else self.residual,
+            weight,
+            self.opts.eps,
+            use_pdl=self.opts.use_pdl,
+            out=normed,
+            residual_out=self.residual,
+        )
+        return normed
+
+    def _layer(self, layer: LayerPack, normed: torch.Tensor, next_norm: torch.Tensor) -> torch.Tensor:
+        """One decoder layer from its input-normed hidden to the next layer's input-normed hidden."""
+        if isinstance(layer.attention, KDAPack):
+            attn = kda_block(layer.attention, normed, self.opts)
+        else:
+            attn = mla_block(layer.attention, normed, self.meta, self.opts)
+        normed = self._norm(attn, layer.post_attention_norm)
+        if isinstance(layer.mlp, MoEPack):
+            mlp = moe_block(layer.mlp, normed, self.pack.rule, self.workspaces[layer.index], self.opts)
+        else:
+            mlp = dense_block(layer.mlp, normed, self.opts)
+        return self._norm(mlp, next_norm)
+
+    def __call__(self) -> None:
+        """Run one token: reads meta.raw / positions / seq_lens / cos / sin, writes next_token and logits."""
+        layers = self.pack.layers
+        # [1, D] embedding row of the input token, gathered on device.
+        hidden = torch.index_select(self.pack.embed, 0, self.meta.input_ids)
+        normed = self._norm(hidden, layers[0].input_norm, first=True)
+        for position, layer in enumerate(layers):
+            last = position + 1 == len(layers)
+            next_norm = self.pack.final_norm if last else layers[position + 1].input_norm
+            normed = self._layer(layer, normed, next_norm)
+        lm_head_greedy(
+            normed,
+            self.lm_head,
+            use_pdl=self.opts.use_pdl,
+            logits=self.logits,
+            tokens=self.meta.next_token,
+            config=interpreter_gemv_config(*self.lm_head.shape),
+        )
