@@ -299,9 +299,12 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         cases[f"sweep kda_decode w{warps}"] = lambda w=warps: case_kda(w)
         cases[f"sweep mla_decode ctx 8192 w{warps}"] = lambda w=warps: case_mla(8192, w)
     for block_i in (16, 32, 64):
-        for warps in (4, 8):
-            cfg = FusedMoEConfig(block_i=block_i, num_warps=warps)
-            cases[f"sweep moe fused bi{block_i} w{warps}"] = lambda c=cfg: case_moe(True, BF16, c)
+        for block_d in (64, 128, 256):
+            for warps in (4, 8):
+                cfg = FusedMoEConfig(block_i=block_i, block_d=block_d, num_warps=warps)
+                cases[f"sweep moe fused bi{block_i} bd{block_d} w{warps}"] = lambda c=cfg: case_moe(
+                    True, BF16, c
+                )
     return cases
 
 

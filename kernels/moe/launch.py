@@ -72,7 +72,7 @@ def launch_swiglu_experts(
         TOP_K=rule.top_k,
         SLOTS=slots,
         BLOCK_I=block_i,
-        BLOCK_D=min(256, triton.next_power_of_2(hidden)),
+        BLOCK_D=min(128, triton.next_power_of_2(hidden)),
         USE_PDL=pdl,
         num_warps=4,
         **launch_options(pdl),

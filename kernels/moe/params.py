@@ -76,10 +76,11 @@ class MoEWorkspace:
 
 @dataclass(frozen=True)
 class FusedMoEConfig:
-    """Tiles of the fused path (benchmarks sweep block_i; the default suits I = 768, D = 2560)."""
+    """Tiles of the fused path. Defaults are a register-budget guess for I = 768, D = 2560 (not yet
+    measured): bench_kernels.py sweeps block_i, block_d and num_warps on the GPU."""
 
     block_i: int = 32
-    block_d: int = 256
+    block_d: int = 128
     block_dout: int = 64
     router_block_n: int = 4
     num_warps: int = 4
