@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"
+
+# Triton reads TRITON_INTERPRET when a kernel module is first imported, and any test module may import
+# kernels; so decide once, before collection, for the whole session. Without a GPU every Triton kernel
+# runs in the interpreter (CPU, small shapes).
+if shutil.which("nvidia-smi") is None and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def _cuda_available() -> bool:
