@@ -30,10 +30,11 @@ def baseline() -> tuple[torch.nn.Module, list[int]]:
 
 def test_generation_is_deterministic_for_a_seed(baseline: tuple[torch.nn.Module, list[int]]) -> None:
     _model, tokens = baseline
-    again = generate(build_model(DEBUG, "cpu", seed=0), PROMPT, STEPS)
-    other = generate(build_model(DEBUG, "cpu", seed=1), PROMPT, STEPS)
-    assert again == tokens
-    assert other != tokens
+    short = 12
+    again = generate(build_model(DEBUG, "cpu", seed=0), PROMPT, short)
+    other = generate(build_model(DEBUG, "cpu", seed=1), PROMPT, short)
+    assert again == tokens[:short]
+    assert other != tokens[:short]
     assert len(tokens) == STEPS and all(0 <= t < DEBUG.vocab_size for t in tokens)
 
 
