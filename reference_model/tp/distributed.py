@@ -1,0 +1,87 @@
+"""Process-group setup for a TP rank, from torchrun-style environment variables.
+
+`torchrun --nproc-per-node N` and `bubblescope run --tp N` both give each process RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR and MASTER_PORT; this module turns them into a TPComm. CUDA ranks use NCCL on
+cuda:LOCAL_RANK, CPU ranks gloo. NVLink multicast is forced off before anything initialises.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+from bubblescope.kernels.allreduce import apply_no_multicast_env
+
+from bubblescope.errors import ConfigError
+
+from .comm import TPComm
+
+# Long enough for a Flash shard build on a busy rank; short enough that a dead peer ends the run.
+INIT_TIMEOUT_S = 1800
+
+
+def free_port() -> int:
+    """A TCP port free on this host right now (for MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        raise ConfigError(f"{name} is not set: launch with torchrun or `bubblescope run --tp N`")
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
+
+
+def launched_by_torchrun() -> bool:
+    """True when this process already is one rank of a launched group (RANK and WORLD_SIZE set)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def init_tp_from_env(device_kind: str | None = None) -> TPComm:
+    """Join the group described by the environment and return this rank's communicator.
+
+    Args:
+        device_kind: "cuda" or "cpu"; default cuda when available.
+
+    Raises:
+        ConfigError: missing variables, or fewer GPUs than local ranks.
+    """
+    apply_no_multicast_env()
+    rank, world_size = _env_int("RANK"), _env_int("WORLD_SIZE")
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    kind = device_kind or ("cuda" if torch.cuda.is_available() else "cpu")
+    if kind == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise ConfigError(
+                f"rank {rank} needs cuda:{local_rank} but this machine has {torch.cuda.device_count()} GPUs"
+            )
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if not dist.is_initialized():
+        options = {"device_id": device} if kind == "cuda" else {}
+        dist.init_process_group(
+            backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=_dt.timedelta(seconds=INIT_TIMEOUT_S),
+            **options,
+        )
+    group = dist.group.WORLD
+    return TPComm(rank=rank, world_size=world_size, device=device, group=group)
+
+
+def shutdown() -> None:
+    """Leave the group cleanly (no-op when not initialised)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
