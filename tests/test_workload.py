@@ -136,3 +136,15 @@ def test_bf16_gemm_with_fp32_output_on_cuda() -> None:
     assert out.dtype == torch.float32 and out.shape == (1, 3, 512)
     diff = (out.double() - reference).abs().max().item()
     assert diff < 1e-3, f"max abs diff {diff:.3e} vs fp64 of the same bf16 inputs"
+
+
+def test_step_phases_are_named_in_a_profiler_trace(workload: LingWorkload) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    workload.prepare(frozenset())
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        workload.step()
+    names = {event.name for event in prof.events()}
+    expected = {"ling3.embed", "ling3.layer0.kda", f"ling3.layer{workload.config.mla_layers[0]}.mla"}
+    expected |= {"ling3.lm_head", "ling3.readback", "aten::item"}
+    assert expected <= names, f"missing {sorted(expected - names)}"
