@@ -177,3 +177,18 @@ def test_model_built_without_mtp_has_no_mtp_tensors() -> None:
     ids = _ids(3, DEBUG.vocab_size)
     with pytest.raises(ConfigError, match="no MTP layer"):
         model.mtp_logits(model.forward_hidden(ids).final, ids, None, torch.arange(3)[None])
+
+
+def test_cache_clone_and_copy_restore_a_checkpoint(debug_model: LingForCausalLM) -> None:
+    ids = _ids(8, DEBUG.vocab_size, seed=6)
+    cache = new_cache(debug_model, 10)
+    debug_model(ids[:, :6], cache)
+    checkpoint = cache.clone()
+    first = debug_model(ids[:, 6:7], cache)
+    debug_model(ids[:, 7:8], cache)
+    assert cache.length == 8 and checkpoint.length == 6
+    kda_buffer = cache.kda[DEBUG.kda_layers[0]].recurrent
+    cache.copy_(checkpoint)
+    assert cache.kda[DEBUG.kda_layers[0]].recurrent is kda_buffer, "copy_ must keep the storage"
+    again = debug_model(ids[:, 6:7], cache)
+    assert torch.equal(first, again)
