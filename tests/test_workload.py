@@ -14,7 +14,7 @@ from bubblescope.workload import Workload, parse_toggles
 
 @pytest.fixture(scope="module")
 def workload() -> LingWorkload:
-    return make_workload("debug", device="cpu", prompt_len=8, max_steps=64)
+    return make_workload("debug", device="cpu", prompt_len=8, max_steps=64, path="eager")
 
 
 def test_conforms_to_the_protocol(workload: LingWorkload) -> None:
@@ -105,7 +105,7 @@ def test_incompatible_pair_fails_naming_both(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.gpu
 @pytest.mark.parametrize("preset", ["debug", "ling3-tiny"])
 def test_workload_decodes_on_cuda_with_and_without_switches(preset: str) -> None:
-    cuda = make_workload(preset, device="cuda", prompt_len=32, max_steps=64)
+    cuda = make_workload(preset, device="cuda", prompt_len=32, max_steps=64, path="eager")
     assert cuda.model.lm_head.weight.is_cuda
     cuda.prepare(frozenset())
     for _ in range(32):
