@@ -17,7 +17,12 @@ from bubblescope.detect.host_blame import HostBlame, queued_blame
 from bubblescope.detect.idle_gaps import GAP_CLASSES, device_busy_intervals
 from bubblescope.detect.registry import detector
 from bubblescope.trace.correlate import correlate_launches, launch_counts
-from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES, expand_trace_paths, load_raw_trace
+from bubblescope.trace.load import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    expand_trace_paths,
+    gc_paused,
+    load_raw_trace,
+)
 from bubblescope.trace.steps import StepWindows, find_steps, step_index_of
 from bubblescope.trace.tables import TraceTables, build_tables
 from bubblescope.trace.timeline import build_timeline
@@ -70,8 +75,9 @@ def analyze_ranks(paths: list[str | os.PathLike[str]] | str | os.PathLike[str], 
     results = []
     for index, path in enumerate(expand_trace_paths(list(paths))):
         raw = load_raw_trace(path, max_decompressed_bytes)
-        tables = build_tables(raw.events, raw.meta, path, rank=index)
-        raw.events.clear()
+        with gc_paused():
+            tables = build_tables(raw.events, raw.meta, path, rank=index)
+            raw.events.clear()
         del raw
         results.append(analyze_rank(tables, step_marker))
     return results
@@ -113,7 +119,7 @@ def _device_entry(tables: TraceTables, ops: pd.DataFrame, gaps: pd.DataFrame, sp
     merged_starts, merged_ends = device_busy_intervals(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     busy_ns = int((merged_ends - merged_starts).sum())
     by_class = gaps.groupby("class")["dur_ns"].sum()
-    kinds = ops["kind"].astype(str)
+    kinds = ops["kind"]
     return {
         "device": device, "rank": tables.rank, "span_ns": span[1] - span[0], "busy_ns": busy_ns,
         "idle_ns": span[1] - span[0] - busy_ns,
@@ -129,7 +135,7 @@ def _host_tid(tables: TraceTables) -> str:
     """The thread that launches GPU work (most runtime calls); '' when there are none."""
     if not len(tables.runtime):
         return ""
-    return str(tables.runtime["tid"].astype(str).value_counts().idxmax())
+    return str(tables.runtime["tid"].value_counts().idxmax())
 
 
 def analysis_dict(ranks: list[RankAnalysis]) -> dict:
@@ -152,38 +158,50 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "syncs": syncs,
         "gaps_top": gaps_out[:TOP_GAPS],
         "summary": _summary(steps_out),
-        "timeline": build_timeline(ranks[0], gap_blamer(ranks[0])) if ranks else None,
+        "timeline": build_timeline(ranks[0], lambda window: gap_blamer(ranks[0], window))
+        if ranks else None,
     }
 
 
 def _step_entries(rank: RankAnalysis) -> list[dict]:
     steps, origin = rank.steps, rank.tables.origin_ns
-    in_steps = rank.gaps[rank.gaps["step"] >= 0]
-    idle = in_steps.groupby(["step", "class"])["dur_ns"].sum()
-    idle_total = in_steps.groupby("step")["dur_ns"].sum()
+    n_steps = len(steps)
+    in_steps = rank.gaps[(rank.gaps["step"] >= 0).to_numpy()]
+    # [n_steps, n_classes] idle ns, accumulated in one pass.
+    idle = np.zeros((n_steps, len(STEP_CLASSES)), dtype=np.int64)
+    class_index = in_steps["class"].map({c: i for i, c in enumerate(STEP_CLASSES)}).to_numpy()
+    np.add.at(idle, (in_steps["step"].to_numpy().astype(np.int64), class_index.astype(np.int64)),
+              in_steps["dur_ns"].to_numpy().astype(np.int64))
+    reads_per_step = np.bincount(read_steps_of(rank), minlength=n_steps + 1)[1:]
     n_devices = max(len(rank.devices), 1)
-    read_steps = step_index_of(rank.reads["start_ns"].to_numpy().astype(np.int64), steps)
     launch_at = np.where(rank.gpu["launch_start_ns"] >= 0, rank.gpu["launch_start_ns"], rank.gpu["start_ns"])
     op_steps = step_index_of(launch_at.astype(np.int64), steps)
-    kernel_steps = op_steps[(rank.gpu["kind"] == "kernel").to_numpy()]
+    kernels_per_step = np.bincount(op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1,
+                                   minlength=n_steps + 1)[1:]
     out = []
-    for i in range(len(steps)):
+    for i in range(n_steps):
         dur_ns = int(steps.end_ns[i] - steps.start_ns[i])
-        idle_ns = int(idle_total.get(i, 0))
+        idle_ns = int(idle[i].sum())
         out.append({
             "index": i, "rank": rank.tables.rank, "name": steps.names[i],
             "start_ns": int(steps.start_ns[i] - origin), "dur_ns": dur_ns,
             # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
             "gpu_busy_ns": dur_ns * n_devices - idle_ns if rank.devices else 0, "idle_ns": idle_ns,
-            "idle_by_class_ns": {c: int(idle.get((i, c), 0)) for c in STEP_CLASSES},
-            "blocking_reads": int((read_steps == i).sum()),
-            "kernels": int((kernel_steps == i).sum()),
+            "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
+            "blocking_reads": int(reads_per_step[i]),
+            "kernels": int(kernels_per_step[i]),
         })
     return out
 
 
-def gap_blamer(rank: RankAnalysis):
-    host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid)
+def read_steps_of(rank: RankAnalysis) -> np.ndarray:
+    """Step index + 1 of each blocking read (0 = outside every step), for bincount. [n_reads]"""
+    return step_index_of(rank.reads["start_ns"].to_numpy().astype(np.int64), rank.steps) + 1
+
+
+def gap_blamer(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
+    """Gap row -> blame text. `window_ns` limits host blame to ranges overlapping it (faster)."""
+    host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid, window_ns)
     sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist(), strict=True))
 
     def blame(row) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.trace.nesting import NestingIndex, is_user_frame, short_site
+from bubblescope.trace.tables import category_mask
 
 TOP_BLAME_ENTRIES = 3
 
@@ -22,17 +23,21 @@ class HostBlame:
         ops: host op table (cpu_op and user_annotation rows).
         frames: Python frame table.
         tid: the thread that launches GPU work.
+        window_ns: only ranges overlapping this [start, end) are kept (default: all).
     """
 
-    def __init__(self, ops: pd.DataFrame, frames: pd.DataFrame, tid: str) -> None:
-        ops = ops[((ops["tid"].astype(str) == tid) & (ops["cat"] == "cpu_op")).to_numpy()]
-        frames = frames[(frames["tid"].astype(str) == tid).to_numpy()]
-        user = frames["name"].astype(str).map(is_user_frame).to_numpy(dtype=bool) if len(frames) else \
-            np.zeros(0, dtype=bool)
-        frames = frames[user]
+    def __init__(self, ops: pd.DataFrame, frames: pd.DataFrame, tid: str,
+                 window_ns: tuple[int, int] | None = None) -> None:
+        ops = ops[((ops["tid"] == tid) & (ops["cat"] == "cpu_op")).to_numpy()]
+        frames = frames[(frames["tid"] == tid).to_numpy()]
+        if window_ns is not None:
+            ops = ops[((ops["end_ns"] > window_ns[0]) & (ops["start_ns"] < window_ns[1])).to_numpy()]
+            overlaps = (frames["end_ns"] > window_ns[0]) & (frames["start_ns"] < window_ns[1])
+            frames = frames[overlaps.to_numpy()]
+        frames = frames[category_mask(frames["name"], is_user_frame)]
         frame_index, op_index = NestingIndex(frames), NestingIndex(ops)
-        self._names = np.asarray([short_site(n) for n in frame_index.names] + list(op_index.names),
-                                 dtype=object)
+        sites = {name: short_site(name) for name in set(frame_index.names.tolist())}
+        self._names = np.asarray([sites[n] for n in frame_index.names] + list(op_index.names), dtype=object)
         self._starts = np.concatenate((frame_index.starts, op_index.starts))
         self._ends = np.concatenate((frame_index.ends, op_index.ends))
         self._is_frame = np.arange(len(self._names)) < len(frame_index.starts)

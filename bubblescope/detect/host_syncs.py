@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.trace.nesting import indexes_by_thread, short_site
-from bubblescope.trace.tables import TraceTables
+from bubblescope.trace.tables import TraceTables, category_mask
 
 SYNC_APIS = frozenset({
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
@@ -65,16 +65,17 @@ READ_COLUMNS = ["read_id", "tid", "start_ns", "end_ns", "blocked_ns", "wait_ns",
 def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     """Row numbers in `tables.runtime` of calls that block the host on the device. [n] int64."""
     runtime = tables.runtime
-    names = runtime["name"].astype(str)
-    is_sync = names.isin(SYNC_APIS).to_numpy()
-    is_copy = names.str.startswith(("cudaMemcpy", "cuMemcpy"))
-    is_sync_copy = (is_copy & ~names.str.contains("Async", regex=False)).to_numpy()
-    pageable = gpu["name"].astype(str).str.contains("Pageable", regex=False) & (gpu["kind"] == "memcpy")
-    pageable_rows = gpu.loc[pageable.to_numpy() & (gpu["launch_row"] >= 0).to_numpy(), "launch_row"]
+    names = runtime["name"]
+    is_sync = category_mask(names, SYNC_APIS.__contains__)
+    is_sync_copy = category_mask(
+        names, lambda n: n.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in n)
+    memcpys = gpu[(gpu["kind"] == "memcpy").to_numpy()]
+    pageable = memcpys["name"].astype(str).str.contains("Pageable", regex=False).to_numpy()
+    pageable_rows = memcpys.loc[pageable & (memcpys["launch_row"] >= 0).to_numpy(), "launch_row"]
     is_pageable = np.zeros(len(runtime), dtype=bool)
     is_pageable[pageable_rows.to_numpy()] = True
     waits = tables.waits
-    blocking_waits = waits[~waits["name"].astype(str).isin(_NOT_HOST_BLOCKING_WAITS).to_numpy()]
+    blocking_waits = waits[~category_mask(waits["name"], _NOT_HOST_BLOCKING_WAITS.__contains__)]
     has_wait = runtime["correlation"].isin(blocking_waits["correlation"]).to_numpy() & (
         runtime["correlation"].to_numpy() >= 0)
     return np.flatnonzero(is_sync | is_sync_copy | is_pageable | has_wait)
@@ -99,7 +100,7 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     cpu_ops = tables.ops[(tables.ops["cat"] == "cpu_op").to_numpy()]
     # Old traces write step markers (ProfilerStep#N, record_function) as ops; they are not the op
     # that read the device.
-    markers = cpu_ops["name"].astype(str).str.startswith(_MARKER_PREFIXES).to_numpy()
+    markers = category_mask(cpu_ops["name"], lambda n: n.startswith(_MARKER_PREFIXES))
     cpu_ops = cpu_ops[~markers]
     op_index = indexes_by_thread(cpu_ops, tids)
     frame_index = indexes_by_thread(tables.frames, tids)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bubblescope.trace.tables import category_labels, category_mask
+
 GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000",
                                 "cuGraphLaunch_ptsz", "cudaGraphLaunch_ptsz"})
 
@@ -47,8 +49,8 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
     has = launch_row >= 0
     out["launch_start_ns"] = np.where(has, starts[safe] if len(starts) else -1, -1)
     out["launch_end_ns"] = np.where(has, ends[safe] if len(ends) else -1, -1)
-    names = runtime["name"].astype(object).to_numpy()
-    tids = runtime["tid"].astype(object).to_numpy()
+    names = category_labels(runtime["name"])
+    tids = category_labels(runtime["tid"])
     out["launch_name"] = np.where(has, names[safe] if len(names) else "", "")
     out["launch_tid"] = np.where(has, tids[safe] if len(tids) else "", "")
     out["graph"] = out["launch_name"].isin(GRAPH_LAUNCH_NAMES).to_numpy()
@@ -63,7 +65,6 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
 
 def launch_counts(runtime: pd.DataFrame) -> dict[str, int]:
     """How many graph launches and kernel launches the host made (for plausibility checks)."""
-    names = runtime["name"].astype(str)
-    graph = int(names.isin(GRAPH_LAUNCH_NAMES).sum())
-    kernel = int(names.str.contains("LaunchKernel", regex=False).sum())
+    graph = int(category_mask(runtime["name"], GRAPH_LAUNCH_NAMES.__contains__).sum())
+    kernel = int(category_mask(runtime["name"], lambda name: "LaunchKernel" in name).sum())
     return {"graph_launches": graph, "kernel_launches": kernel}

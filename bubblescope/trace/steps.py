@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.errors import BubblescopeError
-from bubblescope.trace.tables import TraceTables
+from bubblescope.trace.tables import TraceTables, category_mask
 
 BUBBLESCOPE_STEP = "bubblescope.step"
 _PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
@@ -49,20 +49,21 @@ def find_steps(tables: TraceTables, step_marker: str | None = None) -> StepWindo
         step_marker: regex matched (fully) against host op/annotation names; used when neither
             `bubblescope.step` nor `ProfilerStep#N` is present. Default None.
     """
-    names = tables.ops["name"].astype(str)
-    candidates: list[tuple[str, pd.Series]] = [
-        (BUBBLESCOPE_STEP, names.str.startswith(BUBBLESCOPE_STEP)),
-        ("ProfilerStep", names.str.fullmatch(_PROFILER_STEP)),
+    names = tables.ops["name"]
+    candidates: list[tuple[str, np.ndarray]] = [
+        (BUBBLESCOPE_STEP, category_mask(names, lambda n: n.startswith(BUBBLESCOPE_STEP))),
+        ("ProfilerStep", category_mask(names, lambda n: _PROFILER_STEP.fullmatch(n) is not None)),
     ]
     if step_marker:
         try:
             pattern = re.compile(step_marker)
         except re.error as exc:
             raise BubblescopeError(f"--step-marker {step_marker!r} is not a valid regex ({exc})") from None
-        candidates.append((f"regex:{step_marker}", names.str.fullmatch(pattern)))
+        matches = category_mask(names, lambda n: pattern.fullmatch(n) is not None)
+        candidates.append((f"regex:{step_marker}", matches))
     for source, mask in candidates:
         if mask.any():
-            return _windows(tables.ops[mask.to_numpy()], source)
+            return _windows(tables.ops[mask], source)
     warning = "no step markers found (bubblescope.step, ProfilerStep#N"
     warning += f", or {step_marker!r})" if step_marker else "; pass --step-marker REGEX)"
     return _whole_trace(tables, warning + "; the whole trace is one step")

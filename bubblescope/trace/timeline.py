@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 MAX_TIMELINE_SLICES = 4000
 
 
-def build_timeline(rank: RankAnalysis, blame: Callable[[pd.Series], str]) -> dict | None:
+def build_timeline(rank: RankAnalysis,
+                   make_blamer: Callable[[tuple[int, int]], Callable]) -> dict | None:
     """The `timeline` entry of the analysis dict for `rank`, or None without steps.
 
     Args:
         rank: one rank's analysis.
-        blame: gap row -> blame text (sync site, host frames, or device-side cause).
+        make_blamer: (start_ns, end_ns) window -> (gap row -> blame text: sync site, host frames, or
+            device-side cause).
     """
     steps = rank.steps
     if not len(steps):
@@ -31,12 +33,13 @@ def build_timeline(rank: RankAnalysis, blame: Callable[[pd.Series], str]) -> dic
     durations = steps.end_ns - steps.start_ns
     step = int(np.argsort(durations, kind="stable")[(len(durations) - 1) // 2])
     start, end = int(steps.start_ns[step]), int(steps.end_ns[step])
+    blame = make_blamer((start, end))
     origin = rank.tables.origin_ns
     slices: list[dict] = []
     host = rank.tables.ops[(rank.tables.ops["cat"] == "cpu_op").to_numpy()]
     if rank.host_tid:
-        host = host[(host["tid"].astype(str) == rank.host_tid).to_numpy()]
-        runtime = rank.tables.runtime[(rank.tables.runtime["tid"].astype(str) == rank.host_tid).to_numpy()]
+        host = host[(host["tid"] == rank.host_tid).to_numpy()]
+        runtime = rank.tables.runtime[(rank.tables.runtime["tid"] == rank.host_tid).to_numpy()]
     else:
         runtime = rank.tables.runtime.iloc[:0]
     for table, cat in ((host, "cpu_op"), (runtime, "cuda_runtime")):

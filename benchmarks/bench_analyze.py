@@ -1,0 +1,183 @@
+"""Time load + analysis of a synthetic decode-like Kineto trace of >= 1 M events; report µs/event and
+peak RSS, and (optionally) the same for Holistic Trace Analysis on the same file.
+
+Usage:
+    .venv/bin/python benchmarks/bench_analyze.py [--events 1200000] [--repeats 3]
+        [--hta-python /tmp/hta_venv/bin/python]
+
+Each measurement runs in a fresh subprocess so peak RSS (ru_maxrss) is that run's alone. The
+trace mimics an eager decode loop profiled with `with_stack=True`: per kernel a Python frame, an ATen
+op pair, a cudaLaunchKernel, the kernel and its two ac2g flow events; per step a `bubblescope.step`
+annotation and one `.item()` read (memcpy + stream sync + cuda_sync row). A correctness check on a
+small trace of the same generator runs first: no speed claim without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KERNELS_PER_STEP = 160
+EVENTS_PER_KERNEL = 6
+BASE_US = 5_156_338_342_787.0
+
+# Wall and CPU seconds both: on a shared machine the wall clock also counts other people's work.
+_REPORT = """
+usage = resource.getrusage(resource.RUSAGE_SELF)
+out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
+       "peak_rss_mb": usage.ru_maxrss / 1024}
+"""
+_ANALYZE_CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+from bubblescope.analysis import analyze_traces
+import bubblescope.trace.load as load
+result = analyze_traces([sys.argv[1]])
+""" + _REPORT + """
+out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]),
+           parser="orjson" if load._orjson else "json")
+print(json.dumps(out))
+"""
+_HTA_CHILD = """
+import json, resource, sys, time, logging
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+analyzer.get_idle_time_breakdown(visualize=False)
+""" + _REPORT + """
+print(json.dumps(out))
+"""
+
+
+def write_decode_trace(path: Path, min_events: int) -> int:
+    """Write a decode-like trace with at least `min_events` events; returns the event count."""
+    events: list[str] = []
+    host_us = 0.0
+    gpu_free_us = 0.0
+    corr = 0
+    step = 0
+    pid, tid = 426, 426
+    while len(events) < min_events:
+        step_start = host_us
+        step_events: list[str] = []
+        for k in range(KERNELS_PER_STEP):
+            corr += 1
+            launch_us = host_us + 3.217
+            run_start = max(gpu_free_us + 1.061, launch_us + 7.5)
+            run_us = 2.0 + (k % 7) * 1.613
+            step_events += [
+                _x("python_function", f"model.py({100 + k % 20}): forward", pid, tid, host_us, 11.0,
+                   f'"Python id": {corr}, "Python parent id": null'),
+                _x("cpu_op", "aten::linear", pid, tid, host_us + 0.5, 10.0, '"External id": 1'),
+                _x("cpu_op", "aten::mm", pid, tid, host_us + 1.0, 9.0, '"External id": 2'),
+                _x("cuda_runtime", "cudaLaunchKernel", pid, tid, launch_us, 5.123, f'"correlation": {corr}'),
+                _x("kernel", f"gemv_kernel_{k % 13}", 0, 7, run_start, run_us,
+                   f'"device": 0, "stream": 7, "correlation": {corr}'),
+                f'{{"ph": "s", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {BASE_US + launch_us:.3f}, '
+                f'"cat": "ac2g", "name": "ac2g"}}',
+            ]
+            gpu_free_us = run_start + run_us
+            host_us += 11.5
+        corr += 1
+        copy_us = max(host_us + 2.0, gpu_free_us)
+        step_events += [
+            _x("cpu_op", "aten::item", pid, tid, host_us, max(40.0, copy_us - host_us + 8.0),
+               '"External id": 3'),
+            _x("cuda_runtime", "cudaMemcpyAsync", pid, tid, host_us + 1.0, 3.0, f'"correlation": {corr}'),
+            _x("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 7, copy_us, 1.4,
+               f'"device": 0, "stream": 7, "correlation": {corr}, "bytes": 8'),
+            _x("cuda_runtime", "cudaStreamSynchronize", pid, tid, host_us + 4.0, max(copy_us - host_us, 2.0),
+               f'"correlation": {corr + 1}'),
+            _x("cuda_sync", "Stream Sync", 0, 7, host_us + 4.5, max(copy_us - host_us - 1.0, 1.0),
+               f'"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": {corr + 1}, "device": 0'),
+        ]
+        corr += 1
+        host_us = max(host_us + 41.0, copy_us + 9.0)
+        gpu_free_us = copy_us + 1.4
+        events.append(_x("user_annotation", "bubblescope.step", pid, tid, step_start, host_us - step_start,
+                         f'"External id": {step}'))
+        events.extend(step_events)
+        step += 1
+        host_us += 5.0
+    header = '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic"}], "traceEvents": [\n'
+    with open(path, "w") as handle:
+        handle.write(header)
+        handle.write(",\n".join(events))
+        handle.write("\n]}\n")
+    return len(events)
+
+
+def _x(cat: str, name: str, pid: int, tid: int, ts_us: float, dur_us: float, args: str) -> str:
+    return (f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid}, '
+            f'"ts": {BASE_US + ts_us:.3f}, "dur": {dur_us:.3f}, "args": {{{args}}}}}')
+
+
+def _run_child(python: str, program: str, target: Path, extra_path: str | None = None) -> dict:
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
+    done = subprocess.run([python, "-c", program, str(target)], capture_output=True, text=True, timeout=3600,
+                          env=env)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_correctness(workdir: Path) -> None:
+    """The small trace of the same generator: every step found, one read per step."""
+    small = workdir / "small.json"
+    write_decode_trace(small, 5000)
+    result = _run_child(sys.executable, _ANALYZE_CHILD, small)
+    expected_steps = -(-5000 // (KERNELS_PER_STEP * EVENTS_PER_KERNEL + 6))
+    if result.get("steps") != expected_steps or result.get("reads") != expected_steps:
+        raise SystemExit(f"correctness check failed: {result} (expected {expected_steps} steps and reads)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_200_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--orjson-path", default=None,
+                        help="folder holding the orjson package: also time bubblescope with orjson on")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    check_correctness(workdir)
+    trace_dir = workdir / "trace"
+    trace_dir.mkdir(exist_ok=True)
+    trace = trace_dir / "rank0.json"
+    n_events = write_decode_trace(trace, args.events)
+    print(f"trace: {trace} ({n_events} events, {trace.stat().st_size / 1e6:.0f} MB), cpus={os.cpu_count()}, "
+          f"date={time.strftime('%Y-%m-%d', time.gmtime())}")
+    rows = [("bubblescope (stdlib json)", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
+    if args.orjson_path:
+        rows.append(("bubblescope (orjson)", sys.executable, _ANALYZE_CHILD, trace, args.orjson_path,
+                     args.repeats))
+    if args.hta_python:
+        rows.append(("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, trace_dir, None, 1))
+    for label, python, program, target, extra_path, repeats in rows:
+        runs = [_run_child(python, program, target, extra_path) for _ in range(repeats)]
+        if any("error" in r for r in runs):
+            print(f"{label}: failed: {runs[0].get('error')}")
+            continue
+        wall = statistics.median(r["seconds"] for r in runs)
+        cpu = statistics.median(r["cpu_seconds"] for r in runs)
+        rss = max(r["peak_rss_mb"] for r in runs)
+        print(f"{label}: median of {len(runs)}: wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
+              f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
