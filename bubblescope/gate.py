@@ -172,6 +172,20 @@ def _tpot_check(
     }
 
 
+def _noise_warning(check: dict[str, Any]) -> list[str]:
+    """Say when the interval is too wide for the threshold to mean much (a slowdown can hide in it)."""
+    ratio = check.get("ratio")
+    if not ratio or check["threshold"] <= 0:
+        return []
+    half_width = (ratio["hi"] - ratio["lo"]) / 2.0
+    if half_width <= check["threshold"]:
+        return []
+    return [
+        f"TPOT noise (95% interval ±{half_width:.1%}) exceeds the {check['threshold']:.1%} threshold: "
+        "only large regressions can fail; use more --steps/--repeats or a quieter machine"
+    ]
+
+
 def _warnings(baseline: GateInput, current: GateInput) -> list[str]:
     notes = []
     for key in ("preset", "device", "gpu"):
@@ -214,7 +228,7 @@ def evaluate_gate(
         "exit_code": 1 if failed else 0,
         "max_regression": max_regression,
         "checks": checks,
-        "warnings": _warnings(baseline, current),
+        "warnings": _warnings(baseline, current) + _noise_warning(checks[1]),
         "baseline": {"path": baseline.path, "kind": baseline.kind, **baseline.meta},
         "current": {"path": current.path, "kind": current.kind, **current.meta},
     }

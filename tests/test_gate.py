@@ -149,3 +149,10 @@ def test_cli_table_format(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert code == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "gate: fail" in out and "slower beyond the threshold and the noise" in out
+
+
+def test_noise_wider_than_the_threshold_is_a_warning() -> None:
+    noisy = run_gate(BASE, str(GATE / "noisy_shift.json"))
+    assert any("exceeds the 3.0% threshold" in w for w in noisy["warnings"])
+    quiet = run_gate(BASE, str(GATE / "noise_only.json"))
+    assert not any("threshold" in w for w in quiet["warnings"])
