@@ -1,0 +1,100 @@
+"""The trace recorded on an H200 by benchmarks/record_h200_trace.py (tests/data/h200_recorded/).
+
+Skips until trace.json.gz and manifest.json are there. Features that failed on the GPU (see the
+manifest) skip their own assertions; the core ones (steps, the three reads) never skip.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bubblescope.analysis import analyze_traces
+from bubblescope.cli import app
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "h200_recorded"
+TRACE = RECORDED / "trace.json.gz"
+MANIFEST = RECORDED / "manifest.json"
+
+pytestmark = pytest.mark.skipif(
+    not (TRACE.is_file() and MANIFEST.is_file()),
+    reason="tests/data/h200_recorded/ not recorded yet (benchmarks/record_h200_trace.py)")
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return json.loads(MANIFEST.read_text())
+
+
+@pytest.fixture(scope="module")
+def analysis() -> dict:
+    return analyze_traces([TRACE])
+
+
+def _needs(manifest: dict, feature: str) -> None:
+    if manifest["features"].get(feature) != "ok":
+        pytest.skip(f"{feature} did not run on the GPU: {manifest['features'].get(feature)}")
+
+
+def test_small_and_segmented_by_bubblescope_step(analysis: dict, manifest: dict) -> None:
+    assert TRACE.stat().st_size < 2_000_000
+    assert analysis["step_source"] == "bubblescope.step"
+    assert len(analysis["steps"]) == manifest["steps"]
+    assert analysis["gpu_measured"] is True and analysis["warnings"] == []
+
+
+def test_three_reads_per_step_at_their_lines(analysis: dict, manifest: dict) -> None:
+    by_kind = {s["kind"]: s for s in analysis["syncs"] if s["per_step"] > 0}
+    for kind, op in (("item", "aten::item"), ("nonzero", "aten::nonzero"), ("copy", "aten::to")):
+        read = by_kind[kind]
+        assert read["site"] == manifest["read_sites"][kind], read
+        assert read["op"] == op
+        assert read["per_step"] == 1.0 and read["count"] == manifest["steps"]
+        assert read["blocked_ns"] > 0
+    assert all(step["blocking_reads"] == 3 for step in analysis["steps"])
+    # Each read empties the queue, so the GPU idles waiting on the host after it.
+    assert sum(by_kind[k]["bubble_ns"] for k in by_kind) > 0
+    assert analysis["summary"]["idle_by_class_ns_per_step"]["sync"] > 0
+
+
+def test_graph_replay_kernels_map_to_their_launch(analysis: dict, manifest: dict) -> None:
+    _needs(manifest, "graph_replay")
+    (device,) = analysis["devices"]
+    # One replay per profiled step, each launch owning its kernels.
+    assert device["graph_launches"] == manifest["steps"]
+
+
+def test_pdl_triton_kernels_are_in_the_trace(manifest: dict) -> None:
+    _needs(manifest, "pdl")
+    events = json.loads(gzip.decompress(TRACE.read_bytes()))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel" and "scale_kernel" in e.get("name", "")]
+    assert len(kernels) >= 4 * manifest["steps"]
+
+
+def test_two_streams_and_a_dependency_gap(analysis: dict, manifest: dict) -> None:
+    _needs(manifest, "two_streams")
+    (device,) = analysis["devices"]
+    assert len([s for s in device["streams"] if s["ops"] > 0]) >= 2
+    assert device["idle_by_class_ns"]["dependency"] > 0
+
+
+def test_accounting_holds_on_real_data(analysis: dict) -> None:
+    for device in analysis["devices"]:
+        assert device["busy_ns"] + device["idle_ns"] == device["span_ns"]
+        assert sum(device["idle_by_class_ns"].values()) == device["idle_ns"]
+        for stream in device["streams"]:
+            assert stream["host_wait_ns"] + stream["kernel_wait_ns"] + stream["other_ns"] == stream["idle_ns"]
+    for step in analysis["steps"]:
+        assert step["gpu_busy_ns"] + step["idle_ns"] == step["dur_ns"]
+
+
+def test_cli_annotates_the_recorded_trace(tmp_path: Path) -> None:
+    out = tmp_path / "annotated.json.gz"
+    result = CliRunner().invoke(app, ["analyze", str(TRACE), "--annotate", str(out)])
+    assert result.exit_code == 0, result.output
+    names = {e.get("name") for e in json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]}
+    assert "idle: sync" in names and "blocking read: aten::item" in names
