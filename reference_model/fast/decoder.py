@@ -135,7 +135,7 @@ class FastDecoder:
         """
         if self.forward is None:
             raise ConfigError("fast decoder: call configure() before step()")
-        if self.length_host + 1 >= self.capacity:
+        if self.length_host >= self.capacity:
             raise ConfigError(f"fast decoder: the caches hold {self.capacity} positions; call reset()")
         eager_metadata = not self.switches.graph_metadata
         if eager_metadata:

@@ -1,0 +1,97 @@
+"""Every fast-path switch gives the same greedy tokens as all-off (CPU: Triton interpreter, no graphs).
+
+The interpreter costs ~30 ms per kernel launch, so the per-switch runs use the `debug` preset trimmed
+to 3 layers (KDA + dense, KDA + MoE, MLA + MoE: every block kind, clamps on the last layer), 2 heads
+and top-2 routing; one test runs the full `debug` preset against the eager reference. `pdl` has no
+CPU test: the interpreter cannot run PDL, so on the CPU it would be the all-off run again (it is
+covered by tests/fast/test_gpu.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from bubblescope.reference_model.config import DEBUG
+from bubblescope.reference_model.fast.workload import FastLingWorkload
+from bubblescope.reference_model.workload import make_workload
+
+# Decode steps per equivalence run (the issue asks for >= 32 per switch).
+STEPS = 32
+TRIMMED = DEBUG.with_(
+    num_hidden_layers=3,
+    num_attention_heads=2,
+    num_experts_per_tok=2,
+    expert_swiglu_limit_list=(0.0, 0.0, 4.0),
+    share_expert_swiglu_limit_list=(0.0, 5.0, 5.0),
+)
+CPU_SWITCHES = ["no_readback", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata"]
+
+
+def decode(workload: FastLingWorkload, enabled: frozenset[str], steps: int) -> list[int]:
+    workload.prepare(enabled)
+    for _ in range(steps):
+        assert workload.step() == 1
+    tokens = workload.tokens()
+    assert len(tokens) == steps + 1
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def trimmed() -> FastLingWorkload:
+    return FastLingWorkload(TRIMMED, "cpu", seed=0, prompt_len=8, max_steps=STEPS)
+
+
+@pytest.fixture(scope="module")
+def baseline(trimmed: FastLingWorkload) -> list[int]:
+    return decode(trimmed, frozenset(), STEPS)
+
+
+def test_baseline_is_not_degenerate(baseline: list[int]) -> None:
+    # A stuck model (one token forever) would make every equivalence test pass vacuously.
+    assert len(set(baseline)) > STEPS // 4, baseline
+
+
+@pytest.mark.parametrize("switch", CPU_SWITCHES)
+def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[int], switch: str) -> None:
+    tokens = decode(trimmed, frozenset({switch}), STEPS)
+    first_diff = next((i for i, (a, b) in enumerate(zip(tokens, baseline, strict=True)) if a != b), None)
+    assert first_diff is None, f"{switch}: tokens differ from all-off at step {first_diff}"
+
+
+def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
+    # no_readback with graph_metadata puts the on-device advance inside the step body: its own combination.
+    steps = STEPS // 4
+    assert decode(trimmed, frozenset(CPU_SWITCHES), steps) == baseline[: steps + 1]
+
+
+def test_prepare_restores_the_baseline_after_switches(trimmed: FastLingWorkload, baseline: list[int]) -> None:
+    decode(trimmed, frozenset({"bf16_gate", "fused_moe"}), 2)
+    assert decode(trimmed, frozenset(), 4) == baseline[:5]
+
+
+def test_fast_path_matches_eager_reference_on_debug() -> None:
+    steps = 6
+    fast = make_workload("debug", device="cpu", seed=3, prompt_len=8, max_steps=steps, path="fast")
+    eager = make_workload("debug", device="cpu", seed=3, prompt_len=8, max_steps=steps, path="eager")
+    for _ in range(steps):
+        fast.step()
+        eager.step()
+    assert fast.tokens() == eager.tokens()
+
+
+def test_fast_logits_match_eager_decode_step() -> None:
+    from bubblescope.reference_model.generate import decode_step, prefill
+
+    workload = FastLingWorkload(TRIMMED, "cpu", seed=1, prompt_len=5, max_steps=2)
+    workload.step()
+    fast_logits = workload.decoder.forward.logits.clone()
+    # Eager reference from the same prefill: the packed (re-pointed) weights serve both paths.
+    cache = workload.cache
+    cache.reset()
+    first = prefill(workload.model, workload.prompt_ids, cache)[0].argmax()
+    eager_logits = decode_step(workload.model, first.view(1, 1), cache)
+    diff = (fast_logits - eager_logits).abs().max().item()
+    scale = eager_logits.abs().max().item()
+    assert diff <= 1e-4 * scale, f"max abs diff {diff:.3e} vs logit scale {scale:.3e}"
+    assert int(fast_logits.argmax()) == workload.tokens()[1]
+    assert torch.isfinite(fast_logits).all()
