@@ -11,19 +11,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bubblescope.reference_model.config import DEBUG
 from bubblescope.reference_model.fast.workload import FastLingWorkload
 from bubblescope.reference_model.workload import make_workload
 
+from .helpers import TRIMMED
+
 # Decode steps per equivalence run (the issue asks for >= 32 per switch).
 STEPS = 32
-TRIMMED = DEBUG.with_(
-    num_hidden_layers=3,
-    num_attention_heads=2,
-    num_experts_per_tok=2,
-    expert_swiglu_limit_list=(0.0, 0.0, 4.0),
-    share_expert_swiglu_limit_list=(0.0, 5.0, 5.0),
-)
 CPU_SWITCHES = ["no_readback", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata"]
 
 
