@@ -34,19 +34,24 @@ usage = resource.getrusage(resource.RUSAGE_SELF)
 out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
        "peak_rss_mb": usage.ru_maxrss / 1024}
 """
-_ANALYZE_CHILD = """
+_ANALYZE_CHILD = (
+    """
 import json, resource, sys, time
 t0 = time.perf_counter()
 cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 from bubblescope.analysis import analyze_traces
 import bubblescope.trace.load as load
 result = analyze_traces([sys.argv[1]])
-""" + _REPORT + """
+"""
+    + _REPORT
+    + """
 out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]),
            parser="orjson" if load._orjson else "json")
 print(json.dumps(out))
 """
-_HTA_CHILD = """
+)
+_HTA_CHILD = (
+    """
 import json, resource, sys, time, logging
 logging.disable(logging.CRITICAL)
 t0 = time.perf_counter()
@@ -54,9 +59,12 @@ cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
 analyzer.get_idle_time_breakdown(visualize=False)
-""" + _REPORT + """
+"""
+    + _REPORT
+    + """
 print(json.dumps(out))
 """
+)
 
 
 def write_decode_trace(path: Path, min_events: int) -> int:
@@ -76,13 +84,27 @@ def write_decode_trace(path: Path, min_events: int) -> int:
             run_start = max(gpu_free_us + 1.061, launch_us + 7.5)
             run_us = 2.0 + (k % 7) * 1.613
             step_events += [
-                _x("python_function", f"model.py({100 + k % 20}): forward", pid, tid, host_us, 11.0,
-                   f'"Python id": {corr}, "Python parent id": null'),
+                _x(
+                    "python_function",
+                    f"model.py({100 + k % 20}): forward",
+                    pid,
+                    tid,
+                    host_us,
+                    11.0,
+                    f'"Python id": {corr}, "Python parent id": null',
+                ),
                 _x("cpu_op", "aten::linear", pid, tid, host_us + 0.5, 10.0, '"External id": 1'),
                 _x("cpu_op", "aten::mm", pid, tid, host_us + 1.0, 9.0, '"External id": 2'),
                 _x("cuda_runtime", "cudaLaunchKernel", pid, tid, launch_us, 5.123, f'"correlation": {corr}'),
-                _x("kernel", f"gemv_kernel_{k % 13}", 0, 7, run_start, run_us,
-                   f'"device": 0, "stream": 7, "correlation": {corr}'),
+                _x(
+                    "kernel",
+                    f"gemv_kernel_{k % 13}",
+                    0,
+                    7,
+                    run_start,
+                    run_us,
+                    f'"device": 0, "stream": 7, "correlation": {corr}',
+                ),
                 f'{{"ph": "s", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {BASE_US + launch_us:.3f}, '
                 f'"cat": "ac2g", "name": "ac2g"}}',
             ]
@@ -91,21 +113,58 @@ def write_decode_trace(path: Path, min_events: int) -> int:
         corr += 1
         copy_us = max(host_us + 2.0, gpu_free_us)
         step_events += [
-            _x("cpu_op", "aten::item", pid, tid, host_us, max(40.0, copy_us - host_us + 8.0),
-               '"External id": 3'),
+            _x(
+                "cpu_op",
+                "aten::item",
+                pid,
+                tid,
+                host_us,
+                max(40.0, copy_us - host_us + 8.0),
+                '"External id": 3',
+            ),
             _x("cuda_runtime", "cudaMemcpyAsync", pid, tid, host_us + 1.0, 3.0, f'"correlation": {corr}'),
-            _x("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 7, copy_us, 1.4,
-               f'"device": 0, "stream": 7, "correlation": {corr}, "bytes": 8'),
-            _x("cuda_runtime", "cudaStreamSynchronize", pid, tid, host_us + 4.0, max(copy_us - host_us, 2.0),
-               f'"correlation": {corr + 1}'),
-            _x("cuda_sync", "Stream Sync", 0, 7, host_us + 4.5, max(copy_us - host_us - 1.0, 1.0),
-               f'"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": {corr + 1}, "device": 0'),
+            _x(
+                "gpu_memcpy",
+                "Memcpy DtoH (Device -> Pinned)",
+                0,
+                7,
+                copy_us,
+                1.4,
+                f'"device": 0, "stream": 7, "correlation": {corr}, "bytes": 8',
+            ),
+            _x(
+                "cuda_runtime",
+                "cudaStreamSynchronize",
+                pid,
+                tid,
+                host_us + 4.0,
+                max(copy_us - host_us, 2.0),
+                f'"correlation": {corr + 1}',
+            ),
+            _x(
+                "cuda_sync",
+                "Stream Sync",
+                0,
+                7,
+                host_us + 4.5,
+                max(copy_us - host_us - 1.0, 1.0),
+                f'"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": {corr + 1}, "device": 0',
+            ),
         ]
         corr += 1
         host_us = max(host_us + 41.0, copy_us + 9.0)
         gpu_free_us = copy_us + 1.4
-        events.append(_x("user_annotation", "bubblescope.step", pid, tid, step_start, host_us - step_start,
-                         f'"External id": {step}'))
+        events.append(
+            _x(
+                "user_annotation",
+                "bubblescope.step",
+                pid,
+                tid,
+                step_start,
+                host_us - step_start,
+                f'"External id": {step}',
+            )
+        )
         events.extend(step_events)
         step += 1
         host_us += 5.0
@@ -118,16 +177,19 @@ def write_decode_trace(path: Path, min_events: int) -> int:
 
 
 def _x(cat: str, name: str, pid: int, tid: int, ts_us: float, dur_us: float, args: str) -> str:
-    return (f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid}, '
-            f'"ts": {BASE_US + ts_us:.3f}, "dur": {dur_us:.3f}, "args": {{{args}}}}}')
+    return (
+        f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid}, '
+        f'"ts": {BASE_US + ts_us:.3f}, "dur": {dur_us:.3f}, "args": {{{args}}}}}'
+    )
 
 
 def _run_child(python: str, program: str, target: Path, extra_path: str | None = None) -> dict:
     env = dict(os.environ)
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([python, "-c", program, str(target)], capture_output=True, text=True, timeout=3600,
-                          env=env)
+    done = subprocess.run(
+        [python, "-c", program, str(target)], capture_output=True, text=True, timeout=3600, env=env
+    )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -149,8 +211,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
     parser.add_argument("--workdir", default=None)
-    parser.add_argument("--orjson-path", default=None,
-                        help="folder holding the orjson package: also time bubblescope with orjson on")
+    parser.add_argument(
+        "--orjson-path",
+        default=None,
+        help="folder holding the orjson package: also time bubblescope with orjson on",
+    )
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -159,12 +224,15 @@ def main() -> None:
     trace_dir.mkdir(exist_ok=True)
     trace = trace_dir / "rank0.json"
     n_events = write_decode_trace(trace, args.events)
-    print(f"trace: {trace} ({n_events} events, {trace.stat().st_size / 1e6:.0f} MB), cpus={os.cpu_count()}, "
-          f"date={time.strftime('%Y-%m-%d', time.gmtime())}")
+    print(
+        f"trace: {trace} ({n_events} events, {trace.stat().st_size / 1e6:.0f} MB), cpus={os.cpu_count()}, "
+        f"date={time.strftime('%Y-%m-%d', time.gmtime())}"
+    )
     rows = [("bubblescope (stdlib json)", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
     if args.orjson_path:
-        rows.append(("bubblescope (orjson)", sys.executable, _ANALYZE_CHILD, trace, args.orjson_path,
-                     args.repeats))
+        rows.append(
+            ("bubblescope (orjson)", sys.executable, _ANALYZE_CHILD, trace, args.orjson_path, args.repeats)
+        )
     if args.hta_python:
         rows.append(("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, trace_dir, None, 1))
     for label, python, program, target, extra_path, repeats in rows:
@@ -175,8 +243,10 @@ def main() -> None:
         wall = statistics.median(r["seconds"] for r in runs)
         cpu = statistics.median(r["cpu_seconds"] for r in runs)
         rss = max(r["peak_rss_mb"] for r in runs)
-        print(f"{label}: median of {len(runs)}: wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
-              f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB")
+        print(
+            f"{label}: median of {len(runs)}: wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
+            f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB"
+        )
 
 
 if __name__ == "__main__":

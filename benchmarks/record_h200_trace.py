@@ -163,8 +163,11 @@ def try_feature(work: Workload, name: str, setup, run) -> None:
 def profile_steps(work: Workload, steps: int, out_json: Path) -> dict:
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    settings: dict = {"activities": [ProfilerActivity.CPU, ProfilerActivity.CUDA], "with_stack": True,
-                      "record_shapes": False}
+    settings: dict = {
+        "activities": [ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        "with_stack": True,
+        "record_shapes": False,
+    }
     try:
         settings["experimental_config"] = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
         sync_events = True
@@ -206,12 +209,19 @@ def main() -> None:
         shutil.copyfileobj(src, dst)
     raw_json.unlink()
     manifest = {
-        "steps": args.steps, "features": work.features, "profiler": profiler,
+        "steps": args.steps,
+        "features": work.features,
+        "profiler": profiler,
         "script": Path(__file__).name,
-        "read_sites": {kind: f"{Path(__file__).name}({fn.__code__.co_firstlineno}): {fn.__name__}"
-                       for kind, fn in READ_SITES.items()},
-        "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-        "python": platform.python_version(), "trace_bytes": trace_gz.stat().st_size,
+        "read_sites": {
+            kind: f"{Path(__file__).name}({fn.__code__.co_firstlineno}): {fn.__name__}"
+            for kind, fn in READ_SITES.items()
+        },
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0),
+        "python": platform.python_version(),
+        "trace_bytes": trace_gz.stat().st_size,
     }
     try:
         import triton

@@ -48,9 +48,12 @@ class RankAnalysis:
     host_tid: str = ""
 
 
-def analyze_traces(paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *,
-                   step_marker: str | None = None,
-                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> dict:
+def analyze_traces(
+    paths: list[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    step_marker: str | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> dict:
     """Analyse one trace per rank and return the `bubblescope.analysis/1` dict.
 
     Args:
@@ -62,13 +65,17 @@ def analyze_traces(paths: list[str | os.PathLike[str]] | str | os.PathLike[str],
     Raises:
         TraceError: a file is missing, malformed, truncated, too large or not a trace.
     """
-    return analysis_dict(analyze_ranks(paths, step_marker=step_marker,
-                                       max_decompressed_bytes=max_decompressed_bytes))
+    return analysis_dict(
+        analyze_ranks(paths, step_marker=step_marker, max_decompressed_bytes=max_decompressed_bytes)
+    )
 
 
-def analyze_ranks(paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *,
-                  step_marker: str | None = None,
-                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[RankAnalysis]:
+def analyze_ranks(
+    paths: list[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    step_marker: str | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[RankAnalysis]:
     """Per-rank analyses (tables included), for callers that render more than the dict."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -93,38 +100,60 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
     devices, gap_parts = [], []
     for device, ops in gpu.groupby("device", sort=True):
         ops = ops.reset_index(drop=True)
-        span = (int(min(ops["start_ns"].iloc[0], steps.start_ns.min())),
-                int(max(ops["end_ns"].max(), steps.end_ns.max())))
+        span = (
+            int(min(ops["start_ns"].iloc[0], steps.start_ns.min())),
+            int(max(ops["end_ns"].max(), steps.end_ns.max())),
+        )
         gaps = detector("idle_gaps").run(ops, reads, steps, int(device), span)
         gaps["graph"] = ops["graph"].to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)] & (
-            gaps["next_row"].to_numpy() >= 0)
+            gaps["next_row"].to_numpy() >= 0
+        )
         gap_parts.append(gaps)
         devices.append(_device_entry(tables, ops, gaps, span, int(device)))
     gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else _no_gaps()
     warnings = [f"{tables.path}: {w}" for w in steps.warnings + problems]
-    return RankAnalysis(tables=tables, gpu=gpu, steps=steps, reads=reads, gaps=gaps, devices=devices,
-                        launches=launches, warnings=warnings, gpu_measured=not problems and len(gpu) > 0,
-                        host_tid=_host_tid(tables))
+    return RankAnalysis(
+        tables=tables,
+        gpu=gpu,
+        steps=steps,
+        reads=reads,
+        gaps=gaps,
+        devices=devices,
+        launches=launches,
+        warnings=warnings,
+        gpu_measured=not problems and len(gpu) > 0,
+        host_tid=_host_tid(tables),
+    )
 
 
 def _no_gaps() -> pd.DataFrame:
     ints = ["device", "start_ns", "end_ns", "dur_ns", "step", "read_id", "next_stream", "next_row"]
     frame = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ints})
-    return frame.assign(**{"class": pd.Series(dtype=object), "next_op": pd.Series(dtype=object),
-                           "graph": pd.Series(dtype=bool)})
+    return frame.assign(
+        **{
+            "class": pd.Series(dtype=object),
+            "next_op": pd.Series(dtype=object),
+            "graph": pd.Series(dtype=bool),
+        }
+    )
 
 
-def _device_entry(tables: TraceTables, ops: pd.DataFrame, gaps: pd.DataFrame, span: tuple[int, int],
-                  device: int) -> dict:
+def _device_entry(
+    tables: TraceTables, ops: pd.DataFrame, gaps: pd.DataFrame, span: tuple[int, int], device: int
+) -> dict:
     merged_starts, merged_ends = device_busy_intervals(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
     busy_ns = int((merged_ends - merged_starts).sum())
     by_class = gaps.groupby("class")["dur_ns"].sum()
     kinds = ops["kind"]
     return {
-        "device": device, "rank": tables.rank, "span_ns": span[1] - span[0], "busy_ns": busy_ns,
+        "device": device,
+        "rank": tables.rank,
+        "span_ns": span[1] - span[0],
+        "busy_ns": busy_ns,
         "idle_ns": span[1] - span[0] - busy_ns,
         "idle_by_class_ns": {c: int(by_class.get(c, 0)) for c in GAP_CLASSES},
-        "kernel_count": int((kinds == "kernel").sum()), "memcpy_count": int((kinds == "memcpy").sum()),
+        "kernel_count": int((kinds == "kernel").sum()),
+        "memcpy_count": int((kinds == "memcpy").sum()),
         "memset_count": int((kinds == "memset").sum()),
         "graph_launches": int(ops.loc[ops["graph"].to_numpy(), "launch_row"].nunique()),
         "streams": detector("stream_idle").run(ops),
@@ -148,8 +177,15 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
     syncs = _sync_entries(ranks, n_steps=max(len(steps_out), 1))
     return {
         "schema": SCHEMA,
-        "inputs": [{"path": str(r.tables.path), "rank": r.tables.rank, "events": r.tables.event_count,
-                    "format": r.tables.format} for r in ranks],
+        "inputs": [
+            {
+                "path": str(r.tables.path),
+                "rank": r.tables.rank,
+                "events": r.tables.event_count,
+                "format": r.tables.format,
+            }
+            for r in ranks
+        ],
         "warnings": [w for r in ranks for w in r.warnings],
         "step_source": ranks[0].steps.source if ranks else "whole-trace",
         "gpu_measured": all(r.gpu_measured for r in ranks),
@@ -158,8 +194,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "syncs": syncs,
         "gaps_top": gaps_out[:TOP_GAPS],
         "summary": _summary(steps_out),
-        "timeline": build_timeline(ranks[0], lambda window: gap_blamer(ranks[0], window))
-        if ranks else None,
+        "timeline": build_timeline(ranks[0], lambda window: gap_blamer(ranks[0], window)) if ranks else None,
     }
 
 
@@ -170,27 +205,37 @@ def _step_entries(rank: RankAnalysis) -> list[dict]:
     # [n_steps, n_classes] idle ns, accumulated in one pass.
     idle = np.zeros((n_steps, len(STEP_CLASSES)), dtype=np.int64)
     class_index = in_steps["class"].map({c: i for i, c in enumerate(STEP_CLASSES)}).to_numpy()
-    np.add.at(idle, (in_steps["step"].to_numpy().astype(np.int64), class_index.astype(np.int64)),
-              in_steps["dur_ns"].to_numpy().astype(np.int64))
+    np.add.at(
+        idle,
+        (in_steps["step"].to_numpy().astype(np.int64), class_index.astype(np.int64)),
+        in_steps["dur_ns"].to_numpy().astype(np.int64),
+    )
     reads_per_step = np.bincount(read_steps_of(rank), minlength=n_steps + 1)[1:]
     n_devices = max(len(rank.devices), 1)
     launch_at = np.where(rank.gpu["launch_start_ns"] >= 0, rank.gpu["launch_start_ns"], rank.gpu["start_ns"])
     op_steps = step_index_of(launch_at.astype(np.int64), steps)
-    kernels_per_step = np.bincount(op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1,
-                                   minlength=n_steps + 1)[1:]
+    kernels_per_step = np.bincount(
+        op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1, minlength=n_steps + 1
+    )[1:]
     out = []
     for i in range(n_steps):
         dur_ns = int(steps.end_ns[i] - steps.start_ns[i])
         idle_ns = int(idle[i].sum())
-        out.append({
-            "index": i, "rank": rank.tables.rank, "name": steps.names[i],
-            "start_ns": int(steps.start_ns[i] - origin), "dur_ns": dur_ns,
-            # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
-            "gpu_busy_ns": dur_ns * n_devices - idle_ns if rank.devices else 0, "idle_ns": idle_ns,
-            "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
-            "blocking_reads": int(reads_per_step[i]),
-            "kernels": int(kernels_per_step[i]),
-        })
+        out.append(
+            {
+                "index": i,
+                "rank": rank.tables.rank,
+                "name": steps.names[i],
+                "start_ns": int(steps.start_ns[i] - origin),
+                "dur_ns": dur_ns,
+                # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
+                "gpu_busy_ns": dur_ns * n_devices - idle_ns if rank.devices else 0,
+                "idle_ns": idle_ns,
+                "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
+                "blocking_reads": int(reads_per_step[i]),
+                "kernels": int(kernels_per_step[i]),
+            }
+        )
     return out
 
 
@@ -218,10 +263,19 @@ def _top_gaps(rank: RankAnalysis) -> list[dict]:
     top = rank.gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
     blame = gap_blamer(rank)
     origin = rank.tables.origin_ns
-    return [{"rank": rank.tables.rank, "device": int(row["device"]),
-             "start_ns": int(row["start_ns"] - origin),
-             "dur_ns": int(row["dur_ns"]), "class": row["class"], "step": int(row["step"]),
-             "blame": blame(row), "next_op": row["next_op"]} for _, row in top.iterrows()]
+    return [
+        {
+            "rank": rank.tables.rank,
+            "device": int(row["device"]),
+            "start_ns": int(row["start_ns"] - origin),
+            "dur_ns": int(row["dur_ns"]),
+            "class": row["class"],
+            "step": int(row["step"]),
+            "blame": blame(row),
+            "next_op": row["next_op"],
+        }
+        for _, row in top.iterrows()
+    ]
 
 
 def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
@@ -238,30 +292,57 @@ def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
         return []
     reads = pd.concat(frames, ignore_index=True)
     keys = ["site", "op", "kind", "api"]
-    grouped = reads.groupby(keys, sort=False).agg(
-        count=("read_id", "size"), in_steps=("in_step", "sum"), blocked_ns=("blocked_ns", "sum"),
-        bubble_ns=("bubble_ns", "sum"), wait_ns=("wait_ns", "sum"), hint=("hint", "first"),
-        inner_op=("inner_op", "first")).reset_index()
+    grouped = (
+        reads.groupby(keys, sort=False)
+        .agg(
+            count=("read_id", "size"),
+            in_steps=("in_step", "sum"),
+            blocked_ns=("blocked_ns", "sum"),
+            bubble_ns=("bubble_ns", "sum"),
+            wait_ns=("wait_ns", "sum"),
+            hint=("hint", "first"),
+            inner_op=("inner_op", "first"),
+        )
+        .reset_index()
+    )
     grouped = grouped.sort_values(["bubble_ns", "blocked_ns"], ascending=False, kind="stable")
-    return [{"site": r.site, "op": r.op, "kind": r.kind, "api": r.api, "inner_op": r.inner_op,
-             "count": int(r.count), "per_step": round(float(r.in_steps) / n_steps, 4),
-             "blocked_ns": int(r.blocked_ns), "bubble_ns": int(r.bubble_ns), "wait_ns": int(r.wait_ns),
-             "hint": r.hint} for r in grouped.itertuples(index=False)]
+    return [
+        {
+            "site": r.site,
+            "op": r.op,
+            "kind": r.kind,
+            "api": r.api,
+            "inner_op": r.inner_op,
+            "count": int(r.count),
+            "per_step": round(float(r.in_steps) / n_steps, 4),
+            "blocked_ns": int(r.blocked_ns),
+            "bubble_ns": int(r.bubble_ns),
+            "wait_ns": int(r.wait_ns),
+            "hint": r.hint,
+        }
+        for r in grouped.itertuples(index=False)
+    ]
 
 
 def _summary(steps: list[dict]) -> dict:
     n_steps = len(steps)
     if not n_steps:
-        return {"steps": 0, "blocking_reads_per_step": 0.0, "gpu_busy_ns_per_step": 0,
-                "idle_ns_per_step": 0, "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
-                "step_dur_ns_median": 0}
+        return {
+            "steps": 0,
+            "blocking_reads_per_step": 0.0,
+            "gpu_busy_ns_per_step": 0,
+            "idle_ns_per_step": 0,
+            "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
+            "step_dur_ns_median": 0,
+        }
     return {
         "steps": n_steps,
         "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in steps) / n_steps, 4),
         "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in steps) / n_steps)),
         "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in steps) / n_steps)),
-        "idle_by_class_ns_per_step": {c: int(round(sum(s["idle_by_class_ns"][c] for s in steps) / n_steps))
-                                      for c in STEP_CLASSES},
+        "idle_by_class_ns_per_step": {
+            c: int(round(sum(s["idle_by_class_ns"][c] for s in steps) / n_steps)) for c in STEP_CLASSES
+        },
         "kernels_per_step": round(sum(s["kernels"] for s in steps) / n_steps, 2),
         "step_dur_ns_median": int(np.median([s["dur_ns"] for s in steps])),
     }

@@ -25,13 +25,23 @@ def test_json_output_is_the_schema(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     analysis = json.loads(result.stdout)
     assert analysis["schema"] == "bubblescope.analysis/1"
-    for key in ("inputs", "warnings", "step_source", "devices", "steps", "syncs", "gaps_top", "summary",
-                "timeline"):
+    for key in (
+        "inputs",
+        "warnings",
+        "step_source",
+        "devices",
+        "steps",
+        "syncs",
+        "gaps_top",
+        "summary",
+        "timeline",
+    ):
         assert key in analysis
     device = analysis["devices"][0]
     assert set(device["idle_by_class_ns"]) == {"sync", "host", "launch", "dependency", "outside"}
     assert {"stream", "busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns"} <= set(
-        device["streams"][0])
+        device["streams"][0]
+    )
     timeline = analysis["timeline"]
     assert {s["cat"] for s in timeline["slices"]} >= {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy"}
     assert [g["class"] for g in timeline["gaps"]].count("sync") == 1
@@ -59,7 +69,7 @@ def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:
     doc = json.loads(gzip.decompress(out.read_bytes()))
     original = scenarios.item_sync().trace()["traceEvents"]
     assert doc["traceEvents"][: len(original)] == original
-    added = [e for e in doc["traceEvents"][len(original):] if e["ph"] == "X"]
+    added = [e for e in doc["traceEvents"][len(original) :] if e["ph"] == "X"]
     assert {e["name"] for e in added} >= {"idle: sync", "idle: host", "blocking read: aten::item", "step 0"}
     sync_gap = next(e for e in added if e["name"] == "idle: sync")
     assert sync_gap["args"]["blame"] == "app.py(12): step"
@@ -69,8 +79,12 @@ def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:
 def test_bad_trace_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    done = subprocess.run([sys.executable, "-m", "bubblescope", "analyze", str(bad)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bubblescope", "analyze", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "not valid JSON" in done.stderr and "Traceback" not in done.stderr
 
@@ -78,7 +92,11 @@ def test_bad_trace_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_bad_format_and_bad_regex_exit_2(tmp_path: Path) -> None:
     trace = str(_trace(tmp_path))
     for args in (["--format", "yaml"], ["--step-marker", "("]):
-        done = subprocess.run([sys.executable, "-m", "bubblescope", "analyze", trace, *args],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "bubblescope", "analyze", trace, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr

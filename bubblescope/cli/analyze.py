@@ -14,10 +14,13 @@ from bubblescope.errors import ConfigError
 FORMATS = ("table", "json", "markdown")
 FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
-STEP_MARKER_HELP = ("Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, "
-                    "e.g. 'decode_step_.*'.")
-ANNOTATE_HELP = ("Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
-                 "opens in ui.perfetto.dev). Several ranks: OUT.rank<N>.json.gz.")
+STEP_MARKER_HELP = (
+    "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
+)
+ANNOTATE_HELP = (
+    "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
+    "opens in ui.perfetto.dev). Several ranks: OUT.rank<N>.json.gz."
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,8 +30,9 @@ def register(app: typer.Typer) -> None:
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
         output_format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
         annotate: Annotated[Path | None, typer.Option("--annotate", help=ANNOTATE_HELP)] = None,
-        max_decompressed_mb: Annotated[int, typer.Option(
-            "--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")] = 4096,
+        max_decompressed_mb: Annotated[
+            int, typer.Option("--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")
+        ] = 4096,
     ) -> None:
         """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
 
@@ -44,8 +48,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
         if max_decompressed_mb <= 0:
             raise ConfigError("--max-decompressed-mb must be positive")
-        ranks = analyze_ranks(traces, step_marker=step_marker,
-                              max_decompressed_bytes=max_decompressed_mb << 20)
+        ranks = analyze_ranks(
+            traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
+        )
         result = analysis_dict(ranks)
         if annotate is not None:
             _write_annotations(ranks, annotate, max_decompressed_mb << 20)

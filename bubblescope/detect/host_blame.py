@@ -26,8 +26,9 @@ class HostBlame:
         window_ns: only ranges overlapping this [start, end) are kept (default: all).
     """
 
-    def __init__(self, ops: pd.DataFrame, frames: pd.DataFrame, tid: str,
-                 window_ns: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, ops: pd.DataFrame, frames: pd.DataFrame, tid: str, window_ns: tuple[int, int] | None = None
+    ) -> None:
         ops = ops[((ops["tid"] == tid) & (ops["cat"] == "cpu_op")).to_numpy()]
         frames = frames[(frames["tid"] == tid).to_numpy()]
         if window_ns is not None:
@@ -42,8 +43,12 @@ class HostBlame:
         self._ends = np.concatenate((frame_index.ends, op_index.ends))
         self._is_frame = np.arange(len(self._names)) < len(frame_index.starts)
         # Parents in the concatenated numbering, so that nested ranges are not counted twice.
-        self._parent = np.concatenate((frame_index.parent, np.where(
-            op_index.parent >= 0, op_index.parent + len(frame_index.starts), -1)))
+        self._parent = np.concatenate(
+            (
+                frame_index.parent,
+                np.where(op_index.parent >= 0, op_index.parent + len(frame_index.starts), -1),
+            )
+        )
 
     def blame(self, start_ns: int, end_ns: int) -> str:
         """'a.py(3): f 12.1us; aten::copy_ 4.0us' for the host work inside [start_ns, end_ns)."""

@@ -25,41 +25,76 @@ import pandas as pd
 from bubblescope.trace.nesting import indexes_by_thread, short_site
 from bubblescope.trace.tables import TraceTables, category_mask
 
-SYNC_APIS = frozenset({
-    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize",
-    "cudaStreamSynchronize_ptsz", "cuStreamSynchronize_ptsz",
-})
+SYNC_APIS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cudaStreamSynchronize_ptsz",
+        "cuStreamSynchronize_ptsz",
+    }
+)
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
 _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 NO_STACK_SITE = "(no Python stack in trace)"
 
 # op name -> kind; the first kind found walking from the outer op inwards wins.
 _KIND_OF_OP = {
-    "aten::item": "item", "aten::_local_scalar_dense": "item",
-    "aten::nonzero": "nonzero", "aten::masked_select": "nonzero", "aten::unique": "nonzero",
-    "aten::_unique": "nonzero", "aten::_unique2": "nonzero", "aten::unique_consecutive": "nonzero",
-    "aten::unique_dim": "nonzero", "aten::repeat_interleave": "nonzero", "aten::nonzero_numpy": "nonzero",
-    "aten::argwhere": "nonzero", "aten::masked_scatter": "nonzero", "aten::bincount": "nonzero",
-    "aten::tolist": "copy", "aten::to": "copy", "aten::_to_copy": "copy", "aten::copy_": "copy",
-    "aten::cpu": "copy", "aten::numpy": "copy",
+    "aten::item": "item",
+    "aten::_local_scalar_dense": "item",
+    "aten::nonzero": "nonzero",
+    "aten::masked_select": "nonzero",
+    "aten::unique": "nonzero",
+    "aten::_unique": "nonzero",
+    "aten::_unique2": "nonzero",
+    "aten::unique_consecutive": "nonzero",
+    "aten::unique_dim": "nonzero",
+    "aten::repeat_interleave": "nonzero",
+    "aten::nonzero_numpy": "nonzero",
+    "aten::argwhere": "nonzero",
+    "aten::masked_scatter": "nonzero",
+    "aten::bincount": "nonzero",
+    "aten::tolist": "copy",
+    "aten::to": "copy",
+    "aten::_to_copy": "copy",
+    "aten::copy_": "copy",
+    "aten::cpu": "copy",
+    "aten::numpy": "copy",
 }
 HINTS = {
     "item": "keep the value on device (torch.where, masks, device-side metadata), or copy it into a "
-            "pinned buffer with non_blocking=True and read it one step later",
+    "pinned buffer with non_blocking=True and read it one step later",
     "nonzero": "data-dependent output size forces a read of the size: use a fixed-size form (mask "
-               "arithmetic, topk, nonzero_static / unique with a size bound) so the host never waits",
+    "arithmetic, topk, nonzero_static / unique with a size bound) so the host never waits",
     "copy": "device-to-host copy waits for the GPU: copy into pinned memory with non_blocking=True and "
-            "consume it a step later; a copy to pageable memory always blocks",
+    "consume it a step later; a copy to pageable memory always blocks",
     "synchronize": "explicit synchronize in the loop: drop it, or record a CUDA event and wait on it "
-                   "from a stream (stream.wait_event) instead of the host",
+    "from a stream (stream.wait_event) instead of the host",
     "event": "host waits on an event: make the consumer stream wait (stream.wait_event) or poll "
-             "event.query() instead",
+    "event.query() instead",
     "other": "a synchronous CUDA call blocks the host: use the asynchronous variant on a stream",
 }
 
-READ_COLUMNS = ["read_id", "tid", "start_ns", "end_ns", "blocked_ns", "wait_ns", "api", "op", "inner_op",
-                "kind", "site", "site_frame", "hint", "calls"]
+READ_COLUMNS = [
+    "read_id",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "blocked_ns",
+    "wait_ns",
+    "api",
+    "op",
+    "inner_op",
+    "kind",
+    "site",
+    "site_frame",
+    "hint",
+    "calls",
+]
 
 
 def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
@@ -68,7 +103,8 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     names = runtime["name"]
     is_sync = category_mask(names, SYNC_APIS.__contains__)
     is_sync_copy = category_mask(
-        names, lambda n: n.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in n)
+        names, lambda n: n.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in n
+    )
     memcpys = gpu[(gpu["kind"] == "memcpy").to_numpy()]
     pageable = memcpys["name"].astype(str).str.contains("Pageable", regex=False).to_numpy()
     pageable_rows = memcpys.loc[pageable & (memcpys["launch_row"] >= 0).to_numpy(), "launch_row"]
@@ -77,7 +113,8 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     waits = tables.waits
     blocking_waits = waits[~category_mask(waits["name"], _NOT_HOST_BLOCKING_WAITS.__contains__)]
     has_wait = runtime["correlation"].isin(blocking_waits["correlation"]).to_numpy() & (
-        runtime["correlation"].to_numpy() >= 0)
+        runtime["correlation"].to_numpy() >= 0
+    )
     return np.flatnonzero(is_sync | is_sync_copy | is_pageable | has_wait)
 
 
@@ -104,20 +141,36 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     cpu_ops = cpu_ops[~markers]
     op_index = indexes_by_thread(cpu_ops, tids)
     frame_index = indexes_by_thread(tables.frames, tids)
-    wait_by_corr = tables.waits.groupby("correlation")["end_ns"].sum() - tables.waits.groupby(
-        "correlation")["start_ns"].sum()
+    wait_by_corr = (
+        tables.waits.groupby("correlation")["end_ns"].sum()
+        - tables.waits.groupby("correlation")["start_ns"].sum()
+    )
     groups: dict[tuple[str, int], dict] = {}
-    for name, tid, start, end, corr in zip(calls["name"].astype(str), calls["tid"].astype(str),
-                                           calls["start_ns"].tolist(), calls["end_ns"].tolist(),
-                                           calls["correlation"].tolist(), strict=True):
+    for name, tid, start, end, corr in zip(
+        calls["name"].astype(str),
+        calls["tid"].astype(str),
+        calls["start_ns"].tolist(),
+        calls["end_ns"].tolist(),
+        calls["correlation"].tolist(),
+        strict=True,
+    ):
         found = _enclosing(op_index.get(tid), frame_index.get(tid), start, end)
         # No enclosing op: each call stands alone (key by its own start).
         key = (tid, found["op_start"] if found["op"] else -start - 1)
         group = groups.get(key)
         wait_ns = int(wait_by_corr.get(corr, 0)) if corr >= 0 else 0
         if group is None:
-            groups[key] = {**found, "tid": tid, "start_ns": start, "end_ns": end, "blocked_ns": end - start,
-                           "wait_ns": wait_ns, "api": name, "api_dur": end - start, "calls": 1}
+            groups[key] = {
+                **found,
+                "tid": tid,
+                "start_ns": start,
+                "end_ns": end,
+                "blocked_ns": end - start,
+                "wait_ns": wait_ns,
+                "api": name,
+                "api_dur": end - start,
+                "calls": 1,
+            }
             continue
         if start >= group["start_ns"] and end <= group["end_ns"]:
             continue  # a driver call inside a runtime call already counted
@@ -174,14 +227,30 @@ def _reads_frame(groups: list[dict]) -> pd.DataFrame:
     records = []
     for read_id, g in enumerate(groups):
         kind = classify_read(g["op_chain"], g["api"])
-        site = short_site(g["site_frame"]) if g["site_frame"] else (
-            f"{NO_STACK_SITE} {g['op']}".strip() if g["op"] else NO_STACK_SITE)
-        records.append({
-            "read_id": read_id, "tid": g["tid"], "start_ns": g["start_ns"], "end_ns": g["end_ns"],
-            "blocked_ns": g["blocked_ns"], "wait_ns": g["wait_ns"], "api": g["api"], "op": g["op"],
-            "inner_op": g["inner_op"], "kind": kind, "site": site, "site_frame": g["site_frame"],
-            "hint": HINTS[kind], "calls": g["calls"],
-        })
+        site = (
+            short_site(g["site_frame"])
+            if g["site_frame"]
+            else (f"{NO_STACK_SITE} {g['op']}".strip() if g["op"] else NO_STACK_SITE)
+        )
+        records.append(
+            {
+                "read_id": read_id,
+                "tid": g["tid"],
+                "start_ns": g["start_ns"],
+                "end_ns": g["end_ns"],
+                "blocked_ns": g["blocked_ns"],
+                "wait_ns": g["wait_ns"],
+                "api": g["api"],
+                "op": g["op"],
+                "inner_op": g["inner_op"],
+                "kind": kind,
+                "site": site,
+                "site_frame": g["site_frame"],
+                "hint": HINTS[kind],
+                "calls": g["calls"],
+            }
+        )
     frame = pd.DataFrame.from_records(records, columns=READ_COLUMNS)
-    return frame.astype({"start_ns": np.int64, "end_ns": np.int64, "blocked_ns": np.int64,
-                         "wait_ns": np.int64})
+    return frame.astype(
+        {"start_ns": np.int64, "end_ns": np.int64, "blocked_ns": np.int64, "wait_ns": np.int64}
+    )

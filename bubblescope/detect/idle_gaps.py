@@ -30,8 +30,18 @@ import pandas as pd
 from bubblescope.trace.steps import StepWindows, step_index_of
 
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
-GAP_COLUMNS = ["device", "start_ns", "end_ns", "dur_ns", "class", "step", "read_id", "next_op",
-               "next_stream", "next_row"]
+GAP_COLUMNS = [
+    "device",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "class",
+    "step",
+    "read_id",
+    "next_op",
+    "next_stream",
+    "next_row",
+]
 
 
 def device_busy_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -48,8 +58,9 @@ def device_busy_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndar
     return merged_starts, merged_ends
 
 
-def find_idle_gaps(gpu: pd.DataFrame, reads: pd.DataFrame, steps: StepWindows, device: int,
-                   span_ns: tuple[int, int]) -> pd.DataFrame:
+def find_idle_gaps(
+    gpu: pd.DataFrame, reads: pd.DataFrame, steps: StepWindows, device: int, span_ns: tuple[int, int]
+) -> pd.DataFrame:
     """Classified idle gaps of one device, split at step boundaries.
 
     Args:
@@ -82,18 +93,26 @@ def find_idle_gaps(gpu: pd.DataFrame, reads: pd.DataFrame, steps: StepWindows, d
         next_ops = np.append(next_ops, "")
         next_streams = np.append(next_streams, -1)
         before = np.append(before, -1)
-    gaps = pd.DataFrame({"start_ns": gap_start.astype(np.int64), "end_ns": gap_end.astype(np.int64),
-                         "class": classes.astype(object), "read_id": read_ids.astype(np.int64),
-                         "next_op": next_ops.astype(object), "next_stream": next_streams.astype(np.int64),
-                         "next_row": before.astype(np.int64)})
+    gaps = pd.DataFrame(
+        {
+            "start_ns": gap_start.astype(np.int64),
+            "end_ns": gap_end.astype(np.int64),
+            "class": classes.astype(object),
+            "read_id": read_ids.astype(np.int64),
+            "next_op": next_ops.astype(object),
+            "next_stream": next_streams.astype(np.int64),
+            "next_row": before.astype(np.int64),
+        }
+    )
     gaps = split_at_steps(gaps, steps)
     gaps.insert(0, "device", device)
     gaps["dur_ns"] = gaps["end_ns"] - gaps["start_ns"]
     return gaps[GAP_COLUMNS]
 
 
-def _classify(gpu: pd.DataFrame, ending: np.ndarray, gap_start: np.ndarray, reads: pd.DataFrame,
-              free_before: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _classify(
+    gpu: pd.DataFrame, ending: np.ndarray, gap_start: np.ndarray, reads: pd.DataFrame, free_before: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     launch_end = gpu["launch_end_ns"].to_numpy()
     matched = gpu["launch_row"].to_numpy() >= 0
     inside_replay = gpu["graph"].to_numpy() & ~gpu["first_of_launch"].to_numpy()
@@ -118,8 +137,10 @@ def _classify(gpu: pd.DataFrame, ending: np.ndarray, gap_start: np.ndarray, read
             has_read = k >= 0
             last_read_end = np.where(has_read, sorted_end[np.maximum(k, 0)], 0)
             ahead_ends = np.sort(launch_end[ahead])
-            regained = (np.searchsorted(ahead_ends, x_end[host_bound], side="left")
-                        - np.searchsorted(ahead_ends, last_read_end, side="left")) > 0
+            regained = (
+                np.searchsorted(ahead_ends, x_end[host_bound], side="left")
+                - np.searchsorted(ahead_ends, last_read_end, side="left")
+            ) > 0
             is_sync = has_read & ~regained
             idx = np.flatnonzero(host_bound)[is_sync]
             classes[idx] = "sync"

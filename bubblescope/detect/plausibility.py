@@ -23,15 +23,21 @@ def check_plausibility(gpu: pd.DataFrame, launches: dict[str, int]) -> list[str]
     problems: list[str] = []
     kernels = int((gpu["kind"] == "kernel").sum())
     if launches["graph_launches"] and kernels == 0:
-        problems.append(f"{launches['graph_launches']} cudaGraphLaunch calls but no GPU kernels in the "
-                        "trace: graph kernels were not recorded, so GPU idle time cannot be measured")
+        problems.append(
+            f"{launches['graph_launches']} cudaGraphLaunch calls but no GPU kernels in the "
+            "trace: graph kernels were not recorded, so GPU idle time cannot be measured"
+        )
     elif launches["kernel_launches"] and len(gpu) == 0:
-        problems.append(f"{launches['kernel_launches']} kernel launches but no GPU activity in the trace "
-                        "(profile with ProfilerActivity.CUDA); GPU idle time cannot be measured")
+        problems.append(
+            f"{launches['kernel_launches']} kernel launches but no GPU activity in the trace "
+            "(profile with ProfilerActivity.CUDA); GPU idle time cannot be measured"
+        )
     elif launches["kernel_launches"] >= 10:
         launched = gpu[gpu["launch_name"].str.contains("LaunchKernel", regex=False)]
         matched = launched["launch_row"].nunique()
         if matched < MIN_MATCHED_LAUNCH_FRACTION * launches["kernel_launches"]:
-            problems.append(f"only {matched} of {launches['kernel_launches']} kernel launches have a GPU "
-                            "kernel in the trace: GPU activity is missing, idle time would be overstated")
+            problems.append(
+                f"only {matched} of {launches['kernel_launches']} kernel launches have a GPU "
+                "kernel in the trace: GPU activity is missing, idle time would be overstated"
+            )
     return problems

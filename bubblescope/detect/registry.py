@@ -25,12 +25,17 @@ class Detector:
 
 DETECTORS: tuple[Detector, ...] = (
     Detector("plausibility", "traces whose GPU numbers would mislead", check_plausibility),
-    Detector("host_syncs", "host-blocking device reads with ATen op, Python site and fix hint",
-             find_host_syncs),
-    Detector("idle_gaps", "GPU idle gaps per device, classified sync/host/launch/dependency/outside",
-             find_idle_gaps),
-    Detector("stream_idle", "HTA-compatible per-stream idle breakdown (host/kernel wait, other)",
-             stream_idle),
+    Detector(
+        "host_syncs", "host-blocking device reads with ATen op, Python site and fix hint", find_host_syncs
+    ),
+    Detector(
+        "idle_gaps",
+        "GPU idle gaps per device, classified sync/host/launch/dependency/outside",
+        find_idle_gaps,
+    ),
+    Detector(
+        "stream_idle", "HTA-compatible per-stream idle breakdown (host/kernel wait, other)", stream_idle
+    ),
 )
 
 

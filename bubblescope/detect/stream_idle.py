@@ -43,9 +43,16 @@ def stream_idle(gpu: pd.DataFrame, threshold_ns: int = KERNEL_WAIT_THRESHOLD_NS)
         launch_start = ops["launch_start_ns"].to_numpy()[follows_gap]
         host_wait = (launch_start >= 0) & (launch_start > free_at[follows_gap - 1])
         kernel_wait = ~host_wait & (gap_ns < threshold_ns)
-        out.append({
-            "stream": int(stream), "busy_ns": busy_ns, "idle_ns": span_ns - busy_ns,
-            "host_wait_ns": int(gap_ns[host_wait].sum()), "kernel_wait_ns": int(gap_ns[kernel_wait].sum()),
-            "other_ns": int(gap_ns[~host_wait & ~kernel_wait].sum()), "span_ns": span_ns, "ops": len(ops),
-        })
+        out.append(
+            {
+                "stream": int(stream),
+                "busy_ns": busy_ns,
+                "idle_ns": span_ns - busy_ns,
+                "host_wait_ns": int(gap_ns[host_wait].sum()),
+                "kernel_wait_ns": int(gap_ns[kernel_wait].sum()),
+                "other_ns": int(gap_ns[~host_wait & ~kernel_wait].sum()),
+                "span_ns": span_ns,
+                "ops": len(ops),
+            }
+        )
     return out

@@ -27,12 +27,16 @@ def us(ns: float) -> str:
 def print_analysis(console: Console, analysis: dict) -> None:
     """Print the summary, device, sync and gap tables of `analysis`."""
     summary = analysis["summary"]
-    headline = (f"[bold]bubblescope analyze[/bold]: {summary['steps']} steps "
-                f"(steps from {analysis['step_source']}), "
-                f"{summary['blocking_reads_per_step']:g} blocking reads/step")
+    headline = (
+        f"[bold]bubblescope analyze[/bold]: {summary['steps']} steps "
+        f"(steps from {analysis['step_source']}), "
+        f"{summary['blocking_reads_per_step']:g} blocking reads/step"
+    )
     if analysis.get("gpu_measured", True):
-        headline += (f", GPU busy {us(summary['gpu_busy_ns_per_step'])}/step, "
-                     f"idle {us(summary['idle_ns_per_step'])}/step")
+        headline += (
+            f", GPU busy {us(summary['gpu_busy_ns_per_step'])}/step, "
+            f"idle {us(summary['idle_ns_per_step'])}/step"
+        )
     console.print(headline)
     for warning in analysis["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")

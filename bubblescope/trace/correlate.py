@@ -11,8 +11,15 @@ import pandas as pd
 
 from bubblescope.trace.tables import category_labels, category_mask
 
-GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_v10000",
-                                "cuGraphLaunch_ptsz", "cudaGraphLaunch_ptsz"})
+GRAPH_LAUNCH_NAMES = frozenset(
+    {
+        "cudaGraphLaunch",
+        "cuGraphLaunch",
+        "cudaGraphLaunch_v10000",
+        "cuGraphLaunch_ptsz",
+        "cudaGraphLaunch_ptsz",
+    }
+)
 
 
 def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:

@@ -15,8 +15,18 @@ import pandas as pd
 from bubblescope.trace.tables import category_labels
 
 # Frames of these are library plumbing; the site a user can act on is the first frame outside them.
-_LIBRARY_PREFIXES = ("torch/", "triton/", "numpy/", "pandas/", "typing.py", "contextlib.py",
-                     "functools.py", "threading.py", "bubblescope/capture/", "<")
+_LIBRARY_PREFIXES = (
+    "torch/",
+    "triton/",
+    "numpy/",
+    "pandas/",
+    "typing.py",
+    "contextlib.py",
+    "functools.py",
+    "threading.py",
+    "bubblescope/capture/",
+    "<",
+)
 _LIBRARY_PARTS = ("site-packages/", "dist-packages/", "/torch/", "/lib/python3")
 _FRAME_NAME = re.compile(r"^(?P<path>.*?)\((?P<line>\d+)\): (?P<func>.*)$")
 
@@ -70,8 +80,8 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     order = np.argsort(depth, kind="stable")
     bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
     for level in range(1, depth.max() + 1):
-        here = order[bounds[level]:bounds[level + 1]]
-        above = order[bounds[level - 1]:bounds[level]]
+        here = order[bounds[level] : bounds[level + 1]]
+        above = order[bounds[level - 1] : bounds[level]]
         pos = np.searchsorted(above, here) - 1
         parent[here] = np.where(pos >= 0, above[np.maximum(pos, 0)], -1)
     return parent

@@ -85,8 +85,13 @@ def _windows(marks: pd.DataFrame, source: str) -> StepWindows:
     warnings = []
     if not keep.all():
         warnings.append(f"{int((~keep).sum())} overlapping step markers ignored")
-    return StepWindows(source=source, names=[n for n, k in zip(names, keep, strict=True) if k],
-                       start_ns=starts[keep], end_ns=ends[keep], warnings=warnings)
+    return StepWindows(
+        source=source,
+        names=[n for n, k in zip(names, keep, strict=True) if k],
+        start_ns=starts[keep],
+        end_ns=ends[keep],
+        warnings=warnings,
+    )
 
 
 def _whole_trace(tables: TraceTables, warning: str) -> StepWindows:
@@ -97,8 +102,13 @@ def _whole_trace(tables: TraceTables, warning: str) -> StepWindows:
         end = int(tables.gpu["end_ns"].max())
     else:
         start, end = tables.origin_ns, tables.end_ns
-    return StepWindows(source="whole-trace", names=["whole-trace"], start_ns=np.array([start], np.int64),
-                       end_ns=np.array([end], np.int64), warnings=[warning])
+    return StepWindows(
+        source="whole-trace",
+        names=["whole-trace"],
+        start_ns=np.array([start], np.int64),
+        end_ns=np.array([end], np.int64),
+        warnings=[warning],
+    )
 
 
 def _first_launch(tables: TraceTables) -> int:

@@ -27,16 +27,29 @@ from bubblescope.errors import TraceError
 
 # Kineto has renamed categories over the years; all spellings land in one bucket.
 _BUCKET_OF_CATEGORY = {
-    "cpu_op": "ops", "Operator": "ops", "operator": "ops",
-    "user_annotation": "ops", "User Annotation": "ops",
+    "cpu_op": "ops",
+    "Operator": "ops",
+    "operator": "ops",
+    "user_annotation": "ops",
+    "User Annotation": "ops",
     "python_function": "frames",
-    "cuda_runtime": "runtime", "Runtime": "runtime", "runtime": "runtime",
-    "cuda_driver": "runtime", "Driver": "runtime", "driver": "runtime",
-    "kernel": "kernel", "Kernel": "kernel",
-    "gpu_memcpy": "memcpy", "Memcpy": "memcpy", "memcpy": "memcpy",
-    "gpu_memset": "memset", "Memset": "memset", "memset": "memset",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "runtime",
+    "Driver": "runtime",
+    "driver": "runtime",
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "memset": "memset",
     "cuda_sync": "waits",
-    "gpu_user_annotation": "gpu_annotations", "async_gpu": "gpu_annotations",
+    "gpu_user_annotation": "gpu_annotations",
+    "async_gpu": "gpu_annotations",
 }
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
@@ -151,8 +164,9 @@ def _times_ns(bucket: list[dict[str, Any]], base_us: int, path: Path) -> tuple[n
     start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
     dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
     if len(dur_ns) and (dur_ns.min() < 0 or not np.isfinite(ts_us).all()):
-        raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} has a negative or "
-                         "non-finite time")
+        raise TraceError(
+            f"{path}: an event of category {bucket[0].get('cat')!r} has a negative or non-finite time"
+        )
     return start_ns, start_ns + dur_ns
 
 
@@ -225,37 +239,53 @@ def _flag_by_category(bucket: list[dict[str, Any]], marker: str) -> np.ndarray:
 def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(bucket, base_us, path)
     is_annotation = _flag_by_category(bucket, "nnotation").astype(np.int8)
-    return pd.DataFrame({
-        "name": _names(bucket, path),
-        "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
-        "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
-    })
+    return pd.DataFrame(
+        {
+            "name": _names(bucket, path),
+            "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
+            "tid": _tids(bucket),
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+        }
+    )
 
 
 def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(bucket, base_us, path)
     args = _args(bucket, path)
-    return pd.DataFrame({
-        "name": _names(bucket, path), "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
-        "py_id": _int_column(args, "Python id", -1, path),
-        "parent_id": _int_column(args, "Python parent id", -1, path),
-    })
+    return pd.DataFrame(
+        {
+            "name": _names(bucket, path),
+            "tid": _tids(bucket),
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "py_id": _int_column(args, "Python id", -1, path),
+            "parent_id": _int_column(args, "Python parent id", -1, path),
+        }
+    )
 
 
 def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(bucket, base_us, path)
     args = _args(bucket, path)
     is_driver = _flag_by_category(bucket, "river").astype(np.int8)
-    return pd.DataFrame({
-        "name": _names(bucket, path),
-        "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
-        "tid": _tids(bucket), "start_ns": start_ns, "end_ns": end_ns,
-        "correlation": _int_column(args, "correlation", -1, path),
-    })
+    return pd.DataFrame(
+        {
+            "name": _names(bucket, path),
+            "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
+            "tid": _tids(bucket),
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "correlation": _int_column(args, "correlation", -1, path),
+        }
+    )
 
 
-def _device_stream(bucket: list[dict[str, Any]], args: list[dict[str, Any]], path: Path,
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _device_stream(
+    bucket: list[dict[str, Any]],
+    args: list[dict[str, Any]],
+    path: Path,
+) -> tuple[np.ndarray, np.ndarray]:
     try:
         devices = [a.get("device", e.get("pid")) for a, e in zip(args, bucket, strict=True)]
         streams = [a.get("stream", e.get("tid")) for a, e in zip(args, bucket, strict=True)]
@@ -274,12 +304,18 @@ def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path
     start_ns, end_ns = _times_ns(bucket, base_us, path)
     args = _args(bucket, path)
     device, stream = _device_stream(bucket, args, path)
-    return pd.DataFrame({
-        "name": pd.Series(_names(bucket, path), dtype=object), "kind": kind,
-        "device": device, "stream": stream, "start_ns": start_ns, "end_ns": end_ns,
-        "correlation": _int_column(args, "correlation", -1, path),
-        "bytes": _int_column(args, "bytes", 0, path),
-    })
+    return pd.DataFrame(
+        {
+            "name": pd.Series(_names(bucket, path), dtype=object),
+            "kind": kind,
+            "device": device,
+            "stream": stream,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "correlation": _int_column(args, "correlation", -1, path),
+            "bytes": _int_column(args, "bytes", 0, path),
+        }
+    )
 
 
 def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
@@ -288,18 +324,31 @@ def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.D
     device, stream = _device_stream(bucket, args, path)
     virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
     stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
-    return pd.DataFrame({
-        "name": _names(bucket, path), "device": device, "stream": stream,
-        "start_ns": start_ns, "end_ns": end_ns, "correlation": _int_column(args, "correlation", -1, path),
-    })
+    return pd.DataFrame(
+        {
+            "name": _names(bucket, path),
+            "device": device,
+            "stream": stream,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "correlation": _int_column(args, "correlation", -1, path),
+        }
+    )
 
 
 def _gpu_annotation_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(bucket, base_us, path)
     args = _args(bucket, path)
     device, stream = _device_stream(bucket, args, path)
-    return pd.DataFrame({"name": _names(bucket, path), "device": device, "stream": stream,
-                         "start_ns": start_ns, "end_ns": end_ns})
+    return pd.DataFrame(
+        {
+            "name": _names(bucket, path),
+            "device": device,
+            "stream": stream,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+        }
+    )
 
 
 def _rank_of(meta: dict[str, Any], fallback: int) -> int:
@@ -310,17 +359,25 @@ def _rank_of(meta: dict[str, Any], fallback: int) -> int:
 
 
 def _format_of(meta: dict[str, Any], buckets: dict[str, list[dict[str, Any]]]) -> str:
-    old_names = any(e.get("cat") in ("Kernel", "Runtime", "Operator") for e in buckets["kernel"][:1]
-                    + buckets["runtime"][:1] + buckets["ops"][:1])
+    old_names = any(
+        e.get("cat") in ("Kernel", "Runtime", "Operator")
+        for e in buckets["kernel"][:1] + buckets["runtime"][:1] + buckets["ops"][:1]
+    )
     version = meta.get("schemaVersion")
     return f"kineto-{'legacy' if old_names else 'v' + str(version) if version is not None else 'chrome'}"
 
 
 def _set_extent(tables: TraceTables) -> None:
-    starts = [t["start_ns"].min() for t in (tables.ops, tables.frames, tables.runtime, tables.gpu,
-                                            tables.waits) if len(t)]
-    ends = [t["end_ns"].max() for t in (tables.ops, tables.frames, tables.runtime, tables.gpu,
-                                        tables.waits) if len(t)]
+    starts = [
+        t["start_ns"].min()
+        for t in (tables.ops, tables.frames, tables.runtime, tables.gpu, tables.waits)
+        if len(t)
+    ]
+    ends = [
+        t["end_ns"].max()
+        for t in (tables.ops, tables.frames, tables.runtime, tables.gpu, tables.waits)
+        if len(t)
+    ]
     if not starts:
         raise TraceError(f"{tables.path}: no host, runtime or GPU events (not a torch.profiler trace)")
     tables.origin_ns = int(min(starts))

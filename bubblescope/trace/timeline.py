@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 MAX_TIMELINE_SLICES = 4000
 
 
-def build_timeline(rank: RankAnalysis,
-                   make_blamer: Callable[[tuple[int, int]], Callable]) -> dict | None:
+def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], Callable]) -> dict | None:
     """The `timeline` entry of the analysis dict for `rank`, or None without steps.
 
     Args:
@@ -45,30 +44,66 @@ def build_timeline(rank: RankAnalysis,
     for table, cat in ((host, "cpu_op"), (runtime, "cuda_runtime")):
         slices.extend(_slices(table, start, end, origin, lambda _row: "host", lambda _row, c=cat: c))
     gpu = rank.gpu
-    slices.extend(_slices(gpu, start, end, origin, lambda r: f"GPU {r.device} stream {r.stream}",
-                          lambda r: "kernel" if r.kind == "kernel" else f"gpu_{r.kind}"))
+    slices.extend(
+        _slices(
+            gpu,
+            start,
+            end,
+            origin,
+            lambda r: f"GPU {r.device} stream {r.stream}",
+            lambda r: "kernel" if r.kind == "kernel" else f"gpu_{r.kind}",
+        )
+    )
     truncated = len(slices) > MAX_TIMELINE_SLICES
     lanes = [{"lane": "host", "kind": "host"}] + [
         {"lane": f"GPU {d} stream {s}", "kind": "gpu"}
-        for d, s in sorted(set(zip(gpu["device"].tolist(), gpu["stream"].tolist(), strict=True)))]
+        for d, s in sorted(set(zip(gpu["device"].tolist(), gpu["stream"].tolist(), strict=True)))
+    ]
     gaps = rank.gaps[(rank.gaps["step"] == step).to_numpy()]
-    reads = rank.reads[((rank.reads["end_ns"] > start) & (rank.reads["start_ns"] < end)).to_numpy()] \
-        if len(rank.reads) else rank.reads
+    reads = (
+        rank.reads[((rank.reads["end_ns"] > start) & (rank.reads["start_ns"] < end)).to_numpy()]
+        if len(rank.reads)
+        else rank.reads
+    )
     return {
-        "step": step, "rank": rank.tables.rank, "start_ns": start - origin, "dur_ns": end - start,
+        "step": step,
+        "rank": rank.tables.rank,
+        "start_ns": start - origin,
+        "dur_ns": end - start,
         "lanes": lanes,
         "slices": slices[:MAX_TIMELINE_SLICES],
-        "gaps": [{"lane": f"GPU {int(g['device'])}", "start_ns": int(g["start_ns"]) - origin,
-                  "dur_ns": int(g["dur_ns"]), "class": g["class"], "blame": blame(g)}
-                 for _, g in gaps.iterrows()],
-        "syncs": [{"start_ns": int(r.start_ns) - origin, "dur_ns": int(r.end_ns - r.start_ns),
-                   "site": r.site, "op": r.op} for r in reads.itertuples(index=False)],
+        "gaps": [
+            {
+                "lane": f"GPU {int(g['device'])}",
+                "start_ns": int(g["start_ns"]) - origin,
+                "dur_ns": int(g["dur_ns"]),
+                "class": g["class"],
+                "blame": blame(g),
+            }
+            for _, g in gaps.iterrows()
+        ],
+        "syncs": [
+            {
+                "start_ns": int(r.start_ns) - origin,
+                "dur_ns": int(r.end_ns - r.start_ns),
+                "site": r.site,
+                "op": r.op,
+            }
+            for r in reads.itertuples(index=False)
+        ],
         "truncated": truncated,
     }
 
 
 def _slices(table: pd.DataFrame, start: int, end: int, origin: int, lane_of, cat_of) -> list[dict]:
     inside = table[((table["end_ns"] > start) & (table["start_ns"] < end)).to_numpy()]
-    return [{"lane": lane_of(r), "name": str(r.name), "start_ns": int(r.start_ns) - origin,
-             "dur_ns": int(r.end_ns - r.start_ns), "cat": cat_of(r)}
-            for r in inside.itertuples(index=False)]
+    return [
+        {
+            "lane": lane_of(r),
+            "name": str(r.name),
+            "start_ns": int(r.start_ns) - origin,
+            "dur_ns": int(r.end_ns - r.start_ns),
+            "cat": cat_of(r),
+        }
+        for r in inside.itertuples(index=False)
+    ]

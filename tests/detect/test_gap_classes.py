@@ -30,9 +30,18 @@ def test_item_read_causes_sync_gap_blamed_on_its_line(tmp_path: Path) -> None:
     assert _classes(result) == {"sync": 26 * US, "host": 32 * US, "launch": 0, "dependency": 0, "outside": 0}
     (read,) = result["syncs"]
     assert (read["site"], read["op"], read["kind"], read["api"]) == (
-        "app.py(12): step", "aten::item", "item", "cudaStreamSynchronize")
+        "app.py(12): step",
+        "aten::item",
+        "item",
+        "cudaStreamSynchronize",
+    )
     assert (read["count"], read["per_step"], read["blocked_ns"], read["bubble_ns"], read["wait_ns"]) == (
-        1, 1.0, 21 * US, 26 * US, 19 * US)
+        1,
+        1.0,
+        21 * US,
+        26 * US,
+        19 * US,
+    )
     assert "on device" in read["hint"]
     top = result["gaps_top"][0]
     expected_top = ("sync", 26 * US, "app.py(12): step", 41 * US)
@@ -44,8 +53,13 @@ def test_item_read_causes_sync_gap_blamed_on_its_line(tmp_path: Path) -> None:
 
 def test_host_regains_lead_then_gaps_are_plain_host(tmp_path: Path) -> None:
     result = _analyze(scenarios.regained_lead(), tmp_path)
-    assert _classes(result) == {"sync": 26 * US, "host": 82 * US, "launch": 1 * US, "dependency": 0,
-                                "outside": 0}
+    assert _classes(result) == {
+        "sync": 26 * US,
+        "host": 82 * US,
+        "launch": 1 * US,
+        "dependency": 0,
+        "outside": 0,
+    }
     host_gap = next(g for g in result["gaps_top"] if g["dur_ns"] == 27 * US)
     assert host_gap["class"] == "host" and host_gap["blame"].startswith("aten::add 14.0us")
 
@@ -61,14 +75,23 @@ def test_graph_replay_kernels_map_to_one_launch(tmp_path: Path) -> None:
 
 def test_two_streams_dependency_and_hta_view(tmp_path: Path) -> None:
     result = _analyze(scenarios.two_streams(), tmp_path)
-    assert _classes(result) == {"sync": 0, "host": 84 * US, "launch": 41 * US, "dependency": 3 * US,
-                                "outside": 0}
+    assert _classes(result) == {
+        "sync": 0,
+        "host": 84 * US,
+        "launch": 41 * US,
+        "dependency": 3 * US,
+        "outside": 0,
+    }
     assert result["syncs"] == []  # cudaStreamWaitEvent blocks a stream, not the host
     streams = {s["stream"]: s for s in result["devices"][0]["streams"]}
     keys = ("busy_ns", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns")
     assert {k: streams[7][k] for k in keys} == {
-        "busy_ns": 65 * US, "idle_ns": 65 * US, "host_wait_ns": 24 * US, "kernel_wait_ns": 1 * US,
-        "other_ns": 40 * US}
+        "busy_ns": 65 * US,
+        "idle_ns": 65 * US,
+        "host_wait_ns": 24 * US,
+        "kernel_wait_ns": 1 * US,
+        "other_ns": 40 * US,
+    }
     assert (streams[8]["busy_ns"], streams[8]["idle_ns"]) == (7 * US, 0)
 
 

@@ -14,9 +14,17 @@ from bubblescope.trace.tables import build_tables
 from tests.trace.builder import US, TraceBuilder
 
 kernel_specs = st.lists(
-    st.tuples(st.sampled_from([7, 8]), st.integers(0, 40 * US), st.integers(1, 10 * US),
-              st.integers(0, 6 * US), st.integers(1, 60 * US), st.booleans()),
-    min_size=1, max_size=30)
+    st.tuples(
+        st.sampled_from([7, 8]),
+        st.integers(0, 40 * US),
+        st.integers(1, 10 * US),
+        st.integers(0, 6 * US),
+        st.integers(1, 60 * US),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 def _random_trace(specs, step_cuts: list[int]) -> TraceBuilder:

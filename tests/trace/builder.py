@@ -28,8 +28,15 @@ class TraceBuilder:
         context_stream: stream value of a Context Sync row (-1 or 4294967295).
     """
 
-    def __init__(self, *, legacy: bool = False, int_us: bool = False, sync_rows: str = "stream",
-                 context_stream: int = -1, base_us: int = 1_700_000_000_000) -> None:
+    def __init__(
+        self,
+        *,
+        legacy: bool = False,
+        int_us: bool = False,
+        sync_rows: str = "stream",
+        context_stream: int = -1,
+        base_us: int = 1_700_000_000_000,
+    ) -> None:
         self.events: list[dict[str, Any]] = []
         self.meta: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "test GPU"}]}
         self.legacy, self.int_us, self.sync_rows = legacy, int_us, sync_rows
@@ -47,10 +54,18 @@ class TraceBuilder:
     def _dur(self, ns: int) -> float | int:
         return ns // 1000 if self.int_us else round(ns / 1000.0, 3)
 
-    def _x(self, cat: str, name: str, start: int, end: int, pid: Any, tid: Any,
-           args: dict | None = None) -> dict:
-        event = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": self._ts(start),
-                 "dur": self._dur(end - start)}
+    def _x(
+        self, cat: str, name: str, start: int, end: int, pid: Any, tid: Any, args: dict | None = None
+    ) -> dict:
+        event = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": self._ts(start),
+            "dur": self._dur(end - start),
+        }
         if args is not None:
             event["args"] = args
         self.events.append(event)
@@ -68,33 +83,65 @@ class TraceBuilder:
 
     def frame(self, name: str, start: int, end: int, parent: int | None = None) -> int:
         self._py_id += 1
-        self._x("python_function", name, start, end, HOST_PID, HOST_TID,
-                {"Python id": self._py_id, "Python parent id": parent})
+        self._x(
+            "python_function",
+            name,
+            start,
+            end,
+            HOST_PID,
+            HOST_TID,
+            {"Python id": self._py_id, "Python parent id": parent},
+        )
         return self._py_id
 
     def runtime(self, name: str, start: int, end: int, corr: int | None = None) -> int:
         corr = self.next_correlation() if corr is None else corr
-        self._x("Runtime" if self.legacy else "cuda_runtime", name, start, end, HOST_PID, HOST_TID,
-                {"correlation": corr})
+        self._x(
+            "Runtime" if self.legacy else "cuda_runtime",
+            name,
+            start,
+            end,
+            HOST_PID,
+            HOST_TID,
+            {"correlation": corr},
+        )
         return corr
 
-    def gpu_op(self, name: str, start: int, end: int, corr: int, stream: int = DEFAULT_STREAM,
-               kind: str = "kernel", nbytes: int = 0) -> None:
-        cats = {"kernel": ("Kernel", "kernel"), "memcpy": ("Memcpy", "gpu_memcpy"),
-                "memset": ("Memset", "gpu_memset")}[kind]
+    def gpu_op(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        corr: int,
+        stream: int = DEFAULT_STREAM,
+        kind: str = "kernel",
+        nbytes: int = 0,
+    ) -> None:
+        cats = {
+            "kernel": ("Kernel", "kernel"),
+            "memcpy": ("Memcpy", "gpu_memcpy"),
+            "memset": ("Memset", "gpu_memset"),
+        }[kind]
         args = {"device": DEVICE, "stream": stream, "correlation": corr}
         if kind != "kernel":
             args["bytes"] = nbytes
         self._x(cats[0] if self.legacy else cats[1], name, start, end, DEVICE, stream, args)
 
-    def kernel(self, name: str, launch: tuple[int, int], run: tuple[int, int],
-               stream: int = DEFAULT_STREAM, api: str = "cudaLaunchKernel") -> int:
+    def kernel(
+        self,
+        name: str,
+        launch: tuple[int, int],
+        run: tuple[int, int],
+        stream: int = DEFAULT_STREAM,
+        api: str = "cudaLaunchKernel",
+    ) -> int:
         corr = self.runtime(api, *launch)
         self.gpu_op(name, *run, corr=corr, stream=stream)
         return corr
 
-    def graph_replay(self, launch: tuple[int, int], runs: list[tuple[int, int]],
-                     stream: int = DEFAULT_STREAM) -> int:
+    def graph_replay(
+        self, launch: tuple[int, int], runs: list[tuple[int, int]], stream: int = DEFAULT_STREAM
+    ) -> int:
         corr = self.runtime("cudaGraphLaunch", *launch)
         for i, run in enumerate(runs):
             self.gpu_op(f"graph_kernel_{i}", *run, corr=corr, stream=stream)
@@ -104,12 +151,25 @@ class TraceBuilder:
         if kind == "Context Sync":
             stream = self.context_stream
         tid = stream + 1_000_000 if self.sync_rows == "virtual" and stream >= 0 else stream
-        self._x("cuda_sync", kind, start, end, DEVICE, tid,
-                {"cuda_sync_kind": kind, "stream": stream, "correlation": corr, "device": DEVICE})
+        self._x(
+            "cuda_sync",
+            kind,
+            start,
+            end,
+            DEVICE,
+            tid,
+            {"cuda_sync_kind": kind, "stream": stream, "correlation": corr, "device": DEVICE},
+        )
 
-    def blocking_read(self, ops: list[str], host: tuple[int, int], copy_call: tuple[int, int],
-                      copy_run: tuple[int, int], sync_call: tuple[int, int] | None,
-                      memcpy_name: str = "Memcpy DtoH (Device -> Pinned)") -> None:
+    def blocking_read(
+        self,
+        ops: list[str],
+        host: tuple[int, int],
+        copy_call: tuple[int, int],
+        copy_run: tuple[int, int],
+        sync_call: tuple[int, int] | None,
+        memcpy_name: str = "Memcpy DtoH (Device -> Pinned)",
+    ) -> None:
         """A device read: nested ATen ops over [host], a memcpyAsync, its GPU memcpy, and (when
         `sync_call`) a cudaStreamSynchronize with its Stream Sync wait row."""
         for depth, name in enumerate(ops):
@@ -128,8 +188,15 @@ class TraceBuilder:
         doc = dict(self.meta)
         doc["traceEvents"] = list(self.events) + [
             {"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0, "args": {"name": "python3"}},
-            {"ph": "s", "id": 1, "pid": HOST_PID, "tid": HOST_TID, "ts": self._ts(0), "cat": "ac2g",
-             "name": "ac2g"},
+            {
+                "ph": "s",
+                "id": 1,
+                "pid": HOST_PID,
+                "tid": HOST_TID,
+                "ts": self._ts(0),
+                "cat": "ac2g",
+                "name": "ac2g",
+            },
         ]
         return doc
 
@@ -138,4 +205,3 @@ class TraceBuilder:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
         return path
-

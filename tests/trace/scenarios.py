@@ -105,10 +105,17 @@ def copies_and_nonzero() -> TraceBuilder:
     b.annotation("bubblescope.step", 0, 100 * US)
     b.frame("model.py(7): decode", 0, 100 * US)
     b.kernel("k", (1 * US, 3 * US), (5 * US, 20 * US))
-    b.blocking_read(["aten::nonzero"], (10 * US, 40 * US), (11 * US, 14 * US), (20 * US, 21 * US),
-                    (14 * US, 25 * US))
-    b.blocking_read(["aten::to", "aten::_to_copy", "aten::copy_"], (50 * US, 70 * US), (53 * US, 60 * US),
-                    (55 * US, 56 * US), None, memcpy_name="Memcpy DtoH (Device -> Pageable)")
+    b.blocking_read(
+        ["aten::nonzero"], (10 * US, 40 * US), (11 * US, 14 * US), (20 * US, 21 * US), (14 * US, 25 * US)
+    )
+    b.blocking_read(
+        ["aten::to", "aten::_to_copy", "aten::copy_"],
+        (50 * US, 70 * US),
+        (53 * US, 60 * US),
+        (55 * US, 56 * US),
+        None,
+        memcpy_name="Memcpy DtoH (Device -> Pageable)",
+    )
     return b
 
 
@@ -116,8 +123,12 @@ def quirks(legacy: bool) -> TraceBuilder:
     """`item_sync` under ProfilerStep#3 plus a torch.cuda.synchronize(), written either as a modern
     trace or as an old one (Operator/Runtime/Kernel names, integer µs, sync rows on virtual
     `stream + 1000000` threads, Context Sync on stream 4294967295). Both must analyse identically."""
-    b = TraceBuilder(legacy=legacy, int_us=legacy, sync_rows="virtual" if legacy else "stream",
-                     context_stream=4294967295 if legacy else -1)
+    b = TraceBuilder(
+        legacy=legacy,
+        int_us=legacy,
+        sync_rows="virtual" if legacy else "stream",
+        context_stream=4294967295 if legacy else -1,
+    )
     item_sync(b, step_name="ProfilerStep#3")
     b.device_synchronize(85 * US, 95 * US)
     return b
@@ -133,9 +144,14 @@ def graph_without_kernels() -> TraceBuilder:
 
 
 SCENARIOS = {
-    "item_sync": item_sync, "regained_lead": regained_lead, "graph_replay": graph_replay,
-    "two_streams": two_streams, "outside_steps": outside_steps, "copies_and_nonzero": copies_and_nonzero,
-    "legacy_format": lambda: quirks(legacy=True), "graph_without_kernels": graph_without_kernels,
+    "item_sync": item_sync,
+    "regained_lead": regained_lead,
+    "graph_replay": graph_replay,
+    "two_streams": two_streams,
+    "outside_steps": outside_steps,
+    "copies_and_nonzero": copies_and_nonzero,
+    "legacy_format": lambda: quirks(legacy=True),
+    "graph_without_kernels": graph_without_kernels,
 }
 
 

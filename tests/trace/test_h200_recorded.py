@@ -22,7 +22,8 @@ MANIFEST = RECORDED / "manifest.json"
 
 pytestmark = pytest.mark.skipif(
     not (TRACE.is_file() and MANIFEST.is_file()),
-    reason="tests/data/h200_recorded/ not recorded yet (benchmarks/record_h200_trace.py)")
+    reason="tests/data/h200_recorded/ not recorded yet (benchmarks/record_h200_trace.py)",
+)
 
 
 @pytest.fixture(scope="module")

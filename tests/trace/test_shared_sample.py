@@ -27,7 +27,12 @@ def test_five_steps_each_with_one_item_read(sample_analysis: dict) -> None:
     assert [s["blocking_reads"] for s in sample_analysis["steps"]] == [1] * 5
     item = sample_analysis["syncs"][0]
     assert (item["site"], item["op"], item["kind"], item["count"], item["per_step"]) == (
-        "gpu_probe.py(106): step", "aten::item", "item", 5, 1.0)
+        "gpu_probe.py(106): step",
+        "aten::item",
+        "item",
+        5,
+        1.0,
+    )
     assert item["inner_op"] == "aten::_local_scalar_dense"
     assert item["api"] == "cudaStreamSynchronize"
     assert item["bubble_ns"] > 0 and item["blocked_ns"] > 0
