@@ -202,6 +202,7 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
     Returns:
         horizontal bars with 95% intervals, a floor line and TPOT ÷ floor in each label.
     """
+    floor_ms = _num(floor_ms) or None
     labels, tpot_ms, err_hi, err_lo, texts = [], [], [], [], []
     for row in rows:
         tpot = _num(row.get("tpot_ms"))

@@ -21,6 +21,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
     Rows,
     ablation_summary_items,
@@ -199,6 +200,7 @@ def add_run_sections(
     page: Page, record: dict[str, Any], analysis: dict[str, Any] | None, warnings: list[str] | None = None
 ) -> None:
     """Append a RunRecord's sections: headline, floor, timeline, reads, gaps, switches, environment."""
+    record, analysis = conform_run(record), conform_analysis(analysis)
     page.heading(f"Run: {run_title(record)}")
     page.add(
         f'<p class="sub">recorded {esc(record.get("created_utc"))} · '
@@ -248,7 +250,8 @@ def add_ablation_sections(
     warnings: list[str] | None = None,
 ) -> None:
     """Append an ablation's sections: attribution, waterfall, per-switch ΔTPOT, configs, timelines."""
-    analyses = analyses or {}
+    ablation, records = conform_ablation(ablation, records)
+    analyses = {k: conform_analysis(v) or {} for k, v in (analyses or {}).items()}
     attribution = ablation.get("attribution") or {}
     page.heading(ablation_title(ablation))
     page.add(
@@ -308,6 +311,7 @@ def _ablation_config_sections(
 
 def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     """Append a bare trace's analysis: headline, timeline, blocking reads, gaps, devices."""
+    analysis = conform_analysis(analysis) or {}
     page.heading(f"Trace: {trace_title(analysis)}")
     page.add(f'<p class="sub">steps from {esc(analysis.get("step_source"))}</p>')
     page.add(warnings_html(trace_warnings(analysis)))

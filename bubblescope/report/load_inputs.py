@@ -246,3 +246,90 @@ def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> l
     if traces:
         loaded.append(_analyze_bare_traces(traces, step_marker))
     return loaded
+
+
+# ---- Conforming documents to the container shapes the renderers rely on ----
+# A shape is `dict` / `list` (that container, contents unchecked), `{key: shape}` (a dict whose listed
+# keys are conformed; others left alone) or `[shape]` (a list whose elements are conformed; elements of
+# the wrong type dropped). Scalars are never checked here: the renderers format any scalar.
+Shape = Any
+RUN_SHAPE: Shape = {
+    "environment": dict,
+    "workload": dict,
+    "switches": {"enabled": list, "available": [dict]},
+    "settings": dict,
+    "summary": {"tpot_ci95_ms": list},
+    "floor": dict,
+    "analysis": {"syncs": [dict], "idle_by_class_ns_per_step": dict},
+}
+ANALYSIS_SHAPE: Shape = {
+    "inputs": [dict],
+    "warnings": list,
+    "devices": [{"idle_by_class_ns": dict, "streams": [dict]}],
+    "steps": [dict],
+    "syncs": [dict],
+    "gaps_top": [dict],
+    "summary": {"idle_by_class_ns_per_step": dict},
+    "timeline": {"lanes": [dict], "slices": [dict], "gaps": [dict], "syncs": [dict]},
+}
+INTERVAL_KEYS = ("alone_ms", "removed_from_all_ms", "shapley_ms", "cumulative_ms")
+ABLATION_SHAPE: Shape = {
+    "workload": dict,
+    "toggles": list,
+    "order": list,
+    "configs": [{"enabled": list, "roles": list}],
+    "attribution": {
+        "total_saving_ms": dict,
+        "interaction_ms": dict,
+        "switches": [
+            {
+                **{key: dict for key in INTERVAL_KEYS},
+                "removed_reads_per_step": dict,
+                "removed_idle_us_per_step": dict,
+            }
+        ],
+        "waterfall": [dict],
+    },
+}
+_MISSING = object()
+
+
+def _conform(value: Any, shape: Shape) -> Any:
+    """`value` reshaped to `shape`, or _MISSING when it is a container of the wrong kind."""
+    if shape is dict or shape is list:
+        return value if isinstance(value, shape) else _MISSING
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return _MISSING
+        kept = (_conform(item, shape[0]) for item in value)
+        return [item for item in kept if item is not _MISSING]
+    if not isinstance(value, dict):
+        return _MISSING
+    out = dict(value)
+    for key, sub_shape in shape.items():
+        if out.get(key) is None:
+            continue
+        conformed = _conform(out[key], sub_shape)
+        out[key] = None if conformed is _MISSING else conformed
+    return out
+
+
+def conform_document(doc: Any, shape: Shape) -> dict[str, Any]:
+    """A copy of a record/analysis/ablation where every container the renderers index has the type the
+    contract gives it (a wrong one becomes null), so a malformed field degrades to '—', never a crash."""
+    conformed = _conform(doc, shape)
+    return {} if conformed is _MISSING else conformed
+
+
+def conform_run(record: Any) -> dict[str, Any]:
+    return conform_document(record, RUN_SHAPE)
+
+
+def conform_analysis(analysis: Any) -> dict[str, Any] | None:
+    return None if analysis is None else conform_document(analysis, ANALYSIS_SHAPE)
+
+
+def conform_ablation(ablation: Any, records: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The ablation and its records by key, both conformed."""
+    records = records if isinstance(records, dict) else {}
+    return conform_document(ablation, ABLATION_SHAPE), {str(k): conform_run(v) for k, v in records.items()}

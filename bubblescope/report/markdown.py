@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
+
 Rows = tuple[list[str], list[list[str]]]
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
 # Between a number and its unit, so that narrow table columns never split them.
@@ -260,8 +262,10 @@ def config_key_with_role(ablation: dict[str, Any], role: str) -> str | None:
     for config in configs:
         if role in (config.get("roles") or []):
             return str(config.get("key"))
-    want = set() if role == "baseline" else set(ablation.get("toggles") or [])
-    return next((str(c.get("key")) for c in configs if set(c.get("enabled") or []) == want), None)
+    want = set() if role == "baseline" else {plain(t) for t in ablation.get("toggles") or []}
+    return next(
+        (str(c.get("key")) for c in configs if {plain(e) for e in c.get("enabled") or []} == want), None
+    )
 
 
 def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -275,11 +279,11 @@ def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | Non
 def switch_info_rows(record: dict[str, Any]) -> Rows:
     """The switches a run's workload offers, and which were on."""
     switches = record.get("switches") or {}
-    enabled = set(switches.get("enabled") or [])
+    enabled = {plain(name) for name in switches.get("enabled") or []}
     rows = [
         [
             plain(s.get("name")),
-            "on" if s.get("name") in enabled else "off",
+            "on" if plain(s.get("name")) in enabled else "off",
             plain(s.get("help")),
             plain(s.get("replaces")),
             plain(s.get("usable")),
@@ -381,6 +385,7 @@ def run_markdown(
     record: dict[str, Any], analysis: dict[str, Any] | None, warnings: list[str] | None = None
 ) -> str:
     """Markdown for one RunRecord: headline numbers, blocking reads, top gaps, switches, environment."""
+    record, analysis = conform_run(record), conform_analysis(analysis)
     note = (record.get("analysis") or {}).get("note")
     parts = [
         f"## Run: {md_cell(run_title(record))}",
@@ -400,6 +405,7 @@ def ablation_markdown(
     ablation: dict[str, Any], records: dict[str, dict[str, Any]], warnings: list[str] | None = None
 ) -> str:
     """Markdown for an ablation: attribution headline, per-switch ΔTPOT with intervals, waterfall, configs."""
+    ablation, records = conform_ablation(ablation, records)
     attribution = ablation.get("attribution") or {}
     parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
@@ -428,6 +434,7 @@ def ablation_markdown(
 
 def trace_markdown(analysis: dict[str, Any]) -> str:
     """Markdown for a bare trace's analysis: per-step numbers, blocking reads, largest gaps."""
+    analysis = conform_analysis(analysis) or {}
     parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
     parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
