@@ -104,3 +104,14 @@ def test_bare_trace_through_the_real_analysis(tmp_path: Path) -> None:
     assert "</script><script>" not in page
     md = runner.invoke(app, ["report", str(HOSTILE_TRACE), "--format", "markdown"])
     assert md.exit_code == 0 and "| probe.py(12): step | aten::item |" in md.output
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("bubblescope.analysis") is None, reason="bubblescope.analysis absent"
+)
+def test_broken_trace_exits_2(tmp_path: Path) -> None:
+    broken = tmp_path / "trace.json"
+    broken.write_text('{"traceEvents": [{"ph": "X", "name": "k"')
+    result = runner.invoke(app, ["report", str(broken)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "trace.json" in result.output
