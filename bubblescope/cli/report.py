@@ -67,8 +67,12 @@ def write_report(
 
         text = render_inputs_markdown(inputs)
     else:
-        from bubblescope.report.html import render_inputs_html
-
+        try:
+            from bubblescope.report.html import render_inputs_html
+        except ImportError as exc:
+            raise BubblescopeError(
+                f"the HTML report needs plotly ({exc}); install it, or use --format markdown"
+            ) from None
         text = render_inputs_html(inputs)
         output = output or Path(DEFAULT_HTML_NAME)
     if output is None:

@@ -115,3 +115,14 @@ def test_broken_trace_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", str(broken)])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "trace.json" in result.output
+
+
+def test_html_without_plotly_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU box has no plotly: HTML says so (exit 2), Markdown still works."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bubblescope.report.html", None)
+    result = runner.invoke(app, ["report", str(MINIMAL_RUN_FILE), "-o", "unused.html"])
+    assert result.exit_code == 2 and "needs plotly" in result.output
+    result = runner.invoke(app, ["report", str(MINIMAL_RUN_FILE), "--format", "markdown"])
+    assert result.exit_code == 0 and result.output.startswith("## Run:")
