@@ -111,6 +111,27 @@ def render_run_report(
     return report_path.name, None
 
 
+def _profile_and_analyse(
+    workload: Any, settings: RunSettings, folder: Path, prefix: str, on_cuda: bool
+) -> dict[str, Any]:
+    """Profiled window → trace file → analysis; names relative to `folder` (all None without a window)."""
+    result: dict[str, Any] = {"trace": None, "analysis_file": None, "analysis": None, "full": None}
+    if settings.profile_steps == 0:
+        return result
+    trace_path = profile_window(
+        workload,
+        steps=settings.profile_steps,
+        warmup=min(settings.warmup, 4),
+        trace_path=folder / f"{prefix}trace.json.gz",
+    )
+    result["trace"] = trace_path.name
+    result["analysis"], result["full"] = analysis_block(trace_path, on_cuda)
+    if result["full"] is not None:
+        result["analysis_file"] = f"{prefix}analysis.json"
+        write_json_atomic(folder / result["analysis_file"], result["full"])
+    return result
+
+
 def measure_config(
     workload: Any,
     enabled: frozenset[str],
@@ -138,23 +159,10 @@ def measure_config(
     )
     folder, stem = record_path.parent, record_path.name.removesuffix(".json")
     prefix = "" if stem == "record" else f"{stem}."
-    trace_name = analysis_name = None
-    analysis = None
-    full = None
-    if settings.profile_steps > 0:
-        trace_path = profile_window(
-            workload,
-            steps=settings.profile_steps,
-            warmup=min(settings.warmup, 4),
-            trace_path=folder / f"{prefix}trace.json.gz",
-        )
-        trace_name = trace_path.name
-        analysis, full = analysis_block(trace_path, on_cuda)
-        if full is not None:
-            analysis_name = f"{prefix}analysis.json"
-            write_json_atomic(folder / analysis_name, full)
-        if analysis.get("note"):
-            notices.append(analysis["note"])
+    profiled = _profile_and_analyse(workload, settings, folder, prefix, on_cuda)
+    analysis, full = profiled["analysis"], profiled["full"]
+    if analysis and analysis.get("note"):
+        notices.append(analysis["note"])
     seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
     summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
     describe = getattr(workload, "describe", None)
@@ -174,8 +182,8 @@ def measure_config(
         "summary": summary,
         "floor": compute_floor(workload, frozenset(enabled), summary["tpot_ms"], bandwidth),
         "analysis": analysis,
-        "trace": trace_name,
-        "analysis_file": analysis_name,
+        "trace": profiled["trace"],
+        "analysis_file": profiled["analysis_file"],
         "report": None,
     }
     if html:

@@ -43,6 +43,44 @@ def _write_html(out_dir: Path) -> str | None:
     return None
 
 
+def _measure_with_progress(
+    workload: Any, plan: Any, out_dir: Path, *, settings: Any, workload_info: dict[str, Any]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Run the ablation under a rich progress bar (stderr) counting repeats, with ETA."""
+    from rich.console import Console
+
+    from bubblescope.ablate.runner import run_ablation
+    from bubblescope.ablate.store import AblationStore
+    from bubblescope.capture.floor import resolve_floor_bandwidth
+    from bubblescope.report.run_console import ablation_progress
+
+    console = Console(stderr=True)
+    with ablation_progress(console) as progress:
+        task = progress.add_task("ablation", total=None)
+
+        def on_start(done: int, pending: int) -> None:
+            if done:
+                console.print(f"resuming {out_dir}: {done} configurations on disk, {pending} to measure")
+            progress.update(task, total=max(1, pending * settings.repeats))
+
+        def on_config(config: Any, record: Any, resumed: bool) -> None:
+            if not resumed:
+                progress.update(task, description=f"done {config.key}")
+
+        attribution, _, notices = run_ablation(
+            workload,
+            plan,
+            AblationStore(out_dir),
+            settings=settings,
+            workload_info=workload_info,
+            bandwidth=resolve_floor_bandwidth(),
+            on_start=on_start,
+            on_config=on_config,
+            on_repeat=lambda _r: progress.advance(task),
+        )
+    return attribution, notices
+
+
 def register(app: typer.Typer) -> None:
     @app.command("ablate")
     def ablate(
@@ -86,13 +124,10 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from bubblescope.ablate.plan import plan_ablation
-        from bubblescope.ablate.runner import run_ablation
-        from bubblescope.ablate.store import AblationStore
-        from bubblescope.capture.floor import resolve_floor_bandwidth
         from bubblescope.capture.measure import RunSettings
         from bubblescope.capture.setup import build_workload
         from bubblescope.cli.run import default_out_dir
-        from bubblescope.report.run_console import ablation_progress, print_ablation_summary
+        from bubblescope.report.run_console import print_ablation_summary
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
@@ -108,30 +143,9 @@ def register(app: typer.Typer) -> None:
             "factory": built.factory,
             "preset": built.preset,
         }
-        console = Console(stderr=True)
-        with ablation_progress(console) as progress:
-            task = progress.add_task("ablation", total=None)
-
-            def on_start(done: int, pending: int) -> None:
-                if done:
-                    console.print(f"resuming {out_dir}: {done} configurations on disk, {pending} to measure")
-                progress.update(task, total=max(1, pending * repeats))
-
-            def on_config(config: Any, record: Any, resumed: bool) -> None:
-                if not resumed:
-                    progress.update(task, description=f"done {config.key}")
-
-            attribution, _, run_notices = run_ablation(
-                built.workload,
-                plan,
-                AblationStore(out_dir),
-                settings=settings,
-                workload_info=workload_info,
-                bandwidth=resolve_floor_bandwidth(),
-                on_start=on_start,
-                on_config=on_config,
-                on_repeat=lambda _r: progress.advance(task),
-            )
+        attribution, run_notices = _measure_with_progress(
+            built.workload, plan, out_dir, settings=settings, workload_info=workload_info
+        )
         notices += run_notices
         html_notice = _write_html(out_dir)
         notices += [html_notice] if html_notice else []
