@@ -27,12 +27,16 @@ from .parallel import apply_tensor_parallel
 from .plan import ShardingError, check_divisible, shard_bytes, shard_of, sharding_plan
 
 
+def can_skip_mtp() -> bool:
+    """True when LingForCausalLM can be built without its MTP layer (decode never runs it)."""
+    return "include_mtp" in inspect.signature(LingForCausalLM.__init__).parameters
+
+
 def _construct_meta(
     config: LingConfig, dtype: torch.dtype, include_mtp: bool, **dtypes: torch.dtype
 ) -> LingForCausalLM:
     options: dict[str, object] = dict(dtypes)
-    accepts_mtp = "include_mtp" in inspect.signature(LingForCausalLM.__init__).parameters
-    if accepts_mtp:
+    if can_skip_mtp():
         options["include_mtp"] = include_mtp
     elif not include_mtp:
         raise ShardingError(

@@ -1,0 +1,344 @@
+"""`bubblescope run --tp N`: start N ranks, measure in lockstep, merge into one RunRecord.
+
+Each rank builds only its shard of the reference Ling workload on its own device (cuda:LOCAL_RANK with
+NCCL; CPU ranks use gloo and the debug preset) and runs the same `measure_config` sequence — prepare,
+timed repeats, profiled window — so the collectives inside every step keep the ranks in lockstep.
+Rank 0's timed steps are the run's TPOT. Each rank writes `rank<r>.json` and its own trace
+`trace.rank<r>.json.gz`; the merged `record.json` is rank 0's record plus a `tp` block listing every
+rank's record and trace, and `analysis.json` analyses all traces together (one entry per rank).
+
+Ranks are processes started with torch.multiprocessing (spawn) and torchrun-style environment
+variables, or, when this process already is a rank of a `torchrun` launch, it runs its own rank here.
+Every process runs with NVLink multicast off (kernels/allreduce/env.py). Results come back through
+JSON files, never through pickles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_json_atomic
+from bubblescope.capture.measure import RunSettings
+from bubblescope.errors import BubblescopeError, ConfigError
+from bubblescope.records import RunRecord, load_record, save_record
+
+STATUS_NAME = ".rank{rank}.status.json"
+# Presets tried, largest first, when --preset is not given on CUDA.
+TP_PRESET_ORDER = ("ling3-flash", "ling3-flash-e256", "ling3-tiny")
+
+
+@dataclass(frozen=True)
+class TPRunRequest:
+    """Everything a rank needs (plain data: it crosses the process boundary as JSON-able fields)."""
+
+    world_size: int
+    preset: str
+    toggle: str | None
+    all_on: bool
+    settings: dict[str, int]
+    seed: int
+    out_dir: str
+    html: bool = True
+
+
+def choose_tp_preset(world_size: int) -> str:
+    """The largest preset whose shard fits each GPU at this world size (debug on CPU)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "debug"
+    from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.init import estimate_model_bytes, required_bytes
+
+    free_bytes = min(torch.cuda.mem_get_info(i)[0] for i in range(world_size))
+    for name in TP_PRESET_ORDER:
+        if required_bytes(estimate_model_bytes(get_preset(name)) // world_size) <= free_bytes:
+            return name
+    return "ling3-tiny"
+
+
+def check_request(request: TPRunRequest) -> None:
+    """Refuse what every rank would refuse, before any process starts (one-line errors)."""
+    import torch
+
+    from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.tp.plan import check_divisible
+    from bubblescope.reference_model.tp.workload import tp_switch_infos
+    from bubblescope.workload import parse_toggles
+
+    if request.world_size < 2:
+        raise ConfigError(f"--tp must be >= 2 to start ranks, got {request.world_size}")
+    if torch.cuda.is_available() and torch.cuda.device_count() < request.world_size:
+        raise ConfigError(
+            f"--tp {request.world_size} needs {request.world_size} GPUs; this machine has "
+            f"{torch.cuda.device_count()}"
+        )
+    check_divisible(get_preset(request.preset), request.world_size)
+    if request.toggle and request.all_on:
+        raise ConfigError("use either --toggle or --all, not both")
+    from bubblescope.capture.setup import check_usable
+
+    check_usable(
+        parse_toggles(request.toggle, tp_switch_infos()), tp_switch_infos(), torch.cuda.is_available()
+    )
+    RunSettings(**request.settings)
+
+
+def _resolve_enabled(request: TPRunRequest, workload: Any) -> tuple[frozenset[str], list[str]]:
+    from bubblescope.capture.setup import check_usable, usable_switches, workload_on_cuda
+    from bubblescope.workload import parse_toggles
+
+    infos, on_cuda = workload.switches(), workload_on_cuda(workload)
+    if request.all_on:
+        usable = usable_switches(infos, on_cuda)
+        skipped = [info.name for info in infos if info.name not in usable]
+        notes = [f"--all on CPU leaves out switches that need a GPU: {', '.join(skipped)}"] if skipped else []
+        return frozenset(usable), notes
+    enabled = parse_toggles(request.toggle, infos)
+    check_usable(enabled, infos, on_cuda)
+    return enabled, []
+
+
+def _write_status(out_dir: Path, rank: int, status: dict[str, Any]) -> None:
+    write_json_atomic(out_dir / STATUS_NAME.format(rank=rank), status)
+
+
+def run_rank(request: TPRunRequest) -> None:
+    """One rank's whole run (this process must carry RANK / WORLD_SIZE / MASTER_* in its environment)."""
+    from bubblescope.capture.floor import resolve_floor_bandwidth
+    from bubblescope.capture.measure import measure_config
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.workload import make_tp_workload
+
+    out_dir = Path(request.out_dir)
+    rank = int(os.environ["RANK"])
+    try:
+        comm = init_tp_from_env()
+        settings = RunSettings(**request.settings)
+        workload = make_tp_workload(
+            comm, request.preset, seed=request.seed, max_steps=max(4096, settings.warmup + settings.steps)
+        )
+        enabled, notices = _resolve_enabled(request, workload)
+        info = {
+            "name": workload.name,
+            "factory": "bubblescope.reference_model.tp.workload:make_tp_workload",
+            "preset": request.preset,
+        }
+        _record, run_notices = measure_config(
+            workload,
+            enabled,
+            settings=settings,
+            record_path=out_dir / f"rank{rank}.json",
+            workload_info=info,
+            bandwidth=resolve_floor_bandwidth(),
+            html=request.html and rank == 0,
+        )
+        _write_status(out_dir, rank, {"ok": True, "notices": notices + run_notices})
+        # Nobody leaves before every rank's files are on disk: rank 0 merges them next.
+        comm.barrier()
+    except BubblescopeError as exc:
+        _write_status(out_dir, rank, {"ok": False, "error": str(exc)})
+        raise SystemExit(2) from None
+    except Exception as exc:
+        _write_status(out_dir, rank, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    finally:
+        shutdown()
+
+
+def _spawned_rank(index: int, request_fields: dict[str, Any], master_port: int) -> None:
+    from bubblescope.kernels.allreduce import apply_no_multicast_env
+
+    apply_no_multicast_env()
+    os.environ.update(
+        RANK=str(index),
+        LOCAL_RANK=str(index),
+        WORLD_SIZE=str(request_fields["world_size"]),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(master_port),
+    )
+    run_rank(TPRunRequest(**request_fields))
+
+
+def _rank_error(out_dir: Path, world_size: int) -> str:
+    """The first failed rank's one-line error, from the status files."""
+    for rank in range(world_size):
+        path = out_dir / STATUS_NAME.format(rank=rank)
+        with contextlib.suppress(OSError, ValueError):
+            status = json.loads(path.read_text())
+            if not status.get("ok"):
+                return f"rank {rank}: {status.get('error')}"
+    return "a rank died without a message (killed, or out of host memory?)"
+
+
+def spawn_ranks(request: TPRunRequest) -> None:
+    """Start world_size processes running `run_rank` and wait for all; a failure ends all of them."""
+    import torch.multiprocessing as mp
+
+    from bubblescope.kernels.allreduce import apply_no_multicast_env
+    from bubblescope.reference_model.tp.distributed import free_port
+
+    # Children inherit this; set before any CUDA or NCCL initialisation in them.
+    apply_no_multicast_env()
+    try:
+        mp.start_processes(
+            _spawned_rank,
+            args=(asdict(request), free_port()),
+            nprocs=request.world_size,
+            start_method="spawn",
+            join=True,
+        )
+    except (mp.ProcessRaisedException, mp.ProcessExitedException):
+        raise BubblescopeError(_rank_error(Path(request.out_dir), request.world_size)) from None
+
+
+def _rank_summary(rank: int, record: RunRecord) -> dict[str, Any]:
+    analysis = record.get("analysis") or {}
+    return {
+        "rank": rank,
+        "record": f"rank{rank}.json",
+        "trace": record.get("trace"),
+        "analysis_file": record.get("analysis_file"),
+        "device": (record.get("workload", {}).get("describe") or {}).get("device"),
+        "tpot_ms": record["summary"]["tpot_ms"],
+        "gpu_busy_ns_per_step": analysis.get("gpu_busy_ns_per_step"),
+        "idle_ns_per_step": analysis.get("idle_ns_per_step"),
+        "blocking_reads_per_step": analysis.get("blocking_reads_per_step"),
+    }
+
+
+def _slowest_rank(ranks: list[dict[str, Any]]) -> int:
+    """The rank with the most GPU work per step when measured (the one the others wait for in each
+    all-reduce), else the one with the largest TPOT on its own timeline."""
+    if all(isinstance(r["gpu_busy_ns_per_step"], int) and r["gpu_busy_ns_per_step"] > 0 for r in ranks):
+        return max(ranks, key=lambda r: r["gpu_busy_ns_per_step"])["rank"]
+    return max(ranks, key=lambda r: r["tpot_ms"])["rank"]
+
+
+def _analyze_all(out_dir: Path, traces: list[str]) -> tuple[str | None, str | None]:
+    """analysis.json over every rank's trace together; (file name, warning)."""
+    from bubblescope.capture.profiled import STEP_MARKER
+
+    try:
+        from bubblescope.analysis import analyze_traces
+
+        full = analyze_traces([str(out_dir / name) for name in traces], step_marker=STEP_MARKER)
+    except (ImportError, BubblescopeError) as exc:
+        return None, f"per-rank analysis of all traces skipped: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the measurement is done; keep it and say what failed
+        return None, f"per-rank analysis failed ({type(exc).__name__}: {exc})"
+    write_json_atomic(out_dir / "analysis.json", full)
+    return "analysis.json", None
+
+
+def merge_rank_records(out_dir: Path, world_size: int, backend: str) -> tuple[RunRecord, list[str]]:
+    """Name each rank's trace `trace.rank<r>.json.gz`, analyse them together, write `record.json`.
+
+    Returns:
+        (the merged record: rank 0's, plus `tp` and `traces`; notices).
+    """
+    notices: list[str] = []
+    records = [load_record(out_dir / f"rank{rank}.json") for rank in range(world_size)]
+    traces: list[str] = []
+    for rank, record in enumerate(records):
+        if record.get("trace"):
+            name = f"trace.rank{rank}.json.gz"
+            os.replace(out_dir / record["trace"], out_dir / name)
+            record["trace"] = name
+            save_record(record, out_dir / f"rank{rank}.json")
+            traces.append(name)
+    ranks = [_rank_summary(rank, record) for rank, record in enumerate(records)]
+    merged = dict(records[0])
+    if traces:
+        merged["analysis_file"], warning = _analyze_all(out_dir, traces)
+        notices += [warning] if warning else []
+    describe = merged.get("workload", {}).get("describe") or {}
+    merged["traces"] = traces
+    merged["tp"] = {
+        "world_size": world_size,
+        "backend": backend,
+        "allreduce": (describe.get("tp") or {}).get("allreduce"),
+        "timing_rank": 0,
+        "ranks": ranks,
+        "slowest_rank": _slowest_rank(ranks),
+    }
+    save_record(merged, out_dir / "record.json")
+    return merged, notices
+
+
+def run_tensor_parallel(request: TPRunRequest) -> tuple[RunRecord, list[str]] | None:
+    """Run the reference workload at TP = request.world_size and return rank 0's merged record.
+
+    Spawns the ranks, or, inside a torchrun launch, runs this process's rank; then ranks other than 0
+    return None (rank 0 merges). Raises BubblescopeError (one line) when a rank fails.
+    """
+    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
+
+    check_request(request)
+    out_dir = Path(request.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if launched_by_torchrun():
+        if int(os.environ["WORLD_SIZE"]) != request.world_size:
+            raise ConfigError(
+                f"--tp {request.world_size} but torchrun started {os.environ['WORLD_SIZE']} ranks"
+            )
+        run_rank(request)
+        if int(os.environ["RANK"]) != 0:
+            return None
+    else:
+        spawn_ranks(request)
+    notices: list[str] = []
+    for rank in range(request.world_size):
+        with contextlib.suppress(OSError, ValueError):
+            status = json.loads((out_dir / STATUS_NAME.format(rank=rank)).read_text())
+            notices += [n for n in status.get("notices", []) if n not in notices]
+    import torch
+
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    merged, merge_notices = merge_rank_records(out_dir, request.world_size, backend)
+    return merged, notices + merge_notices
+
+
+def run_tp_from_cli(
+    world_size: int,
+    *,
+    workload: str | None,
+    preset: str | None,
+    toggle: str | None,
+    all_on: bool,
+    settings: RunSettings,
+    seed: int,
+    out: Path | None,
+) -> tuple[RunRecord, list[str], Path] | None:
+    """`bubblescope run --tp N`: (merged record, notices, output folder), or None on a non-zero
+    torchrun rank (rank 0 prints)."""
+    import datetime as _dt
+
+    if workload is not None:
+        raise ConfigError("--tp runs the reference Ling workload; --workload cannot be combined with it")
+    if world_size < 1:
+        raise ConfigError(f"--tp must be >= 1, got {world_size}")
+    chosen = preset or choose_tp_preset(world_size)
+    if out is None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        switches = "all" if all_on else (toggle or "baseline").replace(",", "+")
+        out = Path("reports") / "runs" / f"{stamp}-{chosen}-tp{world_size}-{switches}"
+    request = TPRunRequest(
+        world_size=world_size,
+        preset=chosen,
+        toggle=toggle,
+        all_on=all_on,
+        settings=asdict(settings),
+        seed=seed,
+        out_dir=str(out),
+    )
+    result = run_tensor_parallel(request)
+    if result is None:
+        return None
+    record, notices = result
+    return record, notices, out

@@ -1,0 +1,80 @@
+"""`bubblescope run --tp N` on CPU: N gloo ranks in lockstep, one trace per rank, a merged RunRecord."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from bubblescope.cli import app
+from bubblescope.errors import BubblescopeError
+from bubblescope.records import load_record
+
+FAST = ["--preset", "debug", "--steps", "3", "--warmup", "1", "--repeats", "1", "--profile-steps", "2"]
+
+
+def test_tp2_run_writes_one_trace_per_rank_and_a_merged_record(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--tp", "2", *FAST, "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    record = load_record(out / "record.json")
+    tp = record["tp"]
+    assert tp["world_size"] == 2 and tp["backend"] == "gloo"
+    assert [r["rank"] for r in tp["ranks"]] == [0, 1]
+    assert record["traces"] == ["trace.rank0.json.gz", "trace.rank1.json.gz"]
+    assert record["trace"] == "trace.rank0.json.gz"
+    for rank in (0, 1):
+        trace = json.loads(gzip.decompress((out / f"trace.rank{rank}.json.gz").read_bytes()))
+        assert trace["distributedInfo"]["rank"] == rank
+        assert trace["distributedInfo"]["world_size"] == 2
+        rank_record = load_record(out / f"rank{rank}.json")
+        assert rank_record["trace"] == f"trace.rank{rank}.json.gz"
+        assert rank_record["workload"]["describe"]["tp"]["rank"] == rank
+        # lockstep: every rank decoded the same tokens
+        assert rank_record["tokens"] == record["tokens"]
+    analysis = json.loads((out / record["analysis_file"]).read_text())
+    assert [entry["rank"] for entry in analysis["inputs"]] == [0, 1]
+    assert record["summary"]["steps"] == 3
+    assert tp["slowest_rank"] in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tp", "3"], "does not split over 3 ranks: attention heads 4"),
+        (["--tp", "2", "--workload", "bubblescope.examples.toy_workload:make_workload"], "--workload cannot"),
+        (["--tp", "2", "--toggle", "warp_drive"], "unknown switch warp_drive"),
+        (["--tp", "0"], "--tp must be >= 1"),
+        (["--tp", "2", "--toggle", "fast_allreduce"], "needs a CUDA device"),
+    ],
+)
+def test_bad_tp_options_are_one_line_errors(args, message, tmp_path):
+    result = CliRunner().invoke(app, ["run", *FAST, *args, "--out", str(tmp_path / "x")])
+    # cli.main turns a BubblescopeError into one line on stderr and exit code 2
+    assert isinstance(result.exception, BubblescopeError), result.output
+    assert result.exception.exit_code == 2
+    assert message in str(result.exception)
+    assert "\n" not in str(result.exception)
+    assert not (tmp_path / "x").exists(), "refused before any rank started"
+
+
+def test_failing_rank_becomes_one_line_error(tmp_path):
+    from dataclasses import asdict
+
+    from bubblescope.capture import launch_tp
+    from bubblescope.capture.measure import RunSettings
+
+    # Skips the parent's checks, so the refusal happens inside each rank after the group formed.
+    request = launch_tp.TPRunRequest(
+        world_size=2,
+        preset="debug",
+        toggle="fast_allreduce",
+        all_on=False,
+        settings=asdict(RunSettings(steps=1, warmup=0, repeats=1, profile_steps=0)),
+        seed=0,
+        out_dir=str(tmp_path),
+    )
+    with pytest.raises(BubblescopeError, match="rank 0: switch fast_allreduce needs a CUDA device"):
+        launch_tp.spawn_ranks(request)
