@@ -79,11 +79,16 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         output_format: str = typer.Option("table", "--format", help="table or json (prints the RunRecord)."),
+        tp: int = typer.Option(
+            1, "--tp", help="Tensor-parallel ranks of the reference model (one GPU each; gloo on CPU)."
+        ),
     ) -> None:
         """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
 
         Writes record.json (schema bubblescope.run/1), trace.json.gz, analysis.json and report.html
-        into --out. On CPU it runs the tiny debug preset and counts device readbacks per step from
+        into --out. With --tp N it starts N ranks (torchrun-compatible), rank 0 times, every rank
+        writes trace.rank<N>.json.gz, and record.json lists them under "tp". On CPU it runs the
+        tiny debug preset and counts device readbacks per step from
         the trace (each would block the host on a GPU); GPU bubbles are not measured there.
         """
         from rich.console import Console
@@ -96,6 +101,21 @@ def register(app: typer.Typer) -> None:
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
+        if tp != 1:
+            from bubblescope.capture.launch_tp import run_tp_from_cli
+
+            options = {"workload": workload, "preset": preset, "toggle": toggle, "all_on": all_on}
+            result = run_tp_from_cli(tp, **options, settings=settings, seed=seed, out=out)
+            if result is None:
+                return
+            record, notices, out_dir = result
+            if output_format == "json":
+                typer.echo(json.dumps(record, indent=1))
+            elif Console().is_terminal:
+                print_run_summary(Console(), record, str(out_dir), notices)
+            else:
+                _print_plain(record, out_dir, notices)
+            return
         built = build_workload(workload, preset, seed=seed, max_steps=warmup + steps)
         enabled, notices = resolve_toggles(toggle, all_on, built.workload)
         if built.notice:
