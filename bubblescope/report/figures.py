@@ -125,25 +125,30 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
             connector={"line": {"color": "#999", "dash": "dot"}},
         )
     )
-    fig.add_trace(
-        go.Scatter(
-            x=labels,
-            y=tpot_ms,
-            mode="markers",
-            name="95% CI",
-            hovertext=hover[: len(labels)],
-            hoverinfo="text",
-            marker={"color": "#333", "size": 5},
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": [max(hi - t, 0.0) for hi, t in zip(hi_ms, tpot_ms, strict=True)],
-                "arrayminus": [max(t - lo, 0.0) for lo, t in zip(lo_ms, tpot_ms, strict=True)],
-            },
-        )
-    )
+    fig.add_trace(_interval_markers(labels, tpot_ms, lo_ms, hi_ms, hover[: len(labels)]))
     fig.update_yaxes(title_text="TPOT (ms)", rangemode="tozero")
     return _base_layout(fig, "TPOT waterfall (switches added in order)", 420)
+
+
+def _interval_markers(
+    labels: list[str], tpot_ms: list[float], lo_ms: list[float], hi_ms: list[float], hover: list[str]
+) -> go.Scatter:
+    """Dots at each cumulative TPOT with its 95% interval as asymmetric error bars."""
+    return go.Scatter(
+        x=labels,
+        y=tpot_ms,
+        mode="markers",
+        name="95% CI",
+        hovertext=hover,
+        hoverinfo="text",
+        marker={"color": "#333", "size": 5},
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": [max(hi - t, 0.0) for hi, t in zip(hi_ms, tpot_ms, strict=True)],
+            "arrayminus": [max(t - lo, 0.0) for lo, t in zip(lo_ms, tpot_ms, strict=True)],
+        },
+    )
 
 
 def _removed_text(switch: dict[str, Any]) -> str:
