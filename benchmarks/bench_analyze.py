@@ -40,13 +40,11 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 from bubblescope.analysis import analyze_traces
-import bubblescope.trace.load as load
 result = analyze_traces([sys.argv[1]])
 """
     + _REPORT
     + """
-out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]),
-           parser="orjson" if load._orjson else "json")
+out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
 print(json.dumps(out))
 """
 )
@@ -211,11 +209,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
     parser.add_argument("--workdir", default=None)
-    parser.add_argument(
-        "--orjson-path",
-        default=None,
-        help="folder holding the orjson package: also time bubblescope with orjson on",
-    )
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -228,11 +221,7 @@ def main() -> None:
         f"trace: {trace} ({n_events} events, {trace.stat().st_size / 1e6:.0f} MB), cpus={os.cpu_count()}, "
         f"date={time.strftime('%Y-%m-%d', time.gmtime())}"
     )
-    rows = [("bubblescope (stdlib json)", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
-    if args.orjson_path:
-        rows.append(
-            ("bubblescope (orjson)", sys.executable, _ANALYZE_CHILD, trace, args.orjson_path, args.repeats)
-        )
+    rows = [("bubblescope", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
     if args.hta_python:
         rows.append(("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, trace_dir, None, 1))
     for label, python, program, target, extra_path, repeats in rows:

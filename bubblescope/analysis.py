@@ -21,10 +21,10 @@ from bubblescope.trace.load import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     expand_trace_paths,
     gc_paused,
-    load_raw_trace,
+    stream_trace,
 )
 from bubblescope.trace.steps import StepWindows, find_steps, step_index_of
-from bubblescope.trace.tables import TraceTables, build_tables
+from bubblescope.trace.tables import TraceTables, build_tables_streamed
 from bubblescope.trace.timeline import build_timeline
 
 SCHEMA = "bubblescope.analysis/1"
@@ -81,11 +81,10 @@ def analyze_ranks(
         paths = [paths]
     results = []
     for index, path in enumerate(expand_trace_paths(list(paths))):
-        raw = load_raw_trace(path, max_decompressed_bytes)
+        streamed = stream_trace(path, max_decompressed_bytes)
         with gc_paused():
-            tables = build_tables(raw.events, raw.meta, path, rank=index)
-            raw.events.clear()
-        del raw
+            tables = build_tables_streamed(streamed.chunks(), lambda s=streamed: s.meta, path, rank=index)
+        del streamed
         results.append(analyze_rank(tables, step_marker))
     return results
 

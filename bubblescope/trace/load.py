@@ -11,6 +11,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,12 +20,13 @@ from typing import Any
 
 from bubblescope.errors import TraceError
 
-try:  # optional: about 3x faster than the stdlib parser; never required
-    import orjson as _orjson  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
-
 DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
+DEFAULT_CHUNK_EVENTS = 100_000
+_WS = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = " \t\n\r"
+# The C scanner behind json.loads, called one value at a time (no per-call Python wrapper).
+_SCAN = json.JSONDecoder().scan_once
+_scanstring = json.decoder.scanstring
 _READ_CHUNK_BYTES = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -122,7 +124,7 @@ def parse_trace_bytes(data: bytes, path: Path) -> RawTrace:
     if not data.strip():
         raise TraceError(f"{path}: empty file")
     try:
-        doc = _orjson.loads(data) if _orjson is not None else json.loads(data)
+        doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path}: not valid JSON ({_first_line(exc)})") from None
     if isinstance(doc, list):
@@ -141,10 +143,151 @@ def parse_trace_bytes(data: bytes, path: Path) -> RawTrace:
 
 
 def load_raw_trace(path: Path, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> RawTrace:
-    """Read and parse one trace file (see `read_trace_bytes` and `parse_trace_bytes`)."""
+    """Read and parse one whole trace file into memory (the annotated-trace writer needs every event;
+    analysis uses the bounded `stream_trace`)."""
     data = read_trace_bytes(path, max_decompressed_bytes)
     with gc_paused():
         return parse_trace_bytes(data, path)
+
+
+class _BadJson(Exception):
+    """Malformed JSON at character `index` (StopIteration cannot cross a generator boundary)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+class StreamedTrace:
+    """A trace parsed incrementally: `chunks()` yields lists of at most `chunk_events` events, so only
+    one chunk of event dicts is alive at a time; `meta` is complete once `chunks()` is exhausted.
+
+    Args:
+        path: the file.
+        text: its decompressed JSON text.
+        chunk_events: events per chunk. Default 100 000.
+    """
+
+    def __init__(self, path: Path, text: str, chunk_events: int = DEFAULT_CHUNK_EVENTS) -> None:
+        self.path = path
+        self.meta: dict[str, Any] = {}
+        self.size_bytes = len(text)
+        self.event_count = 0
+        self._text = text
+        self._chunk_events = chunk_events
+
+    def chunks(self) -> Iterator[list[Any]]:
+        """Event chunks in file order. Raises TraceError on malformed or truncated JSON."""
+        text, self._text = self._text, ""
+        try:
+            yield from self._document(text)
+        except IndexError:
+            raise TraceError(f"{self.path}: JSON ends early (truncated file?)") from None
+        except _BadJson as exc:
+            raise TraceError(
+                f"{self.path}: not valid JSON (unexpected content at character {exc.index})"
+            ) from None
+        except ValueError as exc:
+            raise TraceError(f"{self.path}: not valid JSON ({_first_line(exc)})") from None
+
+    def _document(self, text: str) -> Iterator[list[Any]]:
+        idx = _skip_ws(text, 0)
+        if idx >= len(text):
+            raise TraceError(f"{self.path}: empty file")
+        if text[idx] == "[":
+            end = yield from self._events(text, idx)
+            self._expect_end(text, end)
+            return
+        if text[idx] != "{":
+            raise TraceError(f"{self.path}: not valid JSON (expected an object or array at the start)")
+        idx = _skip_ws(text, idx + 1)
+        found = False
+        while text[idx] != "}":
+            if text[idx] != '"':
+                raise _BadJson(idx)
+            key, idx = _scanstring(text, idx + 1)
+            idx = _skip_ws(text, idx)
+            if text[idx] != ":":
+                raise _BadJson(idx)
+            idx = _skip_ws(text, idx + 1)
+            if key == "traceEvents":
+                if text[idx] != "[":
+                    raise TraceError(f"{self.path}: 'traceEvents' is not a list")
+                found = True
+                idx = yield from self._events(text, idx)
+            else:
+                try:
+                    self.meta[key], idx = _SCAN(text, idx)
+                except StopIteration as exc:
+                    raise _BadJson(exc.value) from None
+            idx = _skip_ws(text, idx)
+            if text[idx] == ",":
+                idx = _skip_ws(text, idx + 1)
+            elif text[idx] != "}":
+                raise _BadJson(idx)
+        self._expect_end(text, idx + 1)
+        if not found:
+            raise TraceError(f"{self.path}: JSON has no 'traceEvents' (not a torch.profiler/Kineto trace)")
+
+    def _events(self, text: str, idx: int) -> Iterator[list[Any]]:
+        """Yield chunks of the array starting at text[idx] == '['; return the index after ']'."""
+        scan, limit = _SCAN, self._chunk_events
+        idx = _skip_ws(text, idx + 1)
+        if text[idx] == "]":
+            raise TraceError(f"{self.path}: 'traceEvents' is empty")
+        chunk: list[Any] = []
+        while True:
+            try:
+                event, idx = scan(text, idx)
+            except StopIteration as exc:
+                # The scanner signals "no JSON value here" with StopIteration(position).
+                raise _BadJson(exc.value) from None
+            chunk.append(event)
+            if len(chunk) >= limit:
+                self.event_count += len(chunk)
+                yield chunk
+                chunk = []
+            char = text[idx]
+            if char in _WS_CHARS:
+                idx = _skip_ws(text, idx)
+                char = text[idx]
+            if char == ",":
+                idx += 1
+                if text[idx] in _WS_CHARS:
+                    idx = _skip_ws(text, idx)
+            elif char == "]":
+                break
+            else:
+                raise _BadJson(idx)
+        self.event_count += len(chunk)
+        if chunk:
+            yield chunk
+        return idx + 1
+
+    def _expect_end(self, text: str, idx: int) -> None:
+        if _skip_ws(text, idx) != len(text):
+            raise TraceError(f"{self.path}: not valid JSON (extra data after the trace)")
+
+
+def stream_trace(
+    path: Path,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    chunk_events: int = DEFAULT_CHUNK_EVENTS,
+) -> StreamedTrace:
+    """Read one trace file (capped) and prepare to parse it chunk by chunk."""
+    data = read_trace_bytes(path, max_decompressed_bytes)
+    if not data.strip():
+        raise TraceError(f"{path}: empty file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not valid JSON (not UTF-8 text: {_first_line(exc)})") from None
+    del data
+    return StreamedTrace(path, text, chunk_events)
+
+
+def _skip_ws(text: str, idx: int) -> int:
+    return _WS.match(text, idx).end()  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager

@@ -15,13 +15,14 @@ a DataFrame through per-column comprehensions, and the dicts are dropped. Tables
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from bubblescope.errors import TraceError
 
@@ -92,36 +93,77 @@ def category_labels(column: pd.Series) -> np.ndarray:
 
 
 def build_tables(events: list[Any], meta: dict[str, Any], path: Path, rank: int) -> TraceTables:
-    """Bucket `events` by category and build the columnar tables. `events` may be cleared afterwards.
+    """Build the tables from an in-memory event list (see `build_tables_streamed`)."""
+    return build_tables_streamed([events], lambda: meta, path, rank)
+
+
+def build_tables_streamed(
+    chunks: Iterable[list[Any]], meta_of: Callable[[], dict[str, Any]], path: Path, rank: int
+) -> TraceTables:
+    """Bucket each chunk of events by category into columnar parts, drop the chunk, and join the parts.
+
+    Args:
+        chunks: event lists in file order (one list, or `StreamedTrace.chunks()`).
+        meta_of: called after the last chunk: the trace's top-level keys (rank, schema version).
+        path: the file, for messages.
+        rank: rank to use when the trace carries no `distributedInfo.rank`.
 
     Raises:
         TraceError: an event of a used category lacks `ts`/`dur`/`name` or carries a non-numeric time.
     """
-    buckets = _bucket_events(events, path)
-    base_us = _base_us(buckets, path)
-    gpu_parts = [_gpu_table(buckets[k], k, base_us, path) for k in ("kernel", "memcpy", "memset")]
-    gpu = pd.concat(gpu_parts, ignore_index=True) if any(len(p) for p in gpu_parts) else gpu_parts[0]
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in (*_TABLE_BUILDERS, "gpu")}
+    base_us: int | None = None
+    event_count, legacy = 0, False
+    for chunk in chunks:
+        buckets = _bucket_events(chunk, path, offset=event_count)
+        event_count += len(chunk)
+        if base_us is None and any(buckets.values()):
+            base_us = _base_us(buckets, path)
+        if base_us is None:
+            continue
+        legacy = legacy or _has_legacy_names(buckets)
+        for name, make in _TABLE_BUILDERS.items():
+            if buckets[name]:
+                parts[name].append(make(buckets[name], base_us, path))
+        for kind in ("kernel", "memcpy", "memset"):
+            if buckets[kind]:
+                parts["gpu"].append(_gpu_table(buckets[kind], kind, base_us, path))
+    tables = {
+        name: _concat(parts[name]) if parts[name] else make([], 0, path)
+        for name, make in _TABLE_BUILDERS.items()
+    }
+    gpu = _concat(parts["gpu"]) if parts["gpu"] else _gpu_table([], "kernel", 0, path)
     gpu["kind"] = pd.Categorical(gpu["kind"], categories=["kernel", "memcpy", "memset"])
-    tables = TraceTables(
+    meta = meta_of()
+    result = TraceTables(
         path=path,
         rank=_rank_of(meta, rank),
-        ops=_ops_table(buckets["ops"], base_us, path),
-        frames=_frames_table(buckets["frames"], base_us, path),
-        runtime=_runtime_table(buckets["runtime"], base_us, path),
         gpu=gpu.sort_values("start_ns", kind="stable", ignore_index=True),
-        waits=_waits_table(buckets["waits"], base_us, path),
-        gpu_annotations=_gpu_annotation_table(buckets["gpu_annotations"], base_us, path),
         origin_ns=0,
         end_ns=0,
-        event_count=len(events),
-        format=_format_of(meta, buckets),
+        event_count=event_count,
+        format=_format_of(meta, legacy),
         meta={k: v for k, v in meta.items() if k != "traceEvents"},
+        **tables,
     )
-    _set_extent(tables)
-    return tables
+    _set_extent(result)
+    return result
 
 
-def _bucket_events(events: list[Any], path: Path) -> dict[str, list[dict[str, Any]]]:
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Row-wise join of same-shaped parts; categorical columns merge their categories."""
+    if len(frames) == 1:
+        return frames[0]
+    columns: dict[str, Any] = {}
+    for column in frames[0].columns:
+        if isinstance(frames[0][column].dtype, pd.CategoricalDtype):
+            columns[column] = union_categoricals([f[column] for f in frames])
+        else:
+            columns[column] = np.concatenate([f[column].to_numpy() for f in frames])
+    return pd.DataFrame(columns)
+
+
+def _bucket_events(events: list[Any], path: Path, offset: int = 0) -> dict[str, list[dict[str, Any]]]:
     """Complete ('X') events of the used categories, grouped by bucket name (file order within a
     category)."""
     try:
@@ -130,7 +172,8 @@ def _bucket_events(events: list[Any], path: Path) -> dict[str, list[dict[str, An
         phases = [e.get("ph") for e in events]
     except AttributeError:
         bad = next(i for i, e in enumerate(events) if not isinstance(e, dict))
-        raise TraceError(f"{path}: event #{bad} is a {type(events[bad]).__name__}, not an object") from None
+        what = type(events[bad]).__name__
+        raise TraceError(f"{path}: event #{offset + bad} is a {what}, not an object") from None
     codes, uniques = pd.factorize(pd.Series(cats, dtype=object), use_na_sentinel=True)
     complete = np.asarray(phases, dtype=object) == "X"
     buckets: dict[str, list[dict[str, Any]]] = {k: [] for k in set(_BUCKET_OF_CATEGORY.values())}
@@ -358,13 +401,16 @@ def _rank_of(meta: dict[str, Any], fallback: int) -> int:
     return fallback
 
 
-def _format_of(meta: dict[str, Any], buckets: dict[str, list[dict[str, Any]]]) -> str:
-    old_names = any(
-        e.get("cat") in ("Kernel", "Runtime", "Operator")
-        for e in buckets["kernel"][:1] + buckets["runtime"][:1] + buckets["ops"][:1]
-    )
+def _has_legacy_names(buckets: dict[str, list[dict[str, Any]]]) -> bool:
+    firsts = [buckets[name][0] for name in ("kernel", "runtime", "ops") if buckets[name]]
+    return any(e.get("cat") in ("Kernel", "Runtime", "Operator") for e in firsts)
+
+
+def _format_of(meta: dict[str, Any], legacy: bool) -> str:
+    if legacy:
+        return "kineto-legacy"
     version = meta.get("schemaVersion")
-    return f"kineto-{'legacy' if old_names else 'v' + str(version) if version is not None else 'chrome'}"
+    return f"kineto-v{version}" if version is not None else "chrome"
 
 
 def _set_extent(tables: TraceTables) -> None:
@@ -382,3 +428,12 @@ def _set_extent(tables: TraceTables) -> None:
         raise TraceError(f"{tables.path}: no host, runtime or GPU events (not a torch.profiler trace)")
     tables.origin_ns = int(min(starts))
     tables.end_ns = int(max(ends))
+
+
+_TABLE_BUILDERS: dict[str, Callable[[list[dict[str, Any]], int, Path], pd.DataFrame]] = {
+    "ops": _ops_table,
+    "frames": _frames_table,
+    "runtime": _runtime_table,
+    "waits": _waits_table,
+    "gpu_annotations": _gpu_annotation_table,
+}

@@ -10,7 +10,8 @@ import pytest
 
 from bubblescope.analysis import analyze_traces
 from bubblescope.errors import TraceError
-from bubblescope.trace.load import expand_trace_paths, read_trace_bytes
+from bubblescope.trace.load import expand_trace_paths, read_trace_bytes, stream_trace
+from bubblescope.trace.tables import build_tables, build_tables_streamed
 from tests.trace import scenarios
 from tests.trace.builder import TraceBuilder
 
@@ -136,3 +137,44 @@ def test_ns_fractions_survive_large_timestamps(tmp_path: Path) -> None:
     result = analyze_traces([path])
     assert result["devices"][0]["idle_by_class_ns"]["sync"] == 26_123
     assert result["devices"][0]["busy_ns"] == 41_877
+
+
+def test_chunked_parse_equals_single_chunk(tmp_path: Path) -> None:
+    builder = scenarios.two_streams()
+    builder.meta["distributedInfo"] = {"rank": 3}
+    path = builder.write(tmp_path / "t.json.gz")
+    whole = build_tables(builder.trace()["traceEvents"], builder.meta, path, rank=0)
+    streamed = stream_trace(path, chunk_events=3)
+    chunked = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, path, rank=0)
+    assert chunked.rank == whole.rank == 3
+    assert chunked.event_count == whole.event_count == len(builder.trace()["traceEvents"])
+    for name in ("ops", "frames", "runtime", "gpu", "waits"):
+        left, right = getattr(whole, name).astype(str), getattr(chunked, name).astype(str)
+        columns = list(left.columns)
+        assert (
+            left.sort_values(columns)
+            .reset_index(drop=True)
+            .equals(right.sort_values(columns).reset_index(drop=True))
+        ), name
+
+
+def test_metadata_after_events_and_bare_array(tmp_path: Path) -> None:
+    trace = scenarios.item_sync().trace()
+    events = trace.pop("traceEvents")
+    path = tmp_path / "late_meta.json"
+    path.write_text('{"traceEvents": ' + json.dumps(events) + ', "distributedInfo": {"rank": 5}}')
+    assert analyze_traces([path])["devices"][0]["rank"] == 5
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(events))
+    assert analyze_traces([bare])["syncs"][0]["count"] == 1
+
+
+def test_truncated_plain_json_and_trailing_garbage(tmp_path: Path) -> None:
+    text = json.dumps(scenarios.item_sync().trace())
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) * 2 // 3])
+    message = _error(cut)
+    assert "ends early" in message or "not valid JSON" in message
+    extra = tmp_path / "extra.json"
+    extra.write_text(text + " {}")
+    assert "extra data" in _error(extra)
