@@ -46,7 +46,12 @@ def num(value: Any) -> float | None:
 
 def fmt_ms(value: Any, digits: int = 3) -> str:
     number = num(value)
-    return "—" if number is None else f"{number:.{digits}f}{NBSP}ms"
+    if number is None:
+        return "—"
+    # A floor of a tiny CPU preset is microseconds; fixed decimals would print 0.000.
+    if 0 < abs(number) < 10 ** (1 - digits):
+        return f"{number:.{digits}g}{NBSP}ms"
+    return f"{number:.{digits}f}{NBSP}ms"
 
 
 def fmt_us_from_ns(value: Any) -> str:
@@ -56,6 +61,11 @@ def fmt_us_from_ns(value: Any) -> str:
 
 def shorten(text: str, limit: int = NAME_CHARS_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fmt_number(value: Any, decimals: int) -> str:
+    number = num(value)
+    return "—" if number is None else f"{number:.{decimals}f}"
 
 
 def fmt_delta_ms(value: Any) -> str:
@@ -228,7 +238,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     idle_text = fmt_us_from_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
     return [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
-        ("tokens/s", plain(summary.get("tokens_per_s"))),
+        ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
         ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
         ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None else "—"),
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),

@@ -76,3 +76,15 @@ def test_inputs_markdown_has_one_section_per_input(paths: list) -> None:
     items = load_inputs(paths)
     text = render_inputs_markdown(items)
     assert sum(line.startswith("## ") for line in text.splitlines()) == len(items)
+
+
+def test_number_formats() -> None:
+    from bubblescope.report.markdown import fmt_bytes, fmt_interval, fmt_ms, fmt_us_from_ns
+
+    nbsp = "\u00a0"
+    assert fmt_ms(2.4651) == f"2.465{nbsp}ms" and fmt_ms(0.00228) == f"0.00228{nbsp}ms"
+    assert fmt_ms(None) == fmt_ms("x") == fmt_ms(True) == "—"
+    assert fmt_us_from_ns(1_876_000) == f"1876.0{nbsp}µs"
+    assert fmt_bytes(10_207_000_000) == "10.21 GB" and fmt_bytes(512) == "512 B"
+    assert fmt_interval({"est": 1.6, "lo": 1.5, "hi": 1.7}) == "1.600 [1.500, 1.700]"
+    assert fmt_interval({"est": 1.6}) == "1.600" and fmt_interval(None) == "—"
