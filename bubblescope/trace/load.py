@@ -21,7 +21,10 @@ from typing import Any
 from bubblescope.errors import TraceError
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
-DEFAULT_CHUNK_EVENTS = 100_000
+DEFAULT_CHUNK_BYTES = 16 << 20
+_SCAN_CHUNK_EVENTS = 100_000
+_MAX_CUT_ATTEMPTS = 64
+_EVENT_BOUNDARY = re.compile(r"\}\s*,\s*\{")
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_CHARS = " \t\n\r"
 # The C scanner behind json.loads, called one value at a time (no per-call Python wrapper).
@@ -159,22 +162,22 @@ class _BadJson(Exception):
 
 
 class StreamedTrace:
-    """A trace parsed incrementally: `chunks()` yields lists of at most `chunk_events` events, so only
+    """A trace parsed incrementally: `chunks()` yields lists of about `chunk_bytes` of events, so only
     one chunk of event dicts is alive at a time; `meta` is complete once `chunks()` is exhausted.
 
     Args:
         path: the file.
         text: its decompressed JSON text.
-        chunk_events: events per chunk. Default 100 000.
+        chunk_bytes: JSON text per chunk. Default 16 MiB (about 100 000 Kineto events).
     """
 
-    def __init__(self, path: Path, text: str, chunk_events: int = DEFAULT_CHUNK_EVENTS) -> None:
+    def __init__(self, path: Path, text: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         self.path = path
         self.meta: dict[str, Any] = {}
         self.size_bytes = len(text)
         self.event_count = 0
         self._text = text
-        self._chunk_events = chunk_events
+        self._chunk_bytes = chunk_bytes
 
     def chunks(self) -> Iterator[list[Any]]:
         """Event chunks in file order. Raises TraceError on malformed or truncated JSON."""
@@ -230,11 +233,38 @@ class StreamedTrace:
             raise TraceError(f"{self.path}: JSON has no 'traceEvents' (not a torch.profiler/Kineto trace)")
 
     def _events(self, text: str, idx: int) -> Iterator[list[Any]]:
-        """Yield chunks of the array starting at text[idx] == '['; return the index after ']'."""
-        scan, limit = _SCAN, self._chunk_events
+        """Yield chunks of the array starting at text[idx] == '['; return the index after ']'.
+
+        Bulk: cut the array text at an event boundary about every `chunk_bytes` and hand each piece
+        to json.loads (C speed). A cut is a `}` `,` `{` sequence; one that falls inside an event leaves
+        its braces unbalanced, so json.loads rejects it and the next candidate is tried. The last piece
+        (where the array ends) goes through the scanner one event at a time.
+        """
         idx = _skip_ws(text, idx + 1)
         if text[idx] == "]":
             raise TraceError(f"{self.path}: 'traceEvents' is empty")
+        while idx + self._chunk_bytes < len(text):
+            cut = self._cut_after(text, idx, idx + self._chunk_bytes)
+            if cut is None:
+                break
+            events, idx = cut
+            self.event_count += len(events)
+            yield events
+        return (yield from self._events_one_by_one(text, idx))
+
+    def _cut_after(self, text: str, start: int, target: int) -> tuple[list[Any], int] | None:
+        for attempt, match in enumerate(_EVENT_BOUNDARY.finditer(text, target)):
+            if attempt >= _MAX_CUT_ATTEMPTS:
+                return None
+            try:
+                events = json.loads("[" + text[start : match.start() + 1] + "]")
+            except ValueError:
+                continue
+            return events, match.end() - 1
+        return None
+
+    def _events_one_by_one(self, text: str, idx: int) -> Iterator[list[Any]]:
+        scan, limit = _SCAN, _SCAN_CHUNK_EVENTS
         chunk: list[Any] = []
         while True:
             try:
@@ -272,7 +302,7 @@ class StreamedTrace:
 def stream_trace(
     path: Path,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    chunk_events: int = DEFAULT_CHUNK_EVENTS,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> StreamedTrace:
     """Read one trace file (capped) and prepare to parse it chunk by chunk."""
     data = read_trace_bytes(path, max_decompressed_bytes)
@@ -283,7 +313,7 @@ def stream_trace(
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not valid JSON (not UTF-8 text: {_first_line(exc)})") from None
     del data
-    return StreamedTrace(path, text, chunk_events)
+    return StreamedTrace(path, text, chunk_bytes)
 
 
 def _skip_ws(text: str, idx: int) -> int:

@@ -144,8 +144,10 @@ def test_chunked_parse_equals_single_chunk(tmp_path: Path) -> None:
     builder.meta["distributedInfo"] = {"rank": 3}
     path = builder.write(tmp_path / "t.json.gz")
     whole = build_tables(builder.trace()["traceEvents"], builder.meta, path, rank=0)
-    streamed = stream_trace(path, chunk_events=3)
-    chunked = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, path, rank=0)
+    streamed = stream_trace(path, chunk_bytes=300)
+    chunks = list(streamed.chunks())
+    assert len(chunks) > 5
+    chunked = build_tables_streamed(chunks, lambda: streamed.meta, path, rank=0)
     assert chunked.rank == whole.rank == 3
     assert chunked.event_count == whole.event_count == len(builder.trace()["traceEvents"])
     for name in ("ops", "frames", "runtime", "gpu", "waits"):
