@@ -74,7 +74,9 @@ class OracleAcceptance:
         mean_emitted: target mean tokens emitted per verify (accepted drafts + bonus), e.g. 9.95.
         block: drafted tokens per verify (B).
         device: where the CDF lives and draws happen.
-        generator: device generator for reproducible draws (None: the device's default, graph-safe).
+        seed: seeds a private device generator, restarted by `restart()` so every run of a
+            benchmark sees the same sequence of accepted lengths; None draws from the device's
+            default generator (the one CUDA graph capture tracks).
     """
 
     def __init__(
@@ -91,7 +93,14 @@ class OracleAcceptance:
         # [B + 1] fp32 CDF; the last entry forced to 1 so a draw never falls past it.
         cumulative[-1] = 1.0
         self.cdf = cumulative.to(device=device, dtype=torch.float32)
-        self.generator = generator
+        self.seed = seed
+        self.generator = None if seed is None else torch.Generator(device=device)
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the draw sequence over (no-op without a seed)."""
+        if self.generator is not None:
+            self.generator.manual_seed(self.seed)
 
     def expected_emitted(self) -> float:
         """The exact mean of a + 1 under the solved distribution (equals mean_emitted up to bisection)."""

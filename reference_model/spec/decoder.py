@@ -86,6 +86,8 @@ class SpecDecoder:
         """Prefill `prompt_ids` [1, P], emit its greedy token, draft the first block (and, with
         no_readback, enqueue the first verify so every step() finds one in flight)."""
         self.cache.reset()
+        if self.oracle is not None:
+            self.oracle.restart()
         self.tokens, self.accept_lengths, self.draft_events = [], [], []
         self._pending.clear()
         prompt_len = prompt_ids.shape[1]

@@ -58,7 +58,7 @@ class NextNDraft:
 
     def __init__(self, model: LingForCausalLM, cache: ModelCache, block: int) -> None:
         config = model.config
-        if config.num_nextn_predict_layers < 1:
+        if config.num_nextn_predict_layers < 1 or len(model.model.layers) <= config.num_hidden_layers:
             raise ConfigError(
                 f"--spec nextn needs an MTP layer; preset {config.name} has none (use --spec dspark)"
             )

@@ -15,6 +15,7 @@ from bubblescope.workload import SwitchInfo
 from ..config import LingConfig, get_preset
 from ..generate import new_cache
 from ..init import build_model
+from ..model import LingForCausalLM
 from ..switches import SWITCH_INFO, LingSwitches
 from .acceptance import OracleAcceptance
 from .decoder import SpecDecoder
@@ -40,6 +41,8 @@ class SpecWorkload:
         routing_overlap: expert-routing correlation knob during verify (routing.py); 0 = off.
         draft_weights: safetensors file of real DSpark weights (loaded by name), or None.
         dtype: override the preset's dtype (tests use float64).
+        model: reuse an already built target of this config (benchmarks share weights with the
+            non-speculative fast workload); None builds one from `seed`.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class SpecWorkload:
         routing_overlap: float = 0.0,
         draft_weights: str | None = None,
         dtype: torch.dtype | None = None,
+        model: LingForCausalLM | None = None,
     ) -> None:
         if spec not in SPEC_KINDS:
             raise ConfigError(f"--spec must be one of {', '.join(SPEC_KINDS)}; got {spec!r}")
@@ -67,7 +71,10 @@ class SpecWorkload:
         self.accept_len_target = accept_len
         self.name = f"ling3-spec-{spec}"
         wide = {"router_dtype": dtype, "lm_head_dtype": dtype} if dtype is not None else {}
-        self.model = build_model(config, device, seed=seed, dtype=dtype, **wide)
+        self.seed = seed
+        self.model = (
+            model if model is not None else build_model(config, device, seed=seed, dtype=dtype, **wide)
+        )
         capacity = prompt_len + (max_steps + 3) * (block + 1) + block
         self.cache = new_cache(self.model, capacity)
         generator = torch.Generator().manual_seed(seed)
@@ -111,7 +118,8 @@ class SpecWorkload:
         )
         oracle = None
         if self.accept_len_target is not None:
-            oracle = OracleAcceptance(self.accept_len_target, self.block, self.device)
+            # Seeded and restarted at every reset: each switch setting sees the same accepted lengths.
+            oracle = OracleAcceptance(self.accept_len_target, self.block, self.device, seed=self.seed)
         if self.probe is not None:
             self.probe.records.clear()
         self.decoder = SpecDecoder(
@@ -125,6 +133,10 @@ class SpecWorkload:
             routing_probe=self.probe,
         )
         self.enabled = switches.enabled()
+        self.decoder.reset(self.prompt_ids)
+
+    def reset(self) -> None:
+        """Prefill the prompt again (between timed repeats)."""
         self.decoder.reset(self.prompt_ids)
 
     def step(self) -> int:

@@ -69,3 +69,12 @@ def test_greedy_acceptance_and_emitted_tokens(drafted: list[int], targets: list[
 def test_oracle_emits_drafts_then_the_targets_bonus() -> None:
     drafted, targets = torch.tensor([[11, 12, 13]]), torch.tensor([[1, 2, 3, 4]])
     assert emitted_tokens(drafted, targets, torch.tensor(2)).tolist() == [11, 12, 3, -1]
+
+
+def test_seeded_oracle_restarts_its_sequence() -> None:
+    oracle = OracleAcceptance(4.0, 8, "cpu", seed=5)
+    drafted, targets = torch.zeros(1, 8, dtype=torch.long), torch.zeros(1, 9, dtype=torch.long)
+    first = [int(oracle(drafted, targets)) for _ in range(20)]
+    oracle.restart()
+    assert [int(oracle(drafted, targets)) for _ in range(20)] == first
+    assert len(set(first)) > 1

@@ -1,0 +1,284 @@
+"""Speculative decoding on one GPU: effective TPOT of NEXTN and DSpark per KDA/readback switch setting.
+
+The target weights are built ONCE (the fast non-speculative workload builds them; the speculative
+workload reuses the same module). Measured, in this order, each in its own try/except and written
+to OUT_DIR/spec.json + spec.md after every configuration (so a run cut short keeps what it has):
+1. non-speculative TPOT with every fast switch on (the reference of the issue's target ratio);
+2. correctness: with oracle acceptance seeded identically, the emitted tokens of every switch
+   setting are compared with the all-off setting (KDA commit paths must agree), and real-acceptance
+   DSpark / NEXTN runs report their real accept length (random weights: near 1);
+3. for spec in (nextn, dspark), oracle accept length in (1, 4, 9.95) (block 8, or 9 where the mean
+   needs it), each of the 8 settings of staged_kda x fused_kda_verify x no_readback (pdl on):
+   effective TPOT (median over steps of step time / tokens emitted, bubblescope.stats), measured
+   accept length, the draft's share of the step (CUDA events around the draft / step wall), and the
+   distinct experts a verify touches per MoE layer (mean over layers; upper bound min(E, 8T));
+4. the routing-correlation knob at all-on, DSpark, 9.95: distinct experts and TPOT for overlaps.
+
+Usage:
+    .venv/bin/python benchmarks/bench_spec.py OUT_DIR                          # ling3-flash-e256
+    .venv/bin/python benchmarks/bench_spec.py OUT_DIR --preset ling3-tiny --spec dspark
+    .venv/bin/python benchmarks/bench_spec.py OUT_DIR --smoke                  # debug preset, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import itertools
+import math
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from bubblescope.reference_model.config import get_preset
+from bubblescope.reference_model.init import build_model
+from bubblescope.reference_model.spec.workload import SpecWorkload
+from bubblescope.reference_model.workload import FAST_SWITCHES, make_workload
+
+from bubblescope.atomic import write_json_atomic, write_text_atomic
+from bubblescope.capture.timed import run_timed
+from bubblescope.stats import per_token_samples_ns
+
+ACCEPT_LENGTHS = (1.0, 4.0, 9.95)
+KDA_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
+OVERLAPS = (0.0, 0.5, 0.8)
+
+
+def block_for(accept_len: float, default_block: int) -> int:
+    """Block 8 as published; a mean above 9 emitted needs at least ceil(mean - 1) drafted tokens."""
+    return max(default_block, math.ceil(accept_len - 1.0))
+
+
+def switch_settings() -> list[frozenset[str]]:
+    """All 8 settings of the three switches, pdl always on (it only touches the verify kernels)."""
+    settings = []
+    for bits in itertools.product((False, True), repeat=len(KDA_SWITCHES)):
+        settings.append(
+            frozenset({"pdl", *(name for name, on in zip(KDA_SWITCHES, bits, strict=True) if on)})
+        )
+    return settings
+
+
+def key_of(enabled: frozenset[str]) -> str:
+    return "+".join(name for name in KDA_SWITCHES if name in enabled) or "off"
+
+
+def effective_tpot_ms(workload: Any, steps: int, warmup: int, repeats: int) -> tuple[float, list[int]]:
+    """Median over all timed steps of (step time / tokens emitted), and the first repeat's tokens."""
+    timed = run_timed(workload, steps=steps, warmup=warmup, repeats=repeats)
+    per_token = per_token_samples_ns(timed.samples_ns, timed.tokens_per_step)
+    flat = [float(x) for repeat in per_token for x in repeat]
+    return statistics.median(flat) / 1e6, list(timed.tokens)
+
+
+def draft_share(workload: SpecWorkload, steps: int) -> float | None:
+    """GPU time inside the draft / wall time of `steps` steps (CUDA only)."""
+    if not str(workload.device).startswith("cuda"):
+        return None
+    workload.reset()
+    workload.decoder.draft_events.clear()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        workload.step()
+    torch.cuda.synchronize()
+    wall_ms = (time.perf_counter() - start) * 1e3
+    return workload.decoder.draft_gpu_ms() / wall_ms
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"# bench_spec — {report['preset']} on {report['device']} ({report['date']})",
+        "",
+        f"Command: `{report['command']}`",
+        f"Non-speculative all-on TPOT: {report.get('baseline_tpot_ms')} ms",
+        "",
+        "| spec | accept target | block | switches | eff. TPOT ms | accept len | draft share | distinct experts/layer | vs non-spec |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    base = report.get("baseline_tpot_ms")
+    for row in report["rows"]:
+        ratio = f"{row['tpot_ms'] / base:.3f}" if base and row.get("tpot_ms") else "-"
+        share = f"{row['draft_share']:.2f}" if row.get("draft_share") is not None else "-"
+        lines.append(
+            f"| {row['spec']} | {row['accept_target']} | {row['block']} | {row['switches']} | "
+            f"{row.get('tpot_ms', 'error')} | {row.get('accept_len')} | {share} | "
+            f"{row.get('distinct_experts_mean')} / {row.get('experts_upper_bound')} | {ratio} |"
+        )
+    lines += ["", "## Correctness", ""]
+    lines += [f"- {item}" for item in report["checks"]]
+    lines += ["", "## Routing overlap knob (DSpark, all on)", ""]
+    for row in report["overlap"]:
+        lines.append(f"- overlap {row['overlap']}: {row}")
+    lines += ["", "## Errors", ""] + [f"- {err}" for err in report["errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def save(out_dir: Path, report: dict[str, Any]) -> None:
+    write_json_atomic(out_dir / "spec.json", report)
+    write_text_atomic(out_dir / "spec.md", render_markdown(report))
+
+
+def measure_baseline(args: argparse.Namespace, report: dict[str, Any], device: str) -> None:
+    """Non-speculative all-on TPOT on the fast path (its model is freed before the spec runs)."""
+    path = "fast" if device.startswith("cuda") else "eager"
+    workload = make_workload(
+        args.preset, device, seed=0, prompt_len=args.prompt_len, max_steps=4096, path=path
+    )
+    # The eager path (CPU smoke) only has the dtype switches.
+    enabled = frozenset(FAST_SWITCHES) if path == "fast" else frozenset({"bf16_gate", "bf16_lm_head"})
+    workload.prepare(enabled)
+    report["baseline_tpot_ms"], _ = effective_tpot_ms(workload, args.steps, args.warmup, args.repeats)
+    report["baseline_switches"] = sorted(enabled)
+    del workload
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
+    config = get_preset(args.preset)
+    deadline = time.monotonic() + args.budget_s
+    for spec, accept in itertools.product(args.spec, ACCEPT_LENGTHS):
+        block = block_for(accept, args.block)
+        workload = SpecWorkload(
+            config,
+            device,
+            spec=spec,
+            block=block,
+            accept_len=accept,
+            prompt_len=args.prompt_len,
+            max_steps=(args.steps + args.warmup + 4) * args.repeats + 64,
+            model=model,
+        )
+        reference_tokens = None
+        for enabled in switch_settings():
+            row = {"spec": spec, "accept_target": accept, "block": block, "switches": key_of(enabled)}
+            if time.monotonic() > deadline:
+                report["errors"].append(f"time budget: skipped {row}")
+                continue
+            try:
+                workload.prepare(enabled)
+                row["tpot_ms"], tokens = effective_tpot_ms(workload, args.steps, args.warmup, args.repeats)
+                summary = workload.spec_summary()
+                row["accept_len"] = round(summary["accept_len"], 3)
+                experts = summary["experts"] or {}
+                row["distinct_experts_mean"] = experts.get("distinct_experts_mean")
+                row["experts_upper_bound"] = experts.get("upper_bound")
+                row["draft_share"] = draft_share(workload, args.share_steps)
+                if reference_tokens is None:
+                    reference_tokens = tokens
+                else:
+                    same = tokens[: len(reference_tokens)] == reference_tokens[: len(tokens)]
+                    report["checks"].append(
+                        f"{spec} {accept} {key_of(enabled)}: tokens match all-off: {same}"
+                    )
+            except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the grid
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                report["errors"].append(f"{row}\n{traceback.format_exc(limit=3)}")
+            report["rows"].append(row)
+            save(out_dir, report)
+        del workload
+        gc.collect()
+
+
+def run_real_and_overlap(args, report, model, device, out_dir: Path) -> None:
+    config = get_preset(args.preset)
+    all_on = frozenset({"pdl", *KDA_SWITCHES})
+    for spec in args.spec:
+        try:
+            workload = SpecWorkload(
+                config,
+                device,
+                spec=spec,
+                block=args.block,
+                prompt_len=args.prompt_len,
+                max_steps=args.steps + 32,
+                model=model,
+            )
+            workload.prepare(all_on)
+            for _ in range(args.steps):
+                workload.step()
+            report["checks"].append(
+                f"{spec} real acceptance (random weights): accept_len {workload.spec_summary()['accept_len']}"
+            )
+        except Exception as exc:  # noqa: BLE001
+            report["errors"].append(f"real acceptance {spec}: {type(exc).__name__}: {exc}")
+    for overlap in OVERLAPS:
+        try:
+            block = block_for(9.95, args.block)
+            workload = SpecWorkload(
+                config,
+                device,
+                spec="dspark",
+                block=block,
+                accept_len=9.95,
+                prompt_len=args.prompt_len,
+                max_steps=(args.steps + args.warmup + 4) * args.repeats + 64,
+                routing_overlap=overlap,
+                model=model,
+            )
+            workload.prepare(all_on)
+            tpot_ms, _ = effective_tpot_ms(workload, args.steps, args.warmup, args.repeats)
+            report["overlap"].append(
+                {"overlap": overlap, "tpot_ms": tpot_ms, "experts": workload.spec_summary()["experts"]}
+            )
+        except Exception as exc:  # noqa: BLE001
+            report["errors"].append(f"overlap {overlap}: {type(exc).__name__}: {exc}")
+        save(out_dir, report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--preset", default="ling3-flash-e256")
+    parser.add_argument("--spec", nargs="+", default=["nextn", "dspark"], choices=["nextn", "dspark"])
+    parser.add_argument("--block", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--share-steps", type=int, default=6)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument(
+        "--budget-s", type=float, default=480.0, help="stop starting new configurations after this"
+    )
+    parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.preset, args.steps, args.warmup, args.repeats, args.share_steps = "debug", 3, 1, 1, 2
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    report: dict[str, Any] = {
+        "schema": "bubblescope.bench_spec/1",
+        "preset": args.preset,
+        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "torch": torch.__version__,
+        "rows": [],
+        "checks": [],
+        "overlap": [],
+        "errors": [],
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        measure_baseline(args, report, device)
+    except Exception as exc:  # noqa: BLE001 - the speculative grid is still worth running
+        report["errors"].append(f"baseline: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+    save(args.out_dir, report)
+    # Same seed as the baseline; built with the MTP layer (NEXTN drafts with it).
+    model = build_model(get_preset(args.preset), device, seed=0)
+    run_spec_grid(args, report, model, device, args.out_dir)
+    run_real_and_overlap(args, report, model, device, args.out_dir)
+    save(args.out_dir, report)
+    print(render_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
