@@ -84,7 +84,7 @@ class OracleAcceptance:
         mean_emitted: float,
         block: int,
         device: torch.device | str,
-        generator: torch.Generator | None = None,
+        seed: int | None = None,
     ) -> None:
         self.mean_emitted = float(mean_emitted)
         self.block = block
