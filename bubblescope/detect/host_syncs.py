@@ -145,6 +145,13 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
         tables.waits.groupby("correlation")["end_ns"].sum()
         - tables.waits.groupby("correlation")["start_ns"].sum()
     )
+    return _reads_frame(_group_calls(calls, op_index, frame_index, wait_by_corr))
+
+
+def _group_calls(
+    calls: pd.DataFrame, op_index: dict, frame_index: dict, wait_by_corr: pd.Series
+) -> list[dict]:
+    """Merge blocking calls under one outer ATen op instance into one read (dicts, unsorted)."""
     groups: dict[tuple[str, int], dict] = {}
     for name, tid, start, end, corr in zip(
         calls["name"].astype(str),
@@ -180,7 +187,7 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
         group["end_ns"] = max(group["end_ns"], end)
         if end - start > group["api_dur"]:
             group["api"], group["api_dur"] = name, end - start
-    return _reads_frame(list(groups.values()))
+    return list(groups.values())
 
 
 def _enclosing(ops, frames, start: int, end: int) -> dict:
