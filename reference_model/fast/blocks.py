@@ -22,6 +22,7 @@ from bubblescope.kernels.rmsnorm import add_rmsnorm
 
 from ..ffn import swiglu
 from .metadata import DecodeMetadata
+from .mla_prep import mla_prep
 from .packing import DensePack, KDAPack, MLAPack, MoEPack
 
 
@@ -77,56 +78,37 @@ def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.T
     return gemv(out, pack.o_proj, use_pdl=opts.use_pdl)
 
 
-def rotate_interleaved(features: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """GPT-J RoPE of the last dim: pairs (2j, 2j+1) turned by this position's angle j, in fp32.
-
-    Args:
-        features: `[1, ..., R]`; cos, sin: `[1, R/2]` fp32.
-
-    Returns:
-        Same shape and dtype as features.
-    """
-    view_shape = (cos.shape[0],) + (1,) * (features.dim() - 2) + (cos.shape[1],)
-    cos, sin = cos.view(view_shape), sin.view(view_shape)
-    pairs = features.float().unflatten(-1, (-1, 2))
-    even, odd = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)
-    return rotated.flatten(-2).to(features.dtype)
-
-
-def _mla_queries(pack: MLAPack, proj: torch.Tensor, dtype: torch.dtype, opts: StepOptions) -> torch.Tensor:
-    """q `[1, H*(nope+rope)]` in the activation dtype, through the q LoRA when the model has one."""
-    q_first = proj[:, : pack.q_rows].to(dtype)
+def _mla_queries(pack: MLAPack, proj: torch.Tensor, heads: int, opts: StepOptions) -> torch.Tensor:
+    """q `[H, nope + rope]`: rows of the fp32 projection, or the q LoRA output when the model has one."""
+    q_first = proj[0, : pack.q_rows]
     if pack.q_b_proj is None:
-        return q_first
-    q_a, _ = add_rmsnorm(q_first.contiguous(), None, pack.q_a_norm, opts.eps, use_pdl=opts.use_pdl)
-    return gemv(q_a, pack.q_b_proj, use_pdl=opts.use_pdl)
+        return q_first.view(heads, -1)
+    dtype = pack.cache.dtype
+    q_a, _ = add_rmsnorm(q_first.to(dtype).view(1, -1), None, pack.q_a_norm, opts.eps, use_pdl=opts.use_pdl)
+    return gemv(q_a, pack.q_b_proj, use_pdl=opts.use_pdl).view(heads, -1)
 
 
 def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: StepOptions) -> torch.Tensor:
     """Absorbed MLA for one token: write its latent row at `meta.positions`, attend over seq_lens rows."""
     dtype = normed.dtype
     heads, nope, latent_dim = pack.w_uk.shape
-    rope_dim = pack.cache.shape[2] - latent_dim
+    latent_width = pack.cache.shape[2]
     # [1, Q + r + R + H] in fp32: the head gate must be an fp32 GEMV of the bf16 inputs (notes §3.2).
     proj = gemv(normed, pack.in_proj, out_dtype=torch.float32, use_pdl=opts.use_pdl)
-    q = _mla_queries(pack, proj, dtype, opts).view(1, heads, -1)
+    q = _mla_queries(pack, proj, heads, opts)
     start = pack.q_rows
-    c = proj[:, start : start + latent_dim].to(dtype).contiguous()
-    k_pe = proj[:, start + latent_dim : start + latent_dim + rope_dim].to(dtype)
-    gate = torch.sigmoid(proj[:, start + latent_dim + rope_dim :])
-    c_normed, _ = add_rmsnorm(c, None, pack.kv_a_norm, opts.eps, use_pdl=opts.use_pdl)
-    # [1, r + R] latent row of this position, written at its slot without a host index.
-    row = torch.cat((c_normed, rotate_interleaved(k_pe, meta.cos, meta.sin)), dim=1)
-    pack.cache[0].index_copy_(0, meta.positions, row)
-    q_nope, q_pe = q.split([nope, q.shape[2] - nope], dim=2)
-    q_pe = rotate_interleaved(q_pe, meta.cos, meta.sin).contiguous()
+    latent = proj[0, start : start + latent_width]
+    gate = torch.sigmoid(proj[:, start + latent_width :])
+    # One launch: rope on q_pe, and [RMSNorm(c) ; rope(k_pe)] stored at this position's cache row.
+    q_pe = mla_prep(
+        q, latent, pack.kv_a_norm, meta.cos, meta.sin, meta.positions, pack.cache, opts.eps, opts.use_pdl
+    )
     # [H, 1, nope] @ [H, nope, r] -> [1, H, r] (W_UK folded into the query)
-    q_latent = torch.bmm(q_nope.transpose(0, 1), pack.w_uk).transpose(0, 1).contiguous()
+    q_latent = torch.bmm(q[:, None, :nope].to(dtype), pack.w_uk).view(1, heads, latent_dim)
     o_latent = mla_decode(q_latent, q_pe, pack.cache, meta.seq_lens, opts.mla_scale, use_pdl=opts.use_pdl)
     # [H, 1, r] @ [H, r, v] -> [1, H, v] (W_UV folded into the output)
-    heads_out = torch.bmm(o_latent.transpose(0, 1), pack.w_uv_t).transpose(0, 1)
-    gated = (heads_out.float() * gate[..., None]).to(dtype).reshape(1, -1)
+    heads_out = torch.bmm(o_latent.view(heads, 1, latent_dim), pack.w_uv_t).view(1, heads, -1)
+    gated = (heads_out.float() * gate[..., None]).to(dtype).view(1, -1)
     return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
 
 
