@@ -45,11 +45,12 @@ def launched_by_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-def init_tp_from_env(device_kind: str | None = None) -> TPComm:
+def init_tp_from_env(device_kind: str | None = None, timeout_s: int = INIT_TIMEOUT_S) -> TPComm:
     """Join the group described by the environment and return this rank's communicator.
 
     Args:
         device_kind: "cuda" or "cpu"; default cuda when available.
+        timeout_s: how long a collective may wait for a peer before the group errors out.
 
     Raises:
         ConfigError: missing variables, or fewer GPUs than local ranks.
@@ -77,7 +78,7 @@ def init_tp_from_env(device_kind: str | None = None) -> TPComm:
             backend,
             rank=rank,
             world_size=world_size,
-            timeout=_dt.timedelta(seconds=INIT_TIMEOUT_S),
+            timeout=_dt.timedelta(seconds=timeout_s),
             **options,
         )
     group = dist.group.WORLD

@@ -74,6 +74,8 @@ class TPLingWorkload:
         self.cache: ModelCache = new_tp_cache(self.model, prompt_len + max_steps)
         self.enabled: frozenset[str] = frozenset()
         self._tokens: list[int] = []
+        # A fresh workload is the baseline, whatever an earlier user of this communicator selected.
+        comm.use_fast(False)
         self.reset()
 
     def switches(self) -> list[SwitchInfo]:
