@@ -11,6 +11,9 @@ Parts (each in try/except; each writes <out>/<part>.json on rank 0 as soon as it
               switch alone, all on; and TP=1 on GPU 0 for comparison.
   flash       ling3-flash (full, ~124 GB per GPU at TP=2): shard build time, a few decode steps,
               eager TPOT baseline / fast_allreduce / all on.
+  tpot_tiny and flash also capture one decode step in a CUDA graph (both all-reduces per layer and
+  the argmax all-gather inside) with NCCL and with fast_allreduce: the replay must give the eager
+  token, and the median replay time is one step's device time with no host in the loop.
 
 Usage (2 H200s, ~5 minutes):
     python benchmarks/bench_tp.py --world-size 2 --out benchmarks/out/tp
@@ -138,6 +141,40 @@ def _tpot_sweep(workload: Any, configs: dict[str, tuple[str, ...]], steps: int) 
     return out
 
 
+def _graph_step(workload: Any, fast: bool, replays: int) -> dict[str, Any]:
+    """One decode step captured in a CUDA graph (collectives inside): replay == eager token, and the
+    median replay time (one step's device time with no host in the loop)."""
+    import statistics
+
+    from bubblescope.reference_model.tp.graph import capture_decode_step, time_replays_ms
+
+    workload.prepare(frozenset({"fast_allreduce"} if fast else set()))
+    captured = capture_decode_step(workload.model, workload.cache, workload.tokens()[-1])
+    captured.graph.replay()
+    replayed = int(captured.next_ids.item())
+    captured.restore()
+    workload.step()
+    eager = workload.tokens()[-1]
+    captured.restore()
+    times_ms = time_replays_ms(captured, replays)
+    return {
+        "replay_equals_eager": replayed == eager,
+        "step_ms_median": statistics.median(times_ms),
+        "step_ms_min": min(times_ms),
+        "replays": replays,
+    }
+
+
+def _graph_sweep(workload: Any, replays: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, fast in (("nccl", False), ("fast_allreduce", True)):
+        try:
+            out[label] = _graph_step(workload, fast, replays)
+        except Exception as exc:  # noqa: BLE001 - keep the other mode
+            out[label] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
 def part_tpot_tiny(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     from bubblescope.reference_model.tp.comm import TPComm
     from bubblescope.reference_model.tp.workload import make_tp_workload
@@ -145,6 +182,8 @@ def part_tpot_tiny(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     workload = make_tp_workload(comm, args.tiny_preset, max_steps=4096)
     result = {"preset": args.tiny_preset, "steps": args.steps, f"tp{comm.world_size}": {}}
     result[f"tp{comm.world_size}"] = _tpot_sweep(workload, CONFIGS, args.steps)
+    if not args.cpu_smoke:
+        result[f"tp{comm.world_size}_graph_step"] = _graph_sweep(workload, args.graph_replays)
     del workload
     _free_memory()
     comm.barrier()
@@ -179,6 +218,8 @@ def part_flash(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     result["first_tokens"] = workload.tokens()
     configs = {k: CONFIGS[k] for k in ("baseline", "fast_allreduce", "all_on")}
     result["tpot"] = _tpot_sweep(workload, configs, args.flash_steps)
+    if not args.cpu_smoke:
+        result["graph_step"] = _graph_sweep(workload, args.graph_replays)
     del workload
     _free_memory()
     return result
@@ -253,6 +294,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32, help="timed steps per repeat (tiny)")
     parser.add_argument("--flash-steps", type=int, default=12, help="timed steps per repeat (flash)")
     parser.add_argument("--replays", type=int, default=200)
+    parser.add_argument("--graph-replays", type=int, default=50, help="replays of a graphed decode step")
     parser.add_argument(
         "--timeout-s", type=int, default=600, help="collective timeout (a dead peer ends the run)"
     )

@@ -47,3 +47,47 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
+
+
+def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
+    """NCCL rank on cuda:<rank>: greedy tokens, a graphed step per all-reduce kind, kind equivalence."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    import torch
+    from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.tp.build import build_tp_model
+    from bubblescope.reference_model.tp.decode import new_tp_cache, tp_decode_step, tp_generate, tp_prefill
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.graph import capture_decode_step
+
+    comm = init_tp_from_env("cuda", timeout_s=300)
+    try:
+        model = build_tp_model(get_preset("debug"), comm, seed=0)
+        result: dict = {"rank": rank, "tokens": tp_generate(model, PROMPT, steps), "graph": {}, "sums": {}}
+        prompt = torch.tensor([PROMPT], device=comm.device)
+        for label, fast in (("nccl", False), ("fast", True)):
+            comm.use_fast(fast)
+            cache = new_tp_cache(model, len(PROMPT) + 4)
+            first = int(tp_prefill(model, prompt, cache).item())
+            captured = capture_decode_step(model, cache, first)
+            eager = int(tp_decode_step(model, torch.tensor([[first]], device=comm.device), cache).item())
+            captured.restore()
+            captured.graph.replay()
+            result["graph"][label] = {
+                "first": first,
+                "eager": eager,
+                "replayed": int(captured.next_ids.item()),
+            }
+        # integer-valued bf16 rows: every kind's sum is exact, so kinds must agree bit for bit
+        data = torch.arange(2560, device=comm.device).remainder(7 + rank).to(torch.bfloat16)
+        for label, fast in (("nccl", False), ("fast", True)):
+            comm.use_fast(fast)
+            result["sums"][label] = comm.all_reduce(data.clone()).float().sum().item()
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        shutdown()

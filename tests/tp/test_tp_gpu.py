@@ -1,0 +1,39 @@
+"""TP=2 on two GPUs (NCCL): TP=1 tokens, a decode step captured in a CUDA graph with each all-reduce."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from bubblescope.kernels.allreduce import apply_no_multicast_env
+from bubblescope.reference_model.config import get_preset
+from bubblescope.reference_model.generate import generate
+from bubblescope.reference_model.init import build_model
+from bubblescope.reference_model.tp.distributed import free_port
+
+from tests.tp.workers import PROMPT, gpu_worker
+
+STEPS = 16
+
+
+@pytest.mark.gpu
+def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    reference = build_model(get_preset("debug"), "cuda:0", seed=0)
+    want = generate(reference, PROMPT, STEPS)
+    del reference
+    apply_no_multicast_env()
+    mp.start_processes(
+        gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True
+    )
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for result in results:
+        assert result["tokens"] == want, f"rank {result['rank']}: TP=2 tokens differ from TP=1"
+        for label, graph in result["graph"].items():
+            assert graph["first"] == want[0]
+            assert graph["eager"] == want[1], f"{label}: eager step after prefill is not TP=1's token"
+            assert graph["replayed"] == graph["eager"], f"{label}: graph replay differs from the eager step"
+        assert result["sums"]["fast"] == result["sums"]["nccl"], "one-shot all-reduce differs from NCCL"
