@@ -1,9 +1,19 @@
 """Triton GEMV for decode: y[M, N] = x[M, K] @ W[N, K]^T with M = 1..16, fp32 accumulation.
 
 Batch-1 decode is bound by reading W once from HBM, so the work is split over N only ("wide-N"
-tiling: many narrow row strips, each program streaming its strip over the whole K). Split-K would
-need a second launch or atomics to reduce; with N >= 512 there are already enough strips to cover
-the 132 SMs of an H200 several times, so it is not needed for the Flash shapes.
+tiling: many narrow row strips, each program streaming its strip over the whole K). Narrow N (the
+512-row router) uses strips of 1-4 rows instead of split-K, so no second launch or atomics are needed.
+
+For M = 1 the product is accumulated elementwise into a [BLOCK_N, BLOCK_K] fp32 block and reduced
+over K once at the end (ACC_2D): a per-tile reduction would put warp shuffles and a shared-memory
+barrier in every iteration, which stalls the weight stream.
+
+PDL trigger placement (PDL_TRIGGER): 0 = `gdc_launch_dependents` before `gdc_wait` (the original
+choice), 1 = right after `gdc_wait`, 2 = after the main loop. With 0 the dependent kernel triggers
+its own dependent before it has waited, so a chain of kernels cascades: several grids become
+resident at once, each prefetching weight tiles and holding SM slots while spinning at `gdc_wait`,
+and they steal bandwidth from the one grid that can make progress. 1 or later keeps at most one
+grid waiting ahead.
 """
 
 from __future__ import annotations
@@ -14,11 +24,17 @@ from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 
 
 @triton.jit
-def load_weight_tile(p_w, o_n, m_n, k_start, K, stride_wn, BLOCK_K: tl.constexpr):
-    """W[o_n, k_start : k_start + BLOCK_K] as a [BLOCK_N, BLOCK_K] block, zero past N and K."""
+def load_weight_tile(p_w, o_n, m_n, k_start, K, stride_wn, BLOCK_K: tl.constexpr, EVICT_FIRST: tl.constexpr):
+    """W[o_n, k_start : k_start + BLOCK_K] as a [BLOCK_N, BLOCK_K] block, zero past N and K.
+    EVICT_FIRST marks the streamed weights first out of L2 (read once per step; keep x and y there)."""
     o_k = k_start + tl.arange(0, BLOCK_K)
     m_w = m_n[:, None] & (o_k < K)[None, :]
-    return tl.load(p_w + o_n[:, None] * stride_wn + o_k[None, :], mask=m_w, other=0.0)
+    p_tile = p_w + o_n[:, None] * stride_wn + o_k[None, :]
+    if EVICT_FIRST:
+        b_w = tl.load(p_tile, mask=m_w, other=0.0, eviction_policy="evict_first")
+    else:
+        b_w = tl.load(p_tile, mask=m_w, other=0.0)
+    return b_w
 
 
 @triton.jit
@@ -56,6 +72,31 @@ def accumulate_tile(
 
 
 @triton.jit
+def row_strip_2d(
+    p_x,
+    p_w,
+    o_n,
+    m_n,
+    b_w,
+    K,
+    stride_wn,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
+):
+    """M == 1: [1, BLOCK_N] fp32 dot products of x with rows o_n, starting from the loaded tile b_w;
+    elementwise fp32 accumulation, one reduction over K at the end."""
+    b_acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k_start in range(0, K, BLOCK_K):
+        b_w_next = load_weight_tile(p_w, o_n, m_n, k_start + BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
+        o_k = k_start + tl.arange(0, BLOCK_K)
+        b_x = tl.load(p_x + o_k, mask=o_k < K, other=0.0).to(tl.float32)
+        b_acc += b_w.to(tl.float32) * b_x[None, :]
+        b_w = b_w_next
+    return tl.sum(b_acc, axis=1)[None, :]
+
+
+@triton.jit
 def gemv_strip(
     p_x,
     p_w,
@@ -70,20 +111,32 @@ def gemv_strip(
     BLOCK_K: tl.constexpr,
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    ACC_2D: tl.constexpr = False,
+    EVICT_FIRST: tl.constexpr = False,
+    PDL_TRIGGER: tl.constexpr = 1,
 ):
     """One [BLOCK_M, BLOCK_N] output strip in fp32. Under PDL the first weight tile is loaded before
-    `gdc_wait` (weights never depend on the previous kernel; x does), and dependents launch at once."""
+    `gdc_wait` (weights never depend on the previous kernel; x does); PDL_TRIGGER places the
+    dependents' launch (module docstring)."""
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_n = o_n < N
-    b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K)
-    pdl_launch_dependents(USE_PDL)
+    b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K, EVICT_FIRST)
+    if PDL_TRIGGER == 0:
+        pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k_start in range(0, K, BLOCK_K):
-        # Prefetch the next weight tile before using this one (all-masked past K: no traffic).
-        b_w_next = load_weight_tile(p_w, o_n, m_n, k_start + BLOCK_K, K, stride_wn, BLOCK_K)
-        acc = accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm, BLOCK_M, BLOCK_K, DOT_FP32)
-        b_w = b_w_next
+    if PDL_TRIGGER == 1:
+        pdl_launch_dependents(USE_PDL)
+    if BLOCK_M == 1 and ACC_2D:
+        acc = row_strip_2d(p_x, p_w, o_n, m_n, b_w, K, stride_wn, BLOCK_N, BLOCK_K, EVICT_FIRST)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k_start in range(0, K, BLOCK_K):
+            # Prefetch the next weight tile before using this one (all-masked past K: no traffic).
+            b_w_next = load_weight_tile(p_w, o_n, m_n, k_start + BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
+            acc = accumulate_tile(acc, p_x, b_w, k_start, M, K, stride_xm, BLOCK_M, BLOCK_K, DOT_FP32)
+            b_w = b_w_next
+    if PDL_TRIGGER == 2:
+        pdl_launch_dependents(USE_PDL)
     return acc
 
 
@@ -103,11 +156,29 @@ def gemv_kernel(
     BLOCK_K: tl.constexpr,
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    ACC_2D: tl.constexpr = False,
+    EVICT_FIRST: tl.constexpr = False,
+    PDL_TRIGGER: tl.constexpr = 1,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
     i_n = tl.program_id(0).to(tl.int64)
     acc = gemv_strip(
-        p_x, p_w, i_n, M, N, K, stride_xm, stride_wn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32
+        p_x,
+        p_w,
+        i_n,
+        M,
+        N,
+        K,
+        stride_xm,
+        stride_wn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        USE_PDL,
+        DOT_FP32,
+        ACC_2D,
+        EVICT_FIRST,
+        PDL_TRIGGER,
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)

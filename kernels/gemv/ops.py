@@ -27,6 +27,12 @@ class GemvConfig:
     block_n: int
     block_k: int
     num_warps: int = 4
+    # M == 1 only: elementwise fp32 accumulation, one reduction at the end (kernel docstring).
+    acc_2d: bool = True
+    # Streamed weights marked evict-first in L2.
+    evict_first: bool = False
+    # Where PDL launches the dependent kernel: 0 before gdc_wait, 1 after it, 2 after the main loop.
+    pdl_trigger: int = 1
 
 
 def rows_block(rows: int) -> int:
@@ -71,6 +77,8 @@ def check_config(config: GemvConfig, rows: int) -> None:
             raise KernelInputError(f"gemv: GemvConfig.{name} must be a power of two; got {size}")
     if rows > 1 and min(config.block_n, config.block_k) < 16:
         raise KernelInputError(f"gemv: with {rows} rows block_n and block_k must be >= 16; got {config}")
+    if config.pdl_trigger not in (0, 1, 2):
+        raise KernelInputError(f"gemv: GemvConfig.pdl_trigger must be 0, 1 or 2; got {config.pdl_trigger}")
 
 
 def launch_gemv(
@@ -95,6 +103,9 @@ def launch_gemv(
         BLOCK_K=config.block_k,
         USE_PDL=use_pdl,
         DOT_FP32=is_interpreting(),
+        ACC_2D=config.acc_2d,
+        EVICT_FIRST=config.evict_first,
+        PDL_TRIGGER=config.pdl_trigger,
         num_warps=config.num_warps,
         **launch_options(use_pdl),
     )

@@ -101,8 +101,9 @@ def kda_decode_kernel(
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
 
     conv_k_rows = H * K * (KW - 1)
     b_q = short_conv_silu(

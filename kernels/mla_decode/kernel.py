@@ -62,9 +62,10 @@ def mla_split_kernel(
     """
     i_b = tl.program_id(0).to(tl.int64)
     i_split = tl.program_id(1).to(tl.int64)
-    pdl_launch_dependents(USE_PDL)
     # Queries, lengths and the newest cache row come from earlier kernels of this step.
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     o_h = tl.arange(0, BLOCK_H)
     o_c = tl.arange(0, BLOCK_C)
     o_r = tl.arange(0, BLOCK_R)
@@ -130,8 +131,9 @@ def mla_combine_kernel(
     """Grid (B, H): out[b, h] = sum_i 2^(lse_i - max) o_i / sum_i 2^(lse_i - max); zeros if all empty."""
     i_b = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     o_i = tl.arange(0, BLOCK_SPLITS)
     o_c = tl.arange(0, BLOCK_C)
     m_i = o_i < NUM_SPLITS

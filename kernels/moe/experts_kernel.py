@@ -38,15 +38,19 @@ def swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, limit, BLOCK
     """h[o_i] = act(gate . x) * up . x for one expert and one token, starting from the first tiles
     already loaded (so PDL can fetch them early). act = SiLU, clamped when limit > 0:
     min(SiLU(g), L) * clamp(u, -L, L). Returns `[BLOCK_I]` fp32, 0 outside m_i."""
-    b_acc_gate = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
-    b_acc_up = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
+    # Elementwise fp32 accumulation, reduced over D once at the end: a per-tile reduction puts
+    # shuffles and a barrier in every iteration and stalls the weight stream (as in gemv ACC_2D).
+    b_acc_gate = tl.zeros(b_gate.shape, dtype=tl.float32)
+    b_acc_up = tl.zeros(b_gate.shape, dtype=tl.float32)
     for d_start in range(0, D, BLOCK_D):
         b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
         o_d = d_start + tl.arange(0, BLOCK_D)
         b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
-        b_acc_gate += tl.sum(b_gate.to(tl.float32) * b_x[None, :], axis=1)
-        b_acc_up += tl.sum(b_up.to(tl.float32) * b_x[None, :], axis=1)
+        b_acc_gate += b_gate.to(tl.float32) * b_x[None, :]
+        b_acc_up += b_up.to(tl.float32) * b_x[None, :]
         b_gate, b_up = b_gate_next, b_up_next
+    b_acc_gate = tl.sum(b_acc_gate, axis=1)
+    b_acc_up = tl.sum(b_acc_up, axis=1)
     b_act = b_acc_gate * tl.sigmoid(b_acc_gate)
     b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
     b_acc_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_acc_up, -limit), limit), b_acc_up)
@@ -80,8 +84,9 @@ def gate_up_kernel(
     slot = i_ms % SLOTS
     o_i = i_blk * BLOCK_I + tl.arange(0, BLOCK_I)
     m_i = o_i < INTER
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     expert, _gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
     p_w13_e = p_w13 + expert * stride_w13e
     b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
@@ -113,8 +118,9 @@ def down_kernel(
     i_blk = tl.program_id(1).to(tl.int64)
     o_d = i_blk * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
     m_d = o_d < D
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     b_y = tl.zeros((BLOCK_DOUT,), dtype=tl.float32)
     for slot in range(0, SLOTS):
         expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)

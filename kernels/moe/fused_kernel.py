@@ -26,6 +26,14 @@ from bubblescope.kernels.moe.routing_kernel import route_row
 
 
 @triton.jit
+def load_w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT: tl.constexpr):
+    """w2[e, d_start : d_start + BLOCK_DOUT, i-slice] as `[BLOCK_DOUT, BLOCK_I]`; p_w2_e already holds
+    the expert and column offsets `[1, BLOCK_I]`; zero past D and outside m_i (no traffic there)."""
+    o_d = d_start + tl.arange(0, BLOCK_DOUT)
+    return tl.load(p_w2_e + o_d[:, None] * INTER, mask=(o_d < D)[:, None] & m_i[None, :], other=0.0)
+
+
+@triton.jit
 def router_route_kernel(
     p_x,
     p_router,
@@ -138,8 +146,9 @@ def fused_experts_kernel(
     b_gate_pre, b_up_pre = load_w13_tiles(
         p_w13 + shared_slot * stride_w13e, o_i, m_i & m_shared, 0, D, INTER, BLOCK_D
     )
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
     p_w13_e = p_w13 + expert * stride_w13e
     b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i & ~m_shared, 0, D, INTER, BLOCK_D)
@@ -150,13 +159,12 @@ def fused_experts_kernel(
         swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D)
         * gain
     )
+    p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
+    b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
     for d_start in range(0, D, BLOCK_DOUT):
+        # Prefetch the next [BLOCK_DOUT, BLOCK_I] tile before the reduction and the atomics.
+        b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
         o_d = d_start + tl.arange(0, BLOCK_DOUT)
-        m_d = o_d < D
-        b_w2 = tl.load(
-            p_w2 + expert * stride_w2e + o_d[:, None] * INTER + o_i[None, :],
-            mask=m_d[:, None] & m_i[None, :],
-            other=0.0,
-        )
         b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
-        tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=m_d, sem="relaxed")
+        tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=o_d < D, sem="relaxed")
+        b_w2 = b_w2_next

@@ -112,8 +112,9 @@ def routing_kernel(
 ):
     """Grid (M,): unfused routing, one token per program."""
     i_m = tl.program_id(0).to(tl.int64)
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     route_row(
         p_logits,
         p_bias,

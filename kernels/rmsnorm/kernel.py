@@ -30,8 +30,9 @@ def add_rmsnorm_kernel(
     m_d = o_d < D
     # The norm weight does not depend on the previous kernel: fetch it before waiting.
     b_w = tl.load(p_w + o_d, mask=m_d, other=0.0).to(tl.float32)
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
+    pdl_launch_dependents(USE_PDL)
     b_r = tl.load(p_x + i_m * D + o_d, mask=m_d, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         b_r += tl.load(p_res + i_m * D + o_d, mask=m_d, other=0.0).to(tl.float32)
