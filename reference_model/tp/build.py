@@ -11,6 +11,7 @@ to the same block of `build_model(config, device, seed=seed)`: TP=N and TP=1 run
 from __future__ import annotations
 
 import inspect
+import os
 
 import torch
 from torch import nn
@@ -115,14 +116,17 @@ def build_tp_model(
     lm_head_dtype: torch.dtype = torch.float32,
     dtype: torch.dtype | None = None,
     include_mtp: bool = True,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> LingForCausalLM:
-    """This rank's tensor-parallel shard of a random Ling, built on comm.device.
+    """This rank's tensor-parallel shard of a random Ling (or of a checkpoint), built on comm.device.
 
     Args:
         config: the full (unsharded) model shape.
         comm: this rank's communicator (world_size 1 gives the whole model through the same path).
         seed, router_dtype, lm_head_dtype, dtype, include_mtp: as `init.build_model`; the same values
             give the same weights as build_model, split per `plan.sharding_plan`.
+        checkpoint: a safetensors checkpoint (folder or file); the shard is then allocated empty and
+            each rank reads only its blocks from disk (no random draw).
 
     Returns:
         The model in eval mode with TP applied (see `parallel.apply_tensor_parallel`).
@@ -137,6 +141,14 @@ def build_tp_model(
         config, dtype, include_mtp, router_dtype=router_dtype, lm_head_dtype=lm_head_dtype
     )
     _check_fits(model, comm)
+    if checkpoint is not None:
+        from .checkpoint import allocate_shard_, load_tp_checkpoint
+
+        allocate_shard_(model, comm)
+        _rebuild_buffers(model, comm.device)
+        tp_model = apply_tensor_parallel(model.eval().requires_grad_(False), comm)
+        load_tp_checkpoint(tp_model, checkpoint, comm)
+        return tp_model
     plan = sharding_plan(model)
     qualified = {id(p): n for n, p in model.named_parameters()}
     generator = torch.Generator(device=comm.device)
