@@ -27,7 +27,14 @@ from .acceptance import OracleAcceptance, emitted_tokens, greedy_accepted
 from .draft_context import Draft, DraftContext
 from .kda_verify_layer import VerifyOptions
 from .routing import RoutingProbe
-from .target_verify import allocate_checkpoint, checkpoint_kda, commit_verify, gathered_moe, target_forward_at
+from .target_verify import (
+    MoERunner,
+    allocate_checkpoint,
+    checkpoint_kda,
+    commit_verify,
+    gathered_moe,
+    target_forward_at,
+)
 
 
 @dataclass
@@ -50,6 +57,7 @@ class SpecDecoder:
         no_readback: see the module docstring.
         draft_timing: record CUDA events around the draft (for the draft's share of the step).
         routing_probe: records (and optionally correlates) the verify's expert routing.
+        moe_runner: runs the verify's MoE blocks (KernelMoE on the GPU); None: the eager modules.
     """
 
     def __init__(
@@ -63,10 +71,12 @@ class SpecDecoder:
         no_readback: bool = False,
         draft_timing: bool = False,
         routing_probe: RoutingProbe | None = None,
+        moe_runner: MoERunner | None = None,
     ) -> None:
         self.model, self.cache, self.draft, self.options = model, cache, draft, options
         self.oracle = oracle
         self.routing_probe = routing_probe
+        self.moe_runner = moe_runner
         self.no_readback = no_readback
         self.block = draft.block
         self.device = model.model.word_embeddings.weight.device
@@ -136,7 +146,14 @@ class SpecDecoder:
         probe = self.routing_probe.recording() if self.routing_probe else contextlib.nullcontext()
         with gathered_moe(self.model, rows if self.no_readback else 0), probe, record_function("spec.verify"):
             verify = target_forward_at(
-                self.model, self.cache, token_ids, positions, key_len, self.options, self.draft.capture_layers
+                self.model,
+                self.cache,
+                token_ids,
+                positions,
+                key_len,
+                self.options,
+                self.draft.capture_layers,
+                self.moe_runner,
             )
             targets = self.model.compute_logits(verify.final_hidden).argmax(-1)
         with record_function("spec.accept"):

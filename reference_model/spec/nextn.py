@@ -19,6 +19,7 @@ from ..model import LingForCausalLM
 from ..mtp import MTPLayer
 from .draft_context import DraftContext
 from .mla_at_positions import mla_forward_at
+from .target_verify import MoERunner, run_mlp
 
 
 def mtp_forward_at(
@@ -28,19 +29,21 @@ def mtp_forward_at(
     buffer: torch.Tensor,
     positions: torch.Tensor,
     key_len: int,
+    moe_runner: MoERunner | None = None,
 ) -> torch.Tensor:
     """MTPLayer.forward with its MLA rows written at device positions.
 
     Args:
         final_hidden: [1, T, D] hidden at positions t; next_embeds: [1, T, D] embeddings of tokens t + 1.
         buffer: the MTP layer's latent cache [1, capacity, W]; positions: [1, T]; key_len: host bound.
+        moe_runner: runs the MoE block (KernelMoE on the GPU); None calls the eager module.
 
     Returns:
         [1, T, D] after final_layernorm.
     """
     hidden = mtp.eh_proj(torch.cat((mtp.enorm(next_embeds), mtp.hnorm(final_hidden)), dim=-1))
     hidden = hidden + mla_forward_at(mtp.attention, mtp.input_layernorm(hidden), buffer, positions, key_len)
-    hidden = hidden + mtp.mlp(mtp.post_attention_layernorm(hidden))
+    hidden = hidden + run_mlp(mtp.mlp, mtp.post_attention_layernorm(hidden), moe_runner)
     return mtp.final_layernorm(hidden)
 
 
@@ -51,12 +54,15 @@ class NextNDraft:
         model: the target (must have an MTP layer: config.num_nextn_predict_layers >= 1).
         cache: the target's cache (its MTP latent cache is used).
         block: k, tokens drafted per verify.
+        moe_runner: runs the MTP layer's MoE (KernelMoE on the GPU); None: eager.
     """
 
     kind = "nextn"
     capture_layers: tuple[int, ...] = ()
 
-    def __init__(self, model: LingForCausalLM, cache: ModelCache, block: int) -> None:
+    def __init__(
+        self, model: LingForCausalLM, cache: ModelCache, block: int, moe_runner: MoERunner | None = None
+    ) -> None:
         config = model.config
         if config.num_nextn_predict_layers < 1 or len(model.model.layers) <= config.num_hidden_layers:
             raise ConfigError(
@@ -68,6 +74,7 @@ class NextNDraft:
         self.mtp: MTPLayer = model.model.layers[config.num_hidden_layers]
         self.buffer = cache.mla[config.num_hidden_layers].buffer
         self.block = block
+        self.moe_runner = moe_runner
 
     def key_slack(self) -> int:
         return self.block
@@ -85,6 +92,7 @@ class NextNDraft:
                 self.buffer,
                 context.positions,
                 context.key_len,
+                self.moe_runner,
             )
             # [1, 1, D] the MTP output at the accepted position
             last_hidden = hidden.index_select(1, context.last.view(1))
@@ -95,7 +103,13 @@ class NextNDraft:
             with record_function("spec.draft.nextn_step"):
                 position = position + 1
                 last_hidden = mtp_forward_at(
-                    self.mtp, last_hidden, embed(token), self.buffer, position, context.key_len + step
+                    self.mtp,
+                    last_hidden,
+                    embed(token),
+                    self.buffer,
+                    position,
+                    context.key_len + step,
+                    self.moe_runner,
                 )
                 token = self.model.compute_logits(last_hidden).argmax(-1)
             drafts.append(token)

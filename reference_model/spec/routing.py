@@ -67,7 +67,8 @@ class RoutingProbe:
             if self._current:
                 self.records.append(torch.stack(self._current))
 
-    def _correlate(self, expert_ids: torch.Tensor) -> torch.Tensor:
+    def correlate(self, expert_ids: torch.Tensor) -> torch.Tensor:
+        """[T, k] routed ids -> ids with the overlap knob applied (module docstring); device only."""
         if self.overlap <= 0.0 or expert_ids.shape[0] < 2:
             return expert_ids
         rows = [expert_ids[0]]
@@ -80,9 +81,13 @@ class RoutingProbe:
         if not self.active:
             return None
         expert_ids, weights = output
-        expert_ids = self._correlate(expert_ids)
-        self._current.append(expert_ids)
+        expert_ids = self.correlate(expert_ids)
+        self.record(expert_ids)
         return expert_ids, weights
+
+    def record(self, expert_ids: torch.Tensor) -> None:
+        """Keep one MoE layer's [T, k] ids of the verify being recorded (device tensor, no read)."""
+        self._current.append(expert_ids.clone())
 
     def summary(self) -> dict[str, object]:
         """Distinct experts per verify per MoE layer (mean over verifies), and the realised overlap.

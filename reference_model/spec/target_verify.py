@@ -9,7 +9,7 @@ verify can be enqueued before the host knows the previous step's result (`no_rea
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -44,6 +44,17 @@ class TargetPass:
     kda_records: dict[int, KDAVerifyRecord] = field(default_factory=dict)
 
 
+# (moe module, normed [1, T, D]) -> [1, T, D]
+MoERunner = Callable[[MoE, torch.Tensor], torch.Tensor]
+
+
+def run_mlp(mlp: torch.nn.Module, normed: torch.Tensor, moe_runner: MoERunner | None) -> torch.Tensor:
+    """The layer's FFN: MoE through `moe_runner` when given, everything else eager."""
+    if moe_runner is not None and isinstance(mlp, MoE):
+        return moe_runner(mlp, normed)
+    return mlp(normed)
+
+
 @contextlib.contextmanager
 def gathered_moe(model: LingForCausalLM, rows: int) -> Iterator[None]:
     """Make every MoE gather its experts on device for up to `rows` token x expert pairs.
@@ -70,6 +81,7 @@ def target_forward_at(
     key_len: int,
     options: VerifyOptions,
     capture_layers: Sequence[int] = (),
+    moe_runner: MoERunner | None = None,
 ) -> TargetPass:
     """Main layers over T tokens at device positions; KDA staged or in place per `options`.
 
@@ -78,6 +90,7 @@ def target_forward_at(
         positions: [1, T] int64 on the device, consecutive from the committed length.
         key_len: host upper bound on the last position + 1 (MLA attention window).
         capture_layers: main-layer indices whose output to keep (DSpark context).
+        moe_runner: runs MoE blocks (e.g. KernelMoE on the GPU); None calls the eager module.
 
     Returns:
         TargetPass. With staged_kda the KDA states are untouched; without, they hold the state after
@@ -97,7 +110,7 @@ def target_forward_at(
                 attn, record = kda_verify_layer(layer.attention, normed, cache.kda[layer.index], options)
                 result.kda_records[layer.index] = record
             hidden = hidden + attn
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            hidden = hidden + run_mlp(layer.mlp, layer.post_attention_layernorm(hidden), moe_runner)
         if layer.index in capture_layers:
             result.captured[layer.index] = hidden
     result.final_hidden = model.model.norm(hidden)

@@ -24,6 +24,7 @@ from .kda_verify_layer import VerifyOptions
 from .nextn import NextNDraft
 from .routing import RoutingProbe
 from .self_draft import SelfDraft
+from .verify_moe import KernelMoE
 
 SPEC_KINDS = ("dspark", "nextn", "self")
 SPEC_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback", "pdl")
@@ -43,6 +44,8 @@ class SpecWorkload:
         dtype: override the preset's dtype (tests use float64).
         model: reuse an already built target of this config (benchmarks share weights with the
             non-speculative fast workload); None builds one from `seed`.
+        kernel_moe: run verify/draft MoE blocks on the Triton MoE kernels (verify_moe.py); None:
+            on CUDA yes, on the CPU no (the eager module).
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class SpecWorkload:
         draft_weights: str | None = None,
         dtype: torch.dtype | None = None,
         model: LingForCausalLM | None = None,
+        kernel_moe: bool | None = None,
     ) -> None:
         if spec not in SPEC_KINDS:
             raise ConfigError(f"--spec must be one of {', '.join(SPEC_KINDS)}; got {spec!r}")
@@ -80,8 +84,11 @@ class SpecWorkload:
         generator = torch.Generator().manual_seed(seed)
         # [1, prompt_len]
         self.prompt_ids = torch.randint(0, config.vocab_size, (1, prompt_len), generator=generator).to(device)
+        self.probe = RoutingProbe(self.model, routing_overlap)
+        if kernel_moe is None:
+            kernel_moe = str(device).startswith("cuda")
+        self.moe_runner = KernelMoE(self.model, probe=self.probe) if kernel_moe else None
         self.draft = self._make_draft(capacity, seed, draft_weights)
-        self.probe = RoutingProbe(self.model, routing_overlap) if config.num_experts else None
         self.enabled: frozenset[str] = frozenset()
         self.decoder: SpecDecoder | None = None
         self.prepare(frozenset())
@@ -90,7 +97,7 @@ class SpecWorkload:
         if draft_weights is not None and self.spec != "dspark":
             raise ConfigError("--draft-weights applies to --spec dspark only")
         if self.spec == "nextn":
-            return NextNDraft(self.model, self.cache, self.block)
+            return NextNDraft(self.model, self.cache, self.block, self.moe_runner)
         if self.spec == "self":
             return SelfDraft(self.model, self.cache, self.block)
         draft = DSparkDraft(self.model, self.block, capacity, seed=seed)
@@ -120,8 +127,9 @@ class SpecWorkload:
         if self.accept_len_target is not None:
             # Seeded and restarted at every reset: each switch setting sees the same accepted lengths.
             oracle = OracleAcceptance(self.accept_len_target, self.block, self.device, seed=self.seed)
-        if self.probe is not None:
-            self.probe.records.clear()
+        self.probe.records.clear()
+        if self.moe_runner is not None:
+            self.moe_runner.use_pdl = switches.pdl
         self.decoder = SpecDecoder(
             self.model,
             self.cache,
@@ -131,6 +139,7 @@ class SpecWorkload:
             no_readback=switches.no_readback,
             draft_timing=True,
             routing_probe=self.probe,
+            moe_runner=self.moe_runner,
         )
         self.enabled = switches.enabled()
         self.decoder.reset(self.prompt_ids)
@@ -158,7 +167,7 @@ class SpecWorkload:
             },
             "accept_len": sum(lengths) / len(lengths) if lengths else None,
             "verifies": len(lengths),
-            "experts": self.probe.summary() if self.probe is not None else None,
+            "experts": self.probe.summary(),
         }
 
     def bytes_per_token(self, enabled: frozenset[str]) -> int:

@@ -115,3 +115,26 @@ def test_spec_workload_rejects_bad_settings() -> None:
 
     with pytest.raises(ConfigError, match="MTP"):
         SpecWorkload(get_preset("debug").with_(num_nextn_predict_layers=0), "cpu", spec="nextn")
+
+
+def test_kernel_moe_matches_the_eager_moe() -> None:
+    """The verify's MoE on the Triton MoE kernels equals the eager module on a 5-token window."""
+    from bubblescope.kernels.kda_verify import triton_usable
+    from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.init import build_model
+    from bubblescope.reference_model.moe import MoE
+    from bubblescope.reference_model.spec.routing import RoutingProbe
+    from bubblescope.reference_model.spec.verify_moe import KernelMoE
+
+    if not triton_usable(torch.device("cpu")):
+        pytest.skip("needs TRITON_INTERPRET=1 (set by tests/spec/conftest.py without CUDA)")
+    model = build_model(get_preset("debug"), "cpu", seed=0)
+    moe = next(layer.mlp for layer in model.main_layers if isinstance(layer.mlp, MoE))
+    normed = torch.randn(1, 5, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    want = moe(normed)
+    probe = RoutingProbe(model)
+    with probe.recording():
+        got = KernelMoE(model, probe=probe)(moe, normed)
+    assert max_abs_diff(got, want) < 1e-5
+    ids, _ = moe.gate(normed[0])
+    assert torch.equal(probe.records[0][0].sort(-1).values, ids.sort(-1).values)
