@@ -176,7 +176,8 @@ def _bucket_events(events: list[Any], path: Path, offset: int = 0) -> dict[str, 
         raise TraceError(f"{path}: event #{offset + bad} is a {what}, not an object") from None
     codes, uniques = pd.factorize(pd.Series(cats, dtype=object), use_na_sentinel=True)
     complete = np.asarray(phases, dtype=object) == "X"
-    buckets: dict[str, list[dict[str, Any]]] = {k: [] for k in set(_BUCKET_OF_CATEGORY.values())}
+    # dict.fromkeys keeps first-seen order: the same bucket order on every run (a set would not).
+    buckets: dict[str, list[dict[str, Any]]] = {k: [] for k in dict.fromkeys(_BUCKET_OF_CATEGORY.values())}
     for code, cat in enumerate(uniques):
         name = _BUCKET_OF_CATEGORY.get(cat) if isinstance(cat, str) else None
         if name is None:
@@ -192,7 +193,7 @@ def _base_us(buckets: dict[str, list[dict[str, Any]]], path: Path) -> int:
             ts = bucket[0].get("ts")
             if isinstance(ts, (int, float)):
                 return int(ts)
-            raise TraceError(f"{path}: event {bucket[0].get('name')!r} has no numeric 'ts'")
+            raise TraceError(f"{path}: {_describe_bad_time(bucket)}")
     return 0
 
 
