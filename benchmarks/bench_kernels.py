@@ -259,17 +259,20 @@ def case_moe(
     )
 
 
-def case_lm_head(w_dtype: torch.dtype) -> dict:
+def case_lm_head(w_dtype: torch.dtype, config: GemvConfig | None = None, programs: int | None = None) -> dict:
     weight = (torch.randn(157184, 2560, device="cuda") / 2560**0.5).to(w_dtype)
     x = torch.randn(1, 2560, device="cuda", dtype=BF16)
     tokens = torch.empty(1, dtype=torch.int64, device="cuda")
     want = F.linear(x.to(w_dtype).float(), weight.float()).argmax(dim=-1)
-    got = lm_head_greedy(x, weight)
+    got = lm_head_greedy(x, weight, config=config, programs=programs)
     return dict(
         bytes=weight.numel() * weight.element_size(),
         ok=bool(torch.equal(got, want)),
         err=0.0,
-        calls=lambda pdl: [lambda: lm_head_greedy(x, weight, use_pdl=pdl, tokens=tokens)] * 2,
+        calls=lambda pdl: (
+            [lambda: lm_head_greedy(x, weight, use_pdl=pdl, tokens=tokens, config=config, programs=programs)]
+            * 2
+        ),
         baseline=[lambda: F.linear(x.to(w_dtype), weight).argmax(dim=-1)] * 2,
     )
 

@@ -34,23 +34,46 @@ def load_w13_tiles(p_w13_e, o_i, m_i, d_start, D, INTER, BLOCK_D: tl.constexpr):
 
 
 @triton.jit
-def swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, limit, BLOCK_D: tl.constexpr):
+def swiglu_rows(
+    p_x_row,
+    p_w13_e,
+    b_gate,
+    b_up,
+    o_i,
+    m_i,
+    D,
+    INTER,
+    limit,
+    BLOCK_D: tl.constexpr,
+    ACC_2D: tl.constexpr = False,
+):
     """h[o_i] = act(gate . x) * up . x for one expert and one token, starting from the first tiles
     already loaded (so PDL can fetch them early). act = SiLU, clamped when limit > 0:
-    min(SiLU(g), L) * clamp(u, -L, L). Returns `[BLOCK_I]` fp32, 0 outside m_i."""
-    # Elementwise fp32 accumulation, reduced over D once at the end: a per-tile reduction puts
-    # shuffles and a barrier in every iteration and stalls the weight stream (as in gemv ACC_2D).
-    b_acc_gate = tl.zeros(b_gate.shape, dtype=tl.float32)
-    b_acc_up = tl.zeros(b_gate.shape, dtype=tl.float32)
-    for d_start in range(0, D, BLOCK_D):
-        b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
-        o_d = d_start + tl.arange(0, BLOCK_D)
-        b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
-        b_acc_gate += b_gate.to(tl.float32) * b_x[None, :]
-        b_acc_up += b_up.to(tl.float32) * b_x[None, :]
-        b_gate, b_up = b_gate_next, b_up_next
-    b_acc_gate = tl.sum(b_acc_gate, axis=1)
-    b_acc_up = tl.sum(b_acc_up, axis=1)
+    min(SiLU(g), L) * clamp(u, -L, L). Returns `[BLOCK_I]` fp32, 0 outside m_i.
+    ACC_2D accumulates elementwise and reduces over D once at the end (no per-tile shuffles and
+    barrier), at the price of two [BLOCK_I, BLOCK_D] fp32 accumulators in registers."""
+    if ACC_2D:
+        b_acc_gate2 = tl.zeros(b_gate.shape, dtype=tl.float32)
+        b_acc_up2 = tl.zeros(b_gate.shape, dtype=tl.float32)
+        for d_start in range(0, D, BLOCK_D):
+            b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
+            o_d = d_start + tl.arange(0, BLOCK_D)
+            b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
+            b_acc_gate2 += b_gate.to(tl.float32) * b_x[None, :]
+            b_acc_up2 += b_up.to(tl.float32) * b_x[None, :]
+            b_gate, b_up = b_gate_next, b_up_next
+        b_acc_gate = tl.sum(b_acc_gate2, axis=1)
+        b_acc_up = tl.sum(b_acc_up2, axis=1)
+    else:
+        b_acc_gate = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
+        b_acc_up = tl.zeros((b_gate.shape[0],), dtype=tl.float32)
+        for d_start in range(0, D, BLOCK_D):
+            b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
+            o_d = d_start + tl.arange(0, BLOCK_D)
+            b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
+            b_acc_gate += tl.sum(b_gate.to(tl.float32) * b_x[None, :], axis=1)
+            b_acc_up += tl.sum(b_up.to(tl.float32) * b_x[None, :], axis=1)
+            b_gate, b_up = b_gate_next, b_up_next
     b_act = b_acc_gate * tl.sigmoid(b_acc_gate)
     b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
     b_acc_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_acc_up, -limit), limit), b_acc_up)

@@ -129,6 +129,7 @@ def fused_experts_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_DOUT: tl.constexpr,
     USE_PDL: tl.constexpr,
+    ACC_2D: tl.constexpr = False,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
     the down projection, scaled by the routing weight, atomically added into y[m] (fp32)."""
@@ -156,7 +157,9 @@ def fused_experts_kernel(
     b_up = tl.where(is_shared, b_up_pre, b_up)
     slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
     b_h = (
-        swiglu_rows(p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D)
+        swiglu_rows(
+            p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D, ACC_2D
+        )
         * gain
     )
     p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]

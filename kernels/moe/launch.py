@@ -159,6 +159,7 @@ def launch_fused_moe(
         BLOCK_D=cfg.block_d,
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,
+        ACC_2D=cfg.acc_2d,
         num_warps=cfg.num_warps,
         **launch_options(pdl),
     )

@@ -84,3 +84,5 @@ class FusedMoEConfig:
     block_dout: int = 64
     router_block_n: int = 4
     num_warps: int = 4
+    # Gate/up: elementwise accumulation reduced once (see swiglu_rows) instead of per tile.
+    acc_2d: bool = False
