@@ -323,6 +323,10 @@ def run_tp_from_cli(
         raise ConfigError("--tp runs the reference Ling workload; --workload cannot be combined with it")
     if world_size < 1:
         raise ConfigError(f"--tp must be >= 1, got {world_size}")
+    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
+
+    if out is None and launched_by_torchrun():
+        raise ConfigError("under torchrun pass --out, so every rank writes into the same folder")
     chosen = preset or choose_tp_preset(world_size)
     if out is None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -109,7 +109,8 @@ def shard_of(full: torch.Tensor, dim: int, rank: int, world_size: int) -> torch.
     if size % world_size:
         raise ShardingError(f"cannot split a dimension of {size} over {world_size} ranks")
     block = size // world_size
-    return full.narrow(dim, rank * block, block).contiguous().clone()
+    # One copy, contiguous, sharing nothing with `full` (which the caller drops).
+    return full.narrow(dim, rank * block, block).clone(memory_format=torch.contiguous_format)
 
 
 def shard_bytes(model: nn.Module, world_size: int) -> int:

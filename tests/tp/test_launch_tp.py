@@ -78,3 +78,11 @@ def test_failing_rank_becomes_one_line_error(tmp_path):
     )
     with pytest.raises(BubblescopeError, match="rank 0: switch fast_allreduce needs a CUDA device"):
         launch_tp.spawn_ranks(request)
+
+
+def test_torchrun_rank_needs_an_explicit_out_folder(monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    result = CliRunner().invoke(app, ["run", "--tp", "2", *FAST])
+    assert isinstance(result.exception, BubblescopeError), result.output
+    assert "under torchrun pass --out" in str(result.exception)
