@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -197,13 +197,47 @@ def _base_us(buckets: dict[str, list[dict[str, Any]]], path: Path) -> int:
     return 0
 
 
-def _times_ns(bucket: list[dict[str, Any]], base_us: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
+class _Fields(NamedTuple):
+    """The fields every table reads, one tuple per field over a bucket's events."""
+
+    ts: tuple
+    dur: tuple
+    name: tuple
+    tid: tuple
+    cat: tuple
+    args: tuple
+    pid: tuple
+
+
+def _fields(bucket: list[dict[str, Any]], path: Path) -> _Fields:
+    # One comprehension plus a C-level transpose beats one comprehension per field.
+    try:
+        rows = [
+            (
+                e["ts"],
+                e["dur"],
+                e.get("name"),
+                e.get("tid"),
+                e.get("cat"),
+                e.get("args") or _EMPTY,
+                e.get("pid"),
+            )
+            for e in bucket
+        ]
+    except KeyError:
+        raise TraceError(f"{path}: {_describe_bad_time(bucket)}") from None
+    return _Fields(*zip(*rows, strict=True)) if rows else _Fields(*([()] * 7))
+
+
+def _times_ns(
+    fields: _Fields, bucket: list[dict[str, Any]], base_us: int, path: Path
+) -> tuple[np.ndarray, np.ndarray]:
     """Start and end in absolute integer ns. Subtracting an integer base first keeps the float
     product exact to the ns that the µs float carries (Kineto writes ns fractions: 123.456)."""
     try:
-        ts_us = np.asarray([e["ts"] for e in bucket], dtype=np.float64)
-        dur_us = np.asarray([e["dur"] for e in bucket], dtype=np.float64)
-    except (KeyError, TypeError, ValueError):
+        ts_us = np.asarray(fields.ts, dtype=np.float64)
+        dur_us = np.asarray(fields.dur, dtype=np.float64)
+    except (TypeError, ValueError):
         raise TraceError(f"{path}: {_describe_bad_time(bucket)}") from None
     start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
     dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
@@ -225,14 +259,14 @@ def _describe_bad_time(bucket: list[dict[str, Any]]) -> str:
     return "an event has an unreadable time"
 
 
-def _interned(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
     """Factorize a column once: (codes [n] int, unique values); None gets code -1."""
     codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
     return codes, list(uniques)
 
 
-def _names(bucket: list[dict[str, Any]], path: Path) -> pd.Categorical:
-    codes, uniques = _interned([e.get("name") for e in bucket])
+def _names(fields: _Fields, bucket: list[dict[str, Any]], path: Path) -> pd.Categorical:
+    codes, uniques = _interned(fields.name)
     if len(codes) and codes.min() < 0:
         raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} lacks 'name'")
     return _categorical(codes, [u if isinstance(u, str) else str(u) for u in uniques])
@@ -245,10 +279,6 @@ def _categorical(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
         remap = np.asarray([merged.index(label) for label in labels], dtype=np.int64)
         codes = remap[codes]
     return pd.Categorical.from_codes(codes, categories=merged)
-
-
-def _args(bucket: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
-    return [e.get("args") or _EMPTY for e in bucket]
 
 
 def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) -> np.ndarray:
@@ -265,29 +295,30 @@ def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) 
         raise TraceError(f"{path}: args.{key!r} holds a non-integer value") from None
 
 
-def _tids(bucket: list[dict[str, Any]]) -> pd.Categorical:
-    codes, uniques = _interned([e.get("tid") for e in bucket])
+def _tids(fields: _Fields) -> pd.Categorical:
+    codes, uniques = _interned(fields.tid)
     if len(codes) and codes.min() < 0:
         codes = np.where(codes < 0, len(uniques), codes)
         uniques.append(None)
     return _categorical(codes, [str(u) for u in uniques])
 
 
-def _flag_by_category(bucket: list[dict[str, Any]], marker: str) -> np.ndarray:
+def _flag_by_category(fields: _Fields, marker: str) -> np.ndarray:
     """[n] bool: the event's category name contains `marker` (decided once per distinct category)."""
-    codes, uniques = _interned([e.get("cat") for e in bucket])
+    codes, uniques = _interned(fields.cat)
     flags = np.asarray([marker in str(u) for u in uniques] + [False], dtype=bool)
     return flags[codes]
 
 
 def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    is_annotation = _flag_by_category(bucket, "nnotation").astype(np.int8)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    is_annotation = _flag_by_category(fields, "nnotation").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(bucket, path),
+            "name": _names(fields, bucket, path),
             "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
-            "tid": _tids(bucket),
+            "tid": _tids(fields),
             "start_ns": start_ns,
             "end_ns": end_ns,
         }
@@ -295,12 +326,13 @@ def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.Dat
 
 
 def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    args = _args(bucket, path)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    args = fields.args
     return pd.DataFrame(
         {
-            "name": _names(bucket, path),
-            "tid": _tids(bucket),
+            "name": _names(fields, bucket, path),
+            "tid": _tids(fields),
             "start_ns": start_ns,
             "end_ns": end_ns,
             "py_id": _int_column(args, "Python id", -1, path),
@@ -310,14 +342,15 @@ def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.
 
 
 def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    args = _args(bucket, path)
-    is_driver = _flag_by_category(bucket, "river").astype(np.int8)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    args = fields.args
+    is_driver = _flag_by_category(fields, "river").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(bucket, path),
+            "name": _names(fields, bucket, path),
             "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
-            "tid": _tids(bucket),
+            "tid": _tids(fields),
             "start_ns": start_ns,
             "end_ns": end_ns,
             "correlation": _int_column(args, "correlation", -1, path),
@@ -325,14 +358,10 @@ def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd
     )
 
 
-def _device_stream(
-    bucket: list[dict[str, Any]],
-    args: list[dict[str, Any]],
-    path: Path,
-) -> tuple[np.ndarray, np.ndarray]:
+def _device_stream(fields: _Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        devices = [a.get("device", e.get("pid")) for a, e in zip(args, bucket, strict=True)]
-        streams = [a.get("stream", e.get("tid")) for a, e in zip(args, bucket, strict=True)]
+        devices = [a.get("device", pid) for a, pid in zip(fields.args, fields.pid, strict=True)]
+        streams = [a.get("stream", tid) for a, tid in zip(fields.args, fields.tid, strict=True)]
     except AttributeError:
         raise TraceError(f"{path}: a GPU event has non-object 'args'") from None
     try:
@@ -345,12 +374,13 @@ def _device_stream(
 
 
 def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    args = _args(bucket, path)
-    device, stream = _device_stream(bucket, args, path)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    args = fields.args
+    device, stream = _device_stream(fields, path)
     return pd.DataFrame(
         {
-            "name": pd.Series(_names(bucket, path), dtype=object),
+            "name": pd.Series(_names(fields, bucket, path), dtype=object),
             "kind": kind,
             "device": device,
             "stream": stream,
@@ -363,14 +393,15 @@ def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path
 
 
 def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    args = _args(bucket, path)
-    device, stream = _device_stream(bucket, args, path)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    args = fields.args
+    device, stream = _device_stream(fields, path)
     virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
     stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
     return pd.DataFrame(
         {
-            "name": _names(bucket, path),
+            "name": _names(fields, bucket, path),
             "device": device,
             "stream": stream,
             "start_ns": start_ns,
@@ -381,12 +412,12 @@ def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.D
 
 
 def _gpu_annotation_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    start_ns, end_ns = _times_ns(bucket, base_us, path)
-    args = _args(bucket, path)
-    device, stream = _device_stream(bucket, args, path)
+    fields = _fields(bucket, path)
+    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+    device, stream = _device_stream(fields, path)
     return pd.DataFrame(
         {
-            "name": _names(bucket, path),
+            "name": _names(fields, bucket, path),
             "device": device,
             "stream": stream,
             "start_ns": start_ns,
