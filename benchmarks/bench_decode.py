@@ -129,9 +129,9 @@ def profile_step(workload: Any, steps: int, top: int) -> dict[str, Any]:
         name = str(event.get("name", "?"))[:80]
         counts[name] += 1
         busy_us[name] += float(event.get("dur", 0.0))
-    syncs = sum(
-        1 for e in events if e.get("cat") == "cuda_runtime" and "Synchronize" in str(e.get("name", ""))
-    )
+    # Blocking reads of the loop (the window's closing cudaDeviceSynchronize is not one of them).
+    blocking = ("cudaStreamSynchronize", "cudaEventSynchronize")
+    syncs = sum(1 for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in blocking)
     result = {
         "kernels_per_step": len(kernels) / steps,
         "gpu_busy_ms_per_step": sum(busy_us.values()) / steps / 1e3,
@@ -264,9 +264,14 @@ def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
+    """vs_off, and where TPOT goes: kernel time over the floor vs device idle (launch gaps, host)."""
     off = next((row for row in rows if row["key"] == "off"), None)
     for row in rows:
         row["vs_off"] = row["tpot_ms"] / off["tpot_ms"] if off else None
+        busy_ms = row.get("gpu_busy_ms_per_step")
+        if busy_ms:
+            row["kernels_over_floor_ms"] = busy_ms - row["floor_ms"]
+            row["idle_ms_per_step"] = max(0.0, row["tpot_ms"] - busy_ms)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -278,9 +283,12 @@ def markdown(report: dict[str, Any]) -> str:
         f"Command: `{report['command']}`. Copy bandwidth {report['bandwidth_gbps']:.0f} GB/s (measured).",
         "TPOT = median of per-repeat medians (CUDA events); floor = accounting bytes/token / copy bandwidth.",
         "",
+        "Gap to the floor = (GPU busy - floor: kernels below the copy ceiling) + (TPOT - busy: device idle,"
+        " i.e. launch gaps and host time).",
+        "",
         "| preset | config | TPOT ms | vs off | floor ms | TPOT / floor | kernels/step | GPU busy ms/step "
-        "| host ms/step | tokens = off |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| idle ms/step | host ms/step | syncs/step | tokens = off |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for preset in report["presets"]:
         for row in preset["rows"]:
@@ -292,10 +300,11 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {preset['preset']} | {row['key']} | {row['tpot_ms']:.3f} | {ratio} | "
                 f"{row['floor_ms']:.3f} | {row['tpot_over_floor']:.2f} | "
                 f"{row.get('kernels_per_step', 0):.0f} | {row.get('gpu_busy_ms_per_step', 0):.3f} | "
-                f"{row['host_step_ms']:.3f} | {match} |"
+                f"{row.get('idle_ms_per_step', 0):.3f} | {row['host_step_ms']:.3f} | "
+                f"{row.get('sync_calls_per_step', 0):.1f} | {match} |"
             )
         for error in preset["errors"]:
-            lines.append(f"| {preset['preset']} | {error['key']} | {error['error'][:80]} | | | | | | | |")
+            lines.append(f"| {preset['preset']} | {error['key']} | {error['error'][:80]} |" + " |" * 9)
     for preset in report["presets"]:
         for row in preset["rows"]:
             if row.get("top_kernels"):
