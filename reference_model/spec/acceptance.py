@@ -12,7 +12,7 @@ included), so the mean emitted per verify m lies in [1, B + 1]. We draw a from a
 whose ratio r > 0 is solved by bisection on log r so that E[a] = m - 1 (E[a] is increasing in r:
 r < 1 favours early rejection like a real draft, r = 1 is uniform, r > 1 piles mass on full
 acceptance, which high targets such as 9.95 of 10 need). m = 1 and m = B + 1 are the point masses
-a = 0 and a = B. Each draw is one `torch.rand` on the device and a `searchsorted` in the CDF.
+a = 0 and a = B. Each draw reads a pre-drawn uniform on the device and does a `searchsorted` in the CDF.
 """
 
 from __future__ import annotations
@@ -70,37 +70,36 @@ def oracle_probabilities(mean_emitted: float, block: int) -> list[float]:
 class OracleAcceptance:
     """Draws the accepted draft count on the device from the truncated geometric above.
 
+    The uniforms are drawn once (seeded, on the host) into a device ring of DRAWS entries and read
+    through a device counter, so a draw is graph-capturable, costs no generator state, and
+    `restart()` replays the same sequence (every switch setting of a benchmark sees the same
+    accepted lengths).
+
     Args:
         mean_emitted: target mean tokens emitted per verify (accepted drafts + bonus), e.g. 9.95.
         block: drafted tokens per verify (B).
-        device: where the CDF lives and draws happen.
-        seed: seeds a private device generator, restarted by `restart()` so every run of a
-            benchmark sees the same sequence of accepted lengths; None draws from the device's
-            default generator (the one CUDA graph capture tracks).
+        device: where the CDF, the uniforms and the counter live.
+        seed: seed of the uniforms.
     """
 
-    def __init__(
-        self,
-        mean_emitted: float,
-        block: int,
-        device: torch.device | str,
-        seed: int | None = None,
-    ) -> None:
+    DRAWS = 8192
+
+    def __init__(self, mean_emitted: float, block: int, device: torch.device | str, seed: int = 0) -> None:
         self.mean_emitted = float(mean_emitted)
         self.block = block
         self.probabilities = oracle_probabilities(mean_emitted, block)
         cumulative = torch.tensor(self.probabilities, dtype=torch.float64).cumsum(0)
-        # [B + 1] fp32 CDF; the last entry forced to 1 so a draw never falls past it.
+        # [B + 1] CDF; the last entry forced to 1 so a draw never falls past it.
         cumulative[-1] = 1.0
-        self.cdf = cumulative.to(device=device, dtype=torch.float32)
-        self.seed = seed
-        self.generator = None if seed is None else torch.Generator(device=device)
-        self.restart()
+        self.cdf = cumulative.to(device=device, dtype=torch.float64)
+        generator = torch.Generator().manual_seed(seed)
+        # [DRAWS] uniforms in [0, 1)
+        self.uniforms = torch.rand(self.DRAWS, generator=generator, dtype=torch.float64).to(device)
+        self.counter = torch.zeros((), dtype=torch.long, device=device)
 
     def restart(self) -> None:
-        """Start the draw sequence over (no-op without a seed)."""
-        if self.generator is not None:
-            self.generator.manual_seed(self.seed)
+        """Start the draw sequence over."""
+        self.counter.zero_()
 
     def expected_emitted(self) -> float:
         """The exact mean of a + 1 under the solved distribution (equals mean_emitted up to bisection)."""
@@ -108,9 +107,9 @@ class OracleAcceptance:
 
     def __call__(self, drafted: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """drafted [1, B], targets [1, B + 1] (ignored) -> accepted drafts a, 0-d int64 on the device."""
-        draw = torch.rand(1, device=self.cdf.device, generator=self.generator)
-        accepted = torch.searchsorted(self.cdf, draw, right=True).clamp_max(self.block)
-        return accepted[0]
+        draw = self.uniforms.index_select(0, (self.counter % self.DRAWS).view(1))
+        self.counter += 1
+        return torch.searchsorted(self.cdf, draw, right=True).clamp_max(self.block)[0]
 
 
 def greedy_accepted(drafted: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from ..cache import ModelCache
 from ..model import LingForCausalLM
 from .acceptance import OracleAcceptance, emitted_tokens, greedy_accepted
 from .draft_context import Draft, DraftContext
+from .graphs import SpecGraphs
 from .kda_verify_layer import VerifyOptions
 from .routing import RoutingProbe
 from .target_verify import (
@@ -58,6 +59,8 @@ class SpecDecoder:
         draft_timing: record CUDA events around the draft (for the draft's share of the step).
         routing_probe: records (and optionally correlates) the verify's expert routing.
         moe_runner: runs the verify's MoE blocks (KernelMoE on the GPU); None: the eager modules.
+        use_graphs: capture verify+commit and the draft as two CUDA graphs (graphs.py); needs CUDA
+            and a moe_runner (the eager MoE reads the host).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class SpecDecoder:
         draft_timing: bool = False,
         routing_probe: RoutingProbe | None = None,
         moe_runner: MoERunner | None = None,
+        use_graphs: bool = False,
     ) -> None:
         self.model, self.cache, self.draft, self.options = model, cache, draft, options
         self.oracle = oracle
@@ -86,6 +90,10 @@ class SpecDecoder:
         self.tokens: list[int] = []
         self.accept_lengths: list[int] = []
         self._pending: deque[_Pending] = deque()
+        self._position = torch.zeros(1, dtype=torch.long, device=self.device)
+        self._anchor = torch.zeros(1, dtype=torch.long, device=self.device)
+        self._drafted = torch.zeros(1, self.block, dtype=torch.long, device=self.device)
+        self.graphs = SpecGraphs(self) if use_graphs else None
 
     @property
     def capacity(self) -> int:
@@ -105,7 +113,8 @@ class SpecDecoder:
         anchor = self.model.compute_logits(hidden.final[:, -1:]).argmax(-1).view(1)
         self.tokens.append(int(anchor.item()))
         self._length_known = prompt_len
-        self._position = torch.full((1,), prompt_len, dtype=torch.long, device=self.device)
+        # Static device buffers (CUDA graphs capture their addresses): updated in place, never replaced.
+        self._position.fill_(prompt_len)
         context = DraftContext(
             final_hidden=hidden.final,
             positions=torch.arange(prompt_len, device=self.device).view(1, -1),
@@ -114,15 +123,22 @@ class SpecDecoder:
             key_len=prompt_len,
             captured=hidden.captured,
         )
-        self._anchor = anchor
-        self._drafted = self.draft.propose(context)
+        self._anchor.copy_(anchor)
+        self._drafted.copy_(self.draft.propose(context))
         if self.no_readback:
             self._pending.append(self._enqueue_verify(self._key_len()))
 
     def _key_len(self) -> int:
-        """Host bound on the verify window's last position + 1 (exact without no_readback)."""
+        """Host bound on the verify window's last position + 1 (exact without no_readback); with
+        graphs a fixed window (the whole usable cache), so every replay has the same shapes."""
         window = self.block + 1
         bound = self._length_known + window * (len(self._pending) + 1)
+        if self.graphs is not None:
+            bound, fixed = self.capacity - self.draft.key_slack(), bound
+            if fixed > bound:
+                raise ConfigError(
+                    f"speculative cache full ({self.capacity} positions); reset() or raise max_steps"
+                )
         if bound + self.draft.key_slack() > self.capacity:
             raise ConfigError(
                 f"speculative cache full ({self.capacity} positions); reset() or raise max_steps"
@@ -131,20 +147,39 @@ class SpecDecoder:
 
     def _enqueue_verify(self, key_len: int) -> _Pending:
         """Verify the drafted block, accept, commit, draft the next block; all on the device."""
+        if self.graphs is not None:
+            return self.graphs.step(self)
         window = self.block + 1
-        token_ids = torch.cat([self._anchor, self._drafted[0]]).view(1, window)
         if self.no_readback:
             positions = (self._position + torch.arange(window, device=self.device)).view(1, window)
         else:
-            # Stock metadata path: positions built on the host from its counter and copied over.
-            positions = (
-                torch.arange(self._length_known, self._length_known + window).view(1, window).to(self.device)
-            )
+            positions = self._host_positions(window)
+        emitted, accepted, context = self.verify_body(positions, key_len)
+        self._drafted.copy_(self._timed_draft(context))
+        return self._to_host(emitted, accepted)
+
+    def _host_positions(self, window: int) -> torch.Tensor:
+        """Stock metadata path: positions built on the host from its counter and copied over."""
+        host = torch.arange(self._length_known, self._length_known + window).view(1, window)
+        return host.to(self.device)
+
+    def verify_body(
+        self, positions: torch.Tensor, key_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor, DraftContext]:
+        """Checkpoint (staged off), verify, accept, commit, advance the device position, set the
+        next anchor. No host read; graph-capturable when the MoE runs on kernels.
+
+        Returns:
+            emitted [B + 1] (-1 padded), accepted (0-d), and the context the draft reads.
+        """
+        window = self.block + 1
+        token_ids = torch.cat([self._anchor, self._drafted[0]]).view(1, window)
         if self.checkpoint is not None:
             checkpoint_kda(self.cache, self.checkpoint)
         rows = window * self.model.config.num_experts_per_tok
         probe = self.routing_probe.recording() if self.routing_probe else contextlib.nullcontext()
-        with gathered_moe(self.model, rows if self.no_readback else 0), probe, record_function("spec.verify"):
+        gather = rows if self.no_readback and self.moe_runner is None else 0
+        with gathered_moe(self.model, gather), probe, record_function("spec.verify"):
             verify = target_forward_at(
                 self.model,
                 self.cache,
@@ -163,9 +198,8 @@ class SpecDecoder:
         commit_verify(self.model, self.cache, verify, accepted, self.options, self.checkpoint)
         self._position += accepted + 1
         context = DraftContext(verify.final_hidden, positions, emitted, accepted, key_len, verify.captured)
-        self._anchor = context.anchor()
-        self._drafted = self._timed_draft(context)
-        return self._to_host(emitted, accepted)
+        self._anchor.copy_(context.anchor())
+        return emitted, accepted, context
 
     def _timed_draft(self, context: DraftContext) -> torch.Tensor:
         if not self.draft_timing:

@@ -46,6 +46,8 @@ class SpecWorkload:
             non-speculative fast workload); None builds one from `seed`.
         kernel_moe: run verify/draft MoE blocks on the Triton MoE kernels (verify_moe.py); None:
             on CUDA yes, on the CPU no (the eager module).
+        graphs: capture the step as CUDA graphs (graphs.py); None: whenever the MoE runs on kernels
+            on CUDA.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class SpecWorkload:
         dtype: torch.dtype | None = None,
         model: LingForCausalLM | None = None,
         kernel_moe: bool | None = None,
+        graphs: bool | None = None,
     ) -> None:
         if spec not in SPEC_KINDS:
             raise ConfigError(f"--spec must be one of {', '.join(SPEC_KINDS)}; got {spec!r}")
@@ -88,6 +91,9 @@ class SpecWorkload:
         if kernel_moe is None:
             kernel_moe = str(device).startswith("cuda")
         self.moe_runner = KernelMoE(self.model, probe=self.probe) if kernel_moe else None
+        if graphs is None:
+            graphs = self.moe_runner is not None and str(device).startswith("cuda")
+        self.use_graphs = graphs
         self.draft = self._make_draft(capacity, seed, draft_weights)
         self.enabled: frozenset[str] = frozenset()
         self.decoder: SpecDecoder | None = None
@@ -140,6 +146,7 @@ class SpecWorkload:
             draft_timing=True,
             routing_probe=self.probe,
             moe_runner=self.moe_runner,
+            use_graphs=self.use_graphs,
         )
         self.enabled = switches.enabled()
         self.decoder.reset(self.prompt_ids)

@@ -1,0 +1,108 @@
+"""CUDA graphs of the speculative step: [verify + accept + commit] and [draft], replayed back to back.
+
+Two graphs (the draft's cost is measured between them with CUDA events): graph 1 reads the static
+anchor / drafted / position buffers, writes the KDA and MLA caches and leaves the emitted tokens,
+the accepted count and the draft context in static graph-pool tensors; graph 2 reads that context
+and writes the next drafted block. The MLA attention window is the whole usable cache (a fixed
+shape). Without no_readback the host still owns the positions: it copies them into the static
+positions buffer before each replay (the stock metadata path) and reads the result after it.
+
+The first WARMUP_STEPS steps after construction run eagerly on a side stream (they are real steps:
+they compile every Triton kernel and settle the allocator), then both graphs are captured; capture
+records kernels without running them, so no state changes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from bubblescope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .decoder import SpecDecoder, _Pending
+
+WARMUP_STEPS = 2
+
+
+class SpecGraphs:
+    """The captured step of one SpecDecoder (one per switch setting).
+
+    Args:
+        decoder: must be on CUDA and run its MoE on kernels (the eager MoE reads the host).
+    """
+
+    def __init__(self, decoder: SpecDecoder) -> None:
+        if decoder.device.type != "cuda":
+            raise ConfigError("CUDA graphs of the speculative step need a CUDA device")
+        if decoder.moe_runner is None:
+            raise ConfigError(
+                "CUDA graphs of the speculative step need the kernel MoE (verify_moe.KernelMoE)"
+            )
+        window = decoder.block + 1
+        self.window = window
+        # [1, T] static positions of the verify window
+        self.positions = torch.zeros(1, window, dtype=torch.long, device=decoder.device)
+        self.offsets = torch.arange(window, device=decoder.device).view(1, window)
+        self.verify_graph: torch.cuda.CUDAGraph | None = None
+        self.draft_graph: torch.cuda.CUDAGraph | None = None
+        self.outputs: tuple[torch.Tensor, torch.Tensor, object] | None = None
+        self.drafted: torch.Tensor | None = None
+        self.steps_run = 0
+
+    def _fill_positions(self, decoder: SpecDecoder) -> None:
+        """Device advance (inside the graph) with no_readback; else the host copies its counter over."""
+        if decoder.no_readback:
+            self.positions.copy_(decoder._position.view(1, 1) + self.offsets)
+
+    def _host_positions(self, decoder: SpecDecoder) -> None:
+        if not decoder.no_readback:
+            self.positions.copy_(decoder._host_positions(self.window))
+
+    def _eager_step(self, decoder: SpecDecoder, key_len: int) -> _Pending:
+        side = torch.cuda.Stream(decoder.device)
+        side.wait_stream(torch.cuda.current_stream(decoder.device))
+        with torch.cuda.stream(side):
+            self._fill_positions(decoder)
+            emitted, accepted, context = decoder.verify_body(self.positions, key_len)
+            decoder._drafted.copy_(decoder.draft.propose(context))
+        torch.cuda.current_stream(decoder.device).wait_stream(side)
+        return decoder._to_host(emitted, accepted)
+
+    def _capture(self, decoder: SpecDecoder, key_len: int) -> None:
+        probe = decoder.routing_probe
+        recorded = len(probe.records) if probe is not None else 0
+        self.verify_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.verify_graph):
+            self._fill_positions(decoder)
+            self.outputs = decoder.verify_body(self.positions, key_len)
+        self.draft_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.draft_graph, pool=self.verify_graph.pool()):
+            self.drafted = decoder.draft.propose(self.outputs[2])
+            decoder._drafted.copy_(self.drafted)
+        if probe is not None:
+            # Records made while capturing hold no real routing; the eager warm-up steps' records stay.
+            del probe.records[recorded:]
+
+    def step(self, decoder: SpecDecoder) -> _Pending:
+        """One speculative step: eager warm-up, then capture once, then two replays per step."""
+        key_len = decoder._key_len()
+        self._host_positions(decoder)
+        if self.verify_graph is None and self.steps_run < WARMUP_STEPS:
+            self.steps_run += 1
+            return self._eager_step(decoder, key_len)
+        if self.verify_graph is None:
+            self._capture(decoder, key_len)
+        self.verify_graph.replay()
+        if decoder.draft_timing:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            self.draft_graph.replay()
+            end.record()
+            decoder.draft_events.append((start, end))
+        else:
+            self.draft_graph.replay()
+        self.steps_run += 1
+        emitted, accepted, _ = self.outputs
+        return decoder._to_host(emitted, accepted)
