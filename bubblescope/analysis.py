@@ -30,6 +30,8 @@ from bubblescope.trace.timeline import build_timeline
 SCHEMA = "bubblescope.analysis/1"
 TOP_GAPS = 20
 STEP_CLASSES = ("sync", "host", "launch", "dependency")
+# A step this many times the median is flagged as a likely warm-up step.
+OUTLIER_STEP_FACTOR = 10
 
 
 @dataclass
@@ -110,7 +112,7 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
         gap_parts.append(gaps)
         devices.append(_device_entry(tables, ops, gaps, span, int(device)))
     gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else _no_gaps()
-    warnings = [f"{tables.path}: {w}" for w in steps.warnings + problems]
+    warnings = [f"{tables.path}: {w}" for w in steps.warnings + problems + _outlier_steps(steps)]
     return RankAnalysis(
         tables=tables,
         gpu=gpu,
@@ -123,6 +125,20 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
         gpu_measured=not problems and len(gpu) > 0,
         host_tid=_host_tid(tables),
     )
+
+
+def _outlier_steps(steps: StepWindows) -> list[str]:
+    """Warn about steps far longer than the median: usually warm-up (lazy CUDA/cuBLAS init, Triton
+    compile) that skews per-step means."""
+    if len(steps) < 3:
+        return []
+    durations = steps.end_ns - steps.start_ns
+    median_ns = float(np.median(durations))
+    slow = np.flatnonzero(durations > OUTLIER_STEP_FACTOR * median_ns)
+    return [
+        f"step {i} took {durations[i] / median_ns:.0f}x the median step (warm-up?); per-step means include it"
+        for i in slow.tolist()
+    ]
 
 
 def _no_gaps() -> pd.DataFrame:

@@ -45,7 +45,9 @@ def test_small_and_segmented_by_bubblescope_step(analysis: dict, manifest: dict)
     assert TRACE.stat().st_size < 2_000_000
     assert analysis["step_source"] == "bubblescope.step"
     assert len(analysis["steps"]) == manifest["steps"]
-    assert analysis["gpu_measured"] is True and analysis["warnings"] == []
+    assert analysis["gpu_measured"] is True
+    # Warm-up ran before profiling, so no step is an outlier and no GPU activity is missing.
+    assert analysis["warnings"] == [], analysis["warnings"]
 
 
 def test_three_reads_per_step_at_their_lines(analysis: dict, manifest: dict) -> None:

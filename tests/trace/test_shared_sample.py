@@ -38,6 +38,12 @@ def test_five_steps_each_with_one_item_read(sample_analysis: dict) -> None:
     assert item["bubble_ns"] > 0 and item["blocked_ns"] > 0
 
 
+def test_cold_first_step_is_flagged(sample_analysis: dict) -> None:
+    # decode_step_0 includes lazy cuBLAS/CUDA init: ~75 ms against ~1 ms for the others.
+    assert any("step 0 took" in w and "warm-up" in w for w in sample_analysis["warnings"])
+    assert not any("step 1 took" in w for w in sample_analysis["warnings"])
+
+
 def test_one_graph_replay_and_its_kernels(sample_analysis: dict) -> None:
     (device,) = sample_analysis["devices"]
     assert device["graph_launches"] == 1
