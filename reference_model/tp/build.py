@@ -106,6 +106,24 @@ def _check_materialized(model: nn.Module) -> None:
             raise ShardingError(f"tensor {name} was never initialised by a reset_parameters")
 
 
+def _draw_and_shard(model: LingForCausalLM, comm: TPComm, seed: int) -> None:
+    """Module by module, in build_model's order: allocate full size, reset from the seeded stream, cut."""
+    plan = sharding_plan(model)
+    qualified = {id(p): n for n, p in model.named_parameters()}
+    generator = torch.Generator(device=comm.device)
+    generator.manual_seed(seed)
+    for module in model.modules():
+        if not _owns_reset(module):
+            continue
+        scope = _reset_scope(module)
+        names = [qualified[id(owner._parameters[name])] for owner, name in scope]
+        for owner, name in scope:
+            _materialize(owner, name, comm.device)
+        module.reset_parameters(generator)  # type: ignore[operator]
+        for (owner, name), full_name in zip(scope, names, strict=True):
+            _shard_in_place(owner, name, full_name, plan, comm)
+
+
 @torch.no_grad()
 def build_tp_model(
     config: LingConfig,
@@ -145,24 +163,11 @@ def build_tp_model(
         from .checkpoint import allocate_shard_, load_tp_checkpoint
 
         allocate_shard_(model, comm)
-        _rebuild_buffers(model, comm.device)
-        tp_model = apply_tensor_parallel(model.eval().requires_grad_(False), comm)
-        load_tp_checkpoint(tp_model, checkpoint, comm)
-        return tp_model
-    plan = sharding_plan(model)
-    qualified = {id(p): n for n, p in model.named_parameters()}
-    generator = torch.Generator(device=comm.device)
-    generator.manual_seed(seed)
-    for module in model.modules():
-        if not _owns_reset(module):
-            continue
-        scope = _reset_scope(module)
-        names = [qualified[id(owner._parameters[name])] for owner, name in scope]
-        for owner, name in scope:
-            _materialize(owner, name, comm.device)
-        module.reset_parameters(generator)  # type: ignore[operator]
-        for (owner, name), full_name in zip(scope, names, strict=True):
-            _shard_in_place(owner, name, full_name, plan, comm)
+    else:
+        _draw_and_shard(model, comm, seed)
     _rebuild_buffers(model, comm.device)
     _check_materialized(model)
-    return apply_tensor_parallel(model.eval().requires_grad_(False), comm)
+    tp_model = apply_tensor_parallel(model.eval().requires_grad_(False), comm)
+    if checkpoint is not None:
+        load_tp_checkpoint(tp_model, checkpoint, comm)
+    return tp_model
