@@ -129,16 +129,9 @@ class SpecDecoder:
             self._pending.append(self._enqueue_verify(self._key_len()))
 
     def _key_len(self) -> int:
-        """Host bound on the verify window's last position + 1 (exact without no_readback); with
-        graphs a fixed window (the whole usable cache), so every replay has the same shapes."""
+        """Host bound on the verify window's last position + 1 (exact without no_readback)."""
         window = self.block + 1
         bound = self._length_known + window * (len(self._pending) + 1)
-        if self.graphs is not None:
-            bound, fixed = self.capacity - self.draft.key_slack(), bound
-            if fixed > bound:
-                raise ConfigError(
-                    f"speculative cache full ({self.capacity} positions); reset() or raise max_steps"
-                )
         if bound + self.draft.key_slack() > self.capacity:
             raise ConfigError(
                 f"speculative cache full ({self.capacity} positions); reset() or raise max_steps"
@@ -148,7 +141,7 @@ class SpecDecoder:
     def _enqueue_verify(self, key_len: int) -> _Pending:
         """Verify the drafted block, accept, commit, draft the next block; all on the device."""
         if self.graphs is not None:
-            return self.graphs.step(self)
+            return self.graphs.step(self, key_len)
         window = self.block + 1
         if self.no_readback:
             positions = (self._position + torch.arange(window, device=self.device)).view(1, window)

@@ -3,8 +3,9 @@
 Two graphs (the draft's cost is measured between them with CUDA events): graph 1 reads the static
 anchor / drafted / position buffers, writes the KDA and MLA caches and leaves the emitted tokens,
 the accepted count and the draft context in static graph-pool tensors; graph 2 reads that context
-and writes the next drafted block. The MLA attention window is the whole usable cache (a fixed
-shape). Without no_readback the host still owns the positions: it copies them into the static
+and writes the next drafted block. The MLA / DSpark attention window is a fixed bucket of
+positions (MIN_BUCKET, doubled and the graphs re-captured whenever the sequence outgrows it), so
+replays have static shapes and a step never attends over much more than twice its context. Without no_readback the host still owns the positions: it copies them into the static
 positions buffer before each replay (the stock metadata path) and reads the result after it.
 
 The first WARMUP_STEPS steps after construction run eagerly on a side stream (they are real steps:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .decoder import SpecDecoder, _Pending
 
 WARMUP_STEPS = 2
+MIN_BUCKET = 1024
 
 
 class SpecGraphs:
@@ -50,6 +52,9 @@ class SpecGraphs:
         self.outputs: tuple[torch.Tensor, torch.Tensor, object] | None = None
         self.drafted: torch.Tensor | None = None
         self.steps_run = 0
+        self.capacity_limit = decoder.capacity - decoder.draft.key_slack()
+        self.key_len = min(MIN_BUCKET, self.capacity_limit)
+        self.captures = 0
 
     def _fill_positions(self, decoder: SpecDecoder) -> None:
         """Device advance (inside the graph) with no_readback; else the host copies its counter over."""
@@ -85,15 +90,30 @@ class SpecGraphs:
             # Records made while capturing hold no real routing; the eager warm-up steps' records stay.
             del probe.records[recorded:]
 
-    def step(self, decoder: SpecDecoder) -> _Pending:
-        """One speculative step: eager warm-up, then capture once, then two replays per step."""
-        key_len = decoder._key_len()
+    def _bucket(self, needed: int) -> int:
+        """The attention window for a step needing `needed` positions; grows (and drops the graphs)."""
+        if needed > self.key_len:
+            while self.key_len < needed:
+                self.key_len *= 2
+            self.key_len = min(self.key_len, self.capacity_limit)
+            self.verify_graph = self.draft_graph = None
+            self.outputs = self.drafted = None
+        return self.key_len
+
+    def step(self, decoder: SpecDecoder, needed: int) -> _Pending:
+        """One speculative step: eager warm-up, then capture, then two replays per step.
+
+        Args:
+            needed: the host bound on positions this step may attend to (decoder._key_len()).
+        """
+        key_len = self._bucket(needed)
         self._host_positions(decoder)
         if self.verify_graph is None and self.steps_run < WARMUP_STEPS:
             self.steps_run += 1
             return self._eager_step(decoder, key_len)
         if self.verify_graph is None:
             self._capture(decoder, key_len)
+            self.captures += 1
         self.verify_graph.replay()
         if decoder.draft_timing:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -40,7 +40,7 @@ def test_graphs_and_switches_emit_the_same_tokens(spec: str) -> None:
         )
         for enabled in settings():
             workload.prepare(enabled)
-            for _ in range(12):
+            for _ in range(16):
                 workload.step()
             workload.decoder.drain()
             tokens = workload.tokens()[:30]
