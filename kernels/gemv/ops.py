@@ -16,8 +16,10 @@ from bubblescope.kernels.gemv.checks import (
 from bubblescope.kernels.gemv.kernel import gemv_kernel
 
 MAX_ROWS = 16
-# H200 has 132 SMs; aim for a few strips per SM so every SM keeps several weight tiles in flight.
-TARGET_PROGRAMS = 4 * 132
+# M == 1: the widest strip (8 rows down to 1) that still gives this many programs, ~4 per SM of the
+# H200's 132. Measured (sweep 2026-11-30, graph + PDL): 4096x2560 bn8 6.9 us, 2560x4096 bn4 7.8 us,
+# 1536x2560 bn2 4.1 us, 512x2560 bn1 2.3 us (the old 8-row strips: 9.3, 11.1, 6.0, 4.9 us).
+TARGET_PROGRAMS = 512
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class GemvConfig:
     num_warps: int = 4
     # M == 1 only: elementwise fp32 accumulation, one reduction at the end (kernel docstring).
     acc_2d: bool = True
-    # Streamed weights marked evict-first in L2.
+    # Streamed weights marked evict-first in L2 (measured neutral on the H200: off by default).
     evict_first: bool = False
     # Where PDL launches the dependent kernel: 0 before gdc_wait, 1 after it, 2 after the main loop.
     pdl_trigger: int = 1
@@ -41,15 +43,16 @@ def rows_block(rows: int) -> int:
 
 
 def choose_config(rows: int, out_features: int, in_features: int) -> GemvConfig:
-    """Narrowest strip that still gives >= TARGET_PROGRAMS programs, at least 8 rows (16 for tl.dot)."""
-    smallest = 8 if rows == 1 else 16
-    block_n = smallest
-    for candidate in (64, 32, 16, 8):
-        if candidate >= smallest and triton.cdiv(out_features, candidate) >= TARGET_PROGRAMS:
-            block_n = candidate
-            break
-    block_k = min(512 if rows == 1 else 128, max(16, triton.next_power_of_2(in_features)))
-    return GemvConfig(block_n=block_n, block_k=block_k, num_warps=4)
+    """One row: strips of 8..1 rows (>= TARGET_PROGRAMS programs) x 512 columns, 4 warps. Several rows
+    (tl.dot): 32 x 256 tiles with 8 warps where N gives >= 128 programs (4096x2560 M=8: 10.5 us against
+    13.3 us for 16 x 128), else 16 x 128 with 4 warps."""
+    k_cap = max(16, triton.next_power_of_2(in_features))
+    if rows == 1:
+        block_n = next((bn for bn in (8, 4, 2) if triton.cdiv(out_features, bn) >= TARGET_PROGRAMS), 1)
+        return GemvConfig(block_n=block_n, block_k=min(512, k_cap), num_warps=4)
+    if triton.cdiv(out_features, 32) >= 128:
+        return GemvConfig(block_n=32, block_k=min(256, k_cap), num_warps=8)
+    return GemvConfig(block_n=16, block_k=min(128, k_cap), num_warps=4)
 
 
 def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -> None:

@@ -18,6 +18,12 @@ OP = "mla_decode"
 MAX_SPLITS = 128
 # Rows of context per split below which splitting further only adds combine work.
 MIN_ROWS_PER_SPLIT = 256
+# The split kernel takes PDL only up to this many programs. Measured on the H200 (sweep 2026-11-30):
+# 128 one-per-SM programs at 131072 rows ran 134 us plain and 215 us under PDL, while 32 programs
+# (8192 rows) gained 1.5 us. Likely cause: launched early, the programs are placed beside the still
+# resident combine programs and some SMs get two, and each program is bound by its SM's bandwidth.
+# The split kernel loads nothing before gdc_wait, so leaving PDL off costs only the launch overlap.
+MAX_PDL_SPLIT_PROGRAMS = 64
 TARGET_PROGRAMS = 2 * 132
 
 
@@ -69,6 +75,7 @@ def launch_mla_decode(
     o_part = torch.empty(batch, splits, heads, latent, dtype=torch.float32, device=q_latent.device)
     lse_part = torch.empty(batch, splits, heads, dtype=torch.float32, device=q_latent.device)
     block_c = max(16, triton.next_power_of_2(latent))
+    split_pdl = pdl and batch * splits <= MAX_PDL_SPLIT_PROGRAMS
     mla_split_kernel[(batch, splits)](
         q_latent,
         q_pe,
@@ -92,10 +99,10 @@ def launch_mla_decode(
         BLOCK_C=block_c,
         BLOCK_R=max(16, triton.next_power_of_2(rope)),
         BLOCK_S=32 if block_c <= 512 else 16,
-        USE_PDL=pdl,
+        USE_PDL=split_pdl,
         DOT_FP32=is_interpreting(),
         num_warps=num_warps or 8,
-        **launch_options(pdl),
+        **launch_options(split_pdl),
     )
     mla_combine_kernel[(batch, heads)](
         o_part,

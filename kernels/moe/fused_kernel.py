@@ -67,7 +67,7 @@ def router_route_kernel(
     i_n = tl.program_id(0).to(tl.int64)
     num_programs = tl.num_programs(0)
     b_logits = gemv_strip(
-        p_x, p_router, i_n, M, E, D, stride_xm, stride_rn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32
+        p_x, p_router, i_n, M, E, D, stride_xm, stride_rn, BLOCK_M, BLOCK_N, BLOCK_K, USE_PDL, DOT_FP32, True
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)

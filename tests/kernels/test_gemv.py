@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from bubblescope.kernels.gemv import GemvConfig, KernelInputError, gemv, gemv_naive
+from bubblescope.kernels.gemv.ops import choose_config
 
 from tests.kernels.helpers import assert_close, poison
 
@@ -51,3 +52,32 @@ def test_gemv_rejects_small_tiles_for_several_rows():
         gemv(torch.randn(2, 32), torch.randn(8, 32), config=GemvConfig(block_n=8, block_k=32))
     with pytest.raises(KernelInputError, match="power of two"):
         gemv(torch.randn(1, 32), torch.randn(8, 32), config=GemvConfig(block_n=12, block_k=32))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GemvConfig(block_n=1, block_k=32, acc_2d=True),
+        GemvConfig(block_n=2, block_k=64, acc_2d=False, evict_first=True),
+        GemvConfig(block_n=4, block_k=16, acc_2d=True, pdl_trigger=2),
+    ],
+)
+def test_gemv_single_row_variants_match_naive(device, config):
+    """Narrow strips, both M == 1 accumulation schemes and the L2 hint give the same product."""
+    x = torch.randn(1, 75, device=device)
+    weight = torch.randn(13, 75, device=device).to(torch.bfloat16)
+    out = poison(torch.empty(1, 13, device=device))
+    gemv(x, weight, out_dtype=torch.float32, config=config, out=out)
+    assert_close(f"gemv {config}", out, gemv_naive(x, weight, torch.float32), atol=1e-3, rtol=1e-3)
+
+
+def test_choose_config_keeps_enough_programs():
+    for out_features, block_n in ((4096, 8), (2560, 4), (1536, 2), (512, 1), (100, 1)):
+        assert choose_config(1, out_features, 2560).block_n == block_n
+    assert choose_config(8, 4096, 2560) == GemvConfig(block_n=32, block_k=256, num_warps=8)
+    assert choose_config(8, 512, 2560).block_n == 16
+
+
+def test_gemv_rejects_bad_pdl_trigger():
+    with pytest.raises(KernelInputError, match="pdl_trigger"):
+        gemv(torch.randn(1, 32), torch.randn(8, 32), config=GemvConfig(block_n=8, block_k=32, pdl_trigger=3))

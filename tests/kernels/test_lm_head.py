@@ -37,3 +37,23 @@ def test_lm_head_ties_pick_lowest_index(device):
 def test_lm_head_rejects_bad_logits_buffer():
     with pytest.raises(KernelInputError, match="logits must be one of float32"):
         lm_head_greedy(torch.randn(1, 8), torch.randn(10, 8), logits=torch.empty(1, 10, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("programs", [1, 2, 3])
+def test_lm_head_persistent_programs_keep_lowest_tie(device, programs):
+    """Few programs walk many strips: ties inside one program and across programs both resolve to
+    the lowest index; logits match the reference everywhere."""
+    weight = torch.randn(150, 40, device=device) * 0.01
+    x = torch.randn(1, 40, device=device)
+    weight[[17, 18, 90, 120]] = x[0] / x[0].norm()
+    logits = poison(torch.empty(1, 150, device=device))
+    config = GemvConfig(block_n=8, block_k=16)
+    tokens = lm_head_greedy(x, weight, logits=logits, config=config, programs=programs)
+    want_tokens, want_logits = lm_head_greedy_naive(x, weight)
+    assert_close("logits", logits, want_logits, atol=1e-3, rtol=1e-3)
+    assert tokens.tolist() == [17] == want_tokens.tolist(), f"got {tokens.tolist()}"
+
+
+def test_lm_head_rejects_bad_programs():
+    with pytest.raises(KernelInputError, match="programs"):
+        lm_head_greedy(torch.randn(1, 8), torch.randn(10, 8), programs=0)
