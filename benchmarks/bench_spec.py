@@ -99,7 +99,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Command: `{report['command']}`",
         f"Non-speculative all-on TPOT: {report.get('baseline_tpot_ms')} ms",
         "",
-        "| spec | accept target | block | switches | eff. TPOT ms | accept len | draft share | distinct experts/layer | vs non-spec |",
+        "| spec | accept target | block | switches | eff. TPOT ms | accept len | draft share "
+        "| distinct experts/layer | vs non-spec |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     base = report.get("baseline_tpot_ms")

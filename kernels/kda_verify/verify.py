@@ -68,7 +68,8 @@ def kda_verify(
 
     Returns:
         o `[B, T, H, V]` (qkv_pre's dtype), states `[B, T, H, K, V]` (initial_state's dtype: the
-        state after token t is `states[:, t]`; `[B, 1, ...]` without keep_all), windows `[B, T, 3, W, KW-1]` (initial_conv's dtype).
+        state after token t is `states[:, t]`; `[B, 1, ...]` without keep_all), windows
+        `[B, T, 3, W, KW-1]` (initial_conv's dtype; `[B, 1, ...]` without keep_all).
     """
     if backend not in BACKENDS:
         raise KDAVerifyInputError(f"KDA verify: backend must be one of {BACKENDS}; got {backend!r}")

@@ -129,7 +129,8 @@ def load_dspark_weights(draft: DSparkDraft, path: str | os.PathLike[str]) -> lis
     for name, tensor in mapped.items():
         if tuple(tensor.shape) != tuple(wanted[name].shape):
             raise CheckpointError(
-                f"DSpark weights {path}: {name} is {tuple(tensor.shape)}, expected {tuple(wanted[name].shape)}"
+                f"DSpark weights {path}: {name} is {tuple(tensor.shape)}, "
+                f"expected {tuple(wanted[name].shape)}"
             )
     draft.module.load_state_dict(mapped, strict=True)
     return [name for name in ignored if not name.endswith(_SHARED_NAMES)]

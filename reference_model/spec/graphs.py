@@ -5,8 +5,9 @@ anchor / drafted / position buffers, writes the KDA and MLA caches and leaves th
 the accepted count and the draft context in static graph-pool tensors; graph 2 reads that context
 and writes the next drafted block. The MLA / DSpark attention window is a fixed bucket of
 positions (MIN_BUCKET, doubled and the graphs re-captured whenever the sequence outgrows it), so
-replays have static shapes and a step never attends over much more than twice its context. Without no_readback the host still owns the positions: it copies them into the static
-positions buffer before each replay (the stock metadata path) and reads the result after it.
+replays have static shapes and a step never attends over much more than twice its context.
+Without no_readback the host still owns the positions: it copies them into the static positions
+buffer before each replay (the stock metadata path) and reads the result after it.
 
 The first WARMUP_STEPS steps after construction run eagerly on a side stream (they are real steps:
 they compile every Triton kernel and settle the allocator), then both graphs are captured; capture

@@ -123,7 +123,8 @@ class SpecWorkload:
         missing = sorted(set(enabled) - set(SPEC_SWITCHES))
         if missing:
             raise ConfigError(
-                f"switch {', '.join(missing)} is not implemented by {self.name}; available: {', '.join(SPEC_SWITCHES)}"
+                f"switch {', '.join(missing)} is not implemented by {self.name}; "
+                f"available: {', '.join(SPEC_SWITCHES)}"
             )
         switches = LingSwitches.from_names(enabled)
         options = VerifyOptions(

@@ -7,7 +7,6 @@ import itertools
 
 import pytest
 import torch
-
 from bubblescope.reference_model.config import get_preset
 from bubblescope.reference_model.generate import new_cache
 from bubblescope.reference_model.init import build_model
