@@ -136,7 +136,7 @@ def _outlier_steps(steps: StepWindows) -> list[str]:
     median_ns = float(np.median(durations))
     slow = np.flatnonzero(durations > OUTLIER_STEP_FACTOR * median_ns)
     return [
-        f"step {i} took {durations[i] / median_ns:.0f}x the median step (warm-up?); per-step means include it"
+        f"step {i} took {durations[i] / median_ns:.0f}x the median step (warm-up?); per-step times in the summary leave it out"
         for i in slow.tolist()
     ]
 
@@ -349,15 +349,23 @@ def _summary(steps: list[dict]) -> dict:
             "idle_ns_per_step": 0,
             "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
             "step_dur_ns_median": 0,
+            "outlier_steps": 0,
         }
+    # Reads are counted over every step (a read in a warm-up step is still a read the loop makes), but
+    # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
+    # otherwise dominate every "per step" time. Means (not medians) keep the idle classes additive.
+    median_ns = float(np.median([s["dur_ns"] for s in steps]))
+    typical = [s for s in steps if s["dur_ns"] <= OUTLIER_STEP_FACTOR * max(median_ns, 1.0)] or steps
+    n_typical = len(typical)
     return {
         "steps": n_steps,
         "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in steps) / n_steps, 4),
-        "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in steps) / n_steps)),
-        "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in steps) / n_steps)),
+        "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in typical) / n_typical)),
+        "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in typical) / n_typical)),
         "idle_by_class_ns_per_step": {
-            c: int(round(sum(s["idle_by_class_ns"][c] for s in steps) / n_steps)) for c in STEP_CLASSES
+            c: int(round(sum(s["idle_by_class_ns"][c] for s in typical) / n_typical)) for c in STEP_CLASSES
         },
-        "kernels_per_step": round(sum(s["kernels"] for s in steps) / n_steps, 2),
+        "kernels_per_step": round(sum(s["kernels"] for s in typical) / n_typical, 2),
+        "outlier_steps": n_steps - n_typical,
         "step_dur_ns_median": int(np.median([s["dur_ns"] for s in steps])),
     }
