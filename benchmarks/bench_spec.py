@@ -8,9 +8,9 @@ to OUT_DIR/spec.json + spec.md after every configuration (so a run cut short kee
    setting are compared with the all-off setting (KDA commit paths must agree), and real-acceptance
    DSpark / NEXTN runs report their real accept length (random weights: near 1);
 3. for spec in (nextn, dspark), oracle accept length in (1, 4, 9.95) (block 8, or 9 where the mean
-   needs it), each of the 8 settings of staged_kda x fused_kda_verify x no_readback (pdl on):
-   effective TPOT (median over steps of step time / tokens emitted, bubblescope.stats), measured
-   accept length, the draft's share of the step (CUDA events around the draft / step wall), and the
+   needs it), each of the 8 settings of staged_kda x fused_kda_verify x no_readback (pdl,
+   bf16_gate, bf16_lm_head always on, as in the non-speculative reference): effective TPOT (median
+   over steps of step time / tokens emitted, bubblescope.stats), measured accept length, the draft's share of the step (CUDA events around the draft / step wall), and the
    distinct experts a verify touches per MoE layer (mean over layers; upper bound min(E, 8T));
 4. the routing-correlation knob at all-on, DSpark, 9.95: distinct experts and TPOT for overlaps.
 
@@ -48,6 +48,7 @@ from bubblescope.stats import per_token_samples_ns
 ACCEPT_LENGTHS = (1.0, 4.0, 9.95)
 KDA_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
 OVERLAPS = (0.0, 0.5, 0.8)
+ALWAYS_ON = ("pdl", "bf16_gate", "bf16_lm_head")
 
 
 def block_for(accept_len: float, default_block: int) -> int:
@@ -56,12 +57,12 @@ def block_for(accept_len: float, default_block: int) -> int:
 
 
 def switch_settings() -> list[frozenset[str]]:
-    """All 8 settings of the three switches, pdl always on (it only touches the verify kernels)."""
+    """All 8 settings of the three switches; pdl, bf16_gate and bf16_lm_head always on (as in the
+    non-speculative all-on reference)."""
     settings = []
     for bits in itertools.product((False, True), repeat=len(KDA_SWITCHES)):
-        settings.append(
-            frozenset({"pdl", *(name for name, on in zip(KDA_SWITCHES, bits, strict=True) if on)})
-        )
+        chosen = (name for name, on in zip(KDA_SWITCHES, bits, strict=True) if on)
+        settings.append(frozenset({*ALWAYS_ON, *chosen}))
     return settings
 
 
@@ -191,7 +192,7 @@ def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
 
 def run_real_and_overlap(args, report, model, device, out_dir: Path) -> None:
     config = get_preset(args.preset)
-    all_on = frozenset({"pdl", *KDA_SWITCHES})
+    all_on = frozenset({*ALWAYS_ON, *KDA_SWITCHES})
     for spec in args.spec:
         try:
             workload = SpecWorkload(

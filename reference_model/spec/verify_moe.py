@@ -19,7 +19,7 @@ from bubblescope.kernels.moe.launch import launch_routing, launch_swiglu_experts
 
 from bubblescope.errors import ConfigError
 
-from ..fast.packing import pack_moe
+from ..fast.packing import MoEPack, pack_moe
 from ..model import LingForCausalLM
 from ..moe import MoE
 from .routing import RoutingProbe
@@ -48,15 +48,23 @@ class KernelMoE:
             renormalize=True,
         )
         self.use_pdl = use_pdl
+        self.bf16_gate = False
         self.probe = probe
-        self._weights: dict[int, MoEWeights] = {}
+        self._packs: dict[int, MoEPack] = {}
         self._workspaces: dict[tuple[int, int], MoEWorkspace] = {}
 
+    def pack_all(self, model: LingForCausalLM) -> None:
+        """Pack every MoE of the model now, while its routers still hold the fp32 masters."""
+        for module in model.modules():
+            if isinstance(module, MoE):
+                self._weights_of(module)
+
     def _weights_of(self, moe: MoE) -> MoEWeights:
+        """Stacked weights; the router is the fp32 master or its bf16 copy (`bf16_gate`)."""
         key = id(moe)
-        if key not in self._weights:
-            self._weights[key] = pack_moe(moe).weights
-        return self._weights[key]
+        if key not in self._packs:
+            self._packs[key] = pack_moe(moe)
+        return self._packs[key].with_router(self.bf16_gate)
 
     def _workspace(self, moe: MoE, rows: int, weights: MoEWeights) -> MoEWorkspace:
         key = (id(moe), rows)

@@ -2,12 +2,14 @@
 
 step() runs one draft + verify + commit and returns the tokens it emitted (accepted drafts + bonus;
 with no_readback, those of the previous verify, read one step late). Switches: staged_kda,
-fused_kda_verify, no_readback, and pdl (passed to the KDA verify kernels).
+fused_kda_verify, no_readback, pdl (verify kernels), bf16_gate and bf16_lm_head (as in the
+non-speculative workloads: bf16 copies of the fp32 router / lm_head masters).
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo
@@ -16,6 +18,7 @@ from ..config import LingConfig, get_preset
 from ..generate import new_cache
 from ..init import build_model
 from ..model import LingForCausalLM
+from ..moe import MoERouter
 from ..switches import SWITCH_INFO, LingSwitches
 from .acceptance import OracleAcceptance
 from .decoder import SpecDecoder
@@ -27,7 +30,7 @@ from .self_draft import SelfDraft
 from .verify_moe import KernelMoE
 
 SPEC_KINDS = ("dspark", "nextn", "self")
-SPEC_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback", "pdl")
+SPEC_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback", "pdl", "bf16_gate", "bf16_lm_head")
 
 
 class SpecWorkload:
@@ -91,6 +94,12 @@ class SpecWorkload:
         if kernel_moe is None:
             kernel_moe = str(device).startswith("cuda")
         self.moe_runner = KernelMoE(self.model, probe=self.probe) if kernel_moe else None
+        if self.moe_runner is not None:
+            self.moe_runner.pack_all(self.model)
+        # fp32 masters: bf16_gate / bf16_lm_head swap in bf16 copies; off restores the exact baseline.
+        self._routers = [module for module in self.model.modules() if isinstance(module, MoERouter)]
+        self._router_masters = [router.weight for router in self._routers]
+        self._lm_head_master = self.model.lm_head.weight
         if graphs is None:
             graphs = self.moe_runner is not None and str(device).startswith("cuda")
         self.use_graphs = graphs
@@ -135,8 +144,10 @@ class SpecWorkload:
             # Seeded and restarted at every reset: each switch setting sees the same accepted lengths.
             oracle = OracleAcceptance(self.accept_len_target, self.block, self.device, seed=self.seed)
         self.probe.records.clear()
+        self._apply_dtypes(switches)
         if self.moe_runner is not None:
             self.moe_runner.use_pdl = switches.pdl
+            self.moe_runner.bf16_gate = switches.bf16_gate
         self.decoder = SpecDecoder(
             self.model,
             self.cache,
@@ -151,6 +162,14 @@ class SpecWorkload:
         )
         self.enabled = switches.enabled()
         self.decoder.reset(self.prompt_ids)
+
+    def _apply_dtypes(self, switches: LingSwitches) -> None:
+        """bf16_gate / bf16_lm_head: bf16 copies of the fp32 router / lm_head masters (or the masters)."""
+        for router, master in zip(self._routers, self._router_masters, strict=True):
+            weight = master.to(torch.bfloat16) if switches.bf16_gate else master
+            router.weight = nn.Parameter(weight, requires_grad=False)
+        lm_head = self._lm_head_master.to(torch.bfloat16) if switches.bf16_lm_head else self._lm_head_master
+        self.model.lm_head.weight = nn.Parameter(lm_head, requires_grad=False)
 
     def reset(self) -> None:
         """Prefill the prompt again (between timed repeats)."""

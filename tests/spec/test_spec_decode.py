@@ -111,6 +111,11 @@ def test_spec_workload_rejects_bad_settings() -> None:
     workload = make_spec_workload("debug", "cpu", spec="nextn", block=2, max_steps=4)
     with pytest.raises(ConfigError, match="not implemented"):
         workload.prepare(frozenset({"fused_moe"}))
+    workload.prepare(frozenset({"bf16_gate", "bf16_lm_head"}))
+    assert workload.model.lm_head.weight.dtype == torch.bfloat16
+    assert 1 <= workload.step() <= 3
+    workload.prepare(frozenset())
+    assert workload.model.lm_head.weight.dtype == torch.float32
     from bubblescope.reference_model.config import get_preset
 
     with pytest.raises(ConfigError, match="MTP"):
