@@ -10,8 +10,9 @@ to OUT_DIR/spec.json + spec.md after every configuration (so a run cut short kee
 3. for spec in (nextn, dspark), oracle accept length in (1, 4, 9.95) (block 8, or 9 where the mean
    needs it), each of the 8 settings of staged_kda x fused_kda_verify x no_readback (pdl,
    bf16_gate, bf16_lm_head always on, as in the non-speculative reference): effective TPOT (median
-   over steps of step time / tokens emitted, bubblescope.stats), measured accept length, the draft's share of the step (CUDA events around the draft / step wall), and the
-   distinct experts a verify touches per MoE layer (mean over layers; upper bound min(E, 8T));
+   over steps of step time / tokens emitted, bubblescope.stats), measured accept length, the
+   draft's share of the step (CUDA events around the draft / step wall), and the distinct
+   experts a verify touches per MoE layer (mean over layers; upper bound min(E, 8T));
 4. the routing-correlation knob at all-on, DSpark, 9.95: distinct experts and TPOT for overlaps.
 
 Usage:
