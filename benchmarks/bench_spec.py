@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import gc
 import itertools
 import math
@@ -116,6 +117,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     lines += ["", "## Correctness", ""]
     lines += [f"- {item}" for item in report["checks"]]
+    lines += ["", "## KDA verify kernel, one layer (us)", ""]
+    lines += [f"- {row}" for row in report.get("verify_kernels", [])]
     lines += ["", "## Routing overlap knob (DSpark, all on)", ""]
     for row in report["overlap"]:
         lines.append(f"- overlap {row['overlap']}: {row}")
@@ -237,6 +240,52 @@ def run_real_and_overlap(args, report, model, device, out_dir: Path) -> None:
         save(out_dir, report)
 
 
+def measure_verify_kernels(report: dict[str, Any], device: str) -> None:
+    """One KDA layer's verify at Flash shapes (H=32, K=V=128, bf16 activations, fp32 state), CUDA
+    graph of 20 calls timed with events: fused vs unfused, all positions kept (staged) vs last only."""
+    if not device.startswith("cuda"):
+        return
+    from bubblescope.kernels.kda_verify import kda_verify
+
+    heads, key_dim, width = 32, 128, 32 * 128
+    for seq_len, fused, keep_all in itertools.product((1, 5, 9, 10, 16), (True, False), (True, False)):
+        inputs = (
+            torch.randn(1, seq_len, 3, width, device=device, dtype=torch.bfloat16),
+            torch.randn(1, seq_len, width, device=device, dtype=torch.bfloat16),
+            torch.randn(1, seq_len, heads, device=device, dtype=torch.bfloat16),
+            torch.randn(3, width, 4, device=device, dtype=torch.bfloat16) * 0.5,
+            torch.rand(heads, device=device) + 0.5,
+            torch.randn(width, device=device),
+            torch.randn(1, heads, key_dim, key_dim, device=device) * 0.1,
+            torch.randn(1, 3, width, 3, device=device, dtype=torch.bfloat16),
+        )
+
+        call = functools.partial(kda_verify, *inputs, fused=fused, use_pdl=True, keep_all=keep_all)
+
+        call()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(20):
+                call()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        samples = []
+        for _ in range(5):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3 / 20)
+        report["verify_kernels"].append(
+            {
+                "T": seq_len,
+                "fused": fused,
+                "keep_all": keep_all,
+                "us_per_layer": round(statistics.median(samples), 2),
+            }
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
@@ -264,11 +313,19 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "torch": torch.__version__,
         "rows": [],
+        "verify_kernels": [],
         "checks": [],
         "overlap": [],
         "errors": [],
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        measure_verify_kernels(report, device)
+    except Exception as exc:  # noqa: BLE001
+        report["errors"].append(
+            f"verify kernels: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        )
+    save(args.out_dir, report)
     try:
         measure_baseline(args, report, device)
     except Exception as exc:  # noqa: BLE001 - the speculative grid is still worth running
