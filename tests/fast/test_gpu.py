@@ -1,35 +1,30 @@
-"""GPU checks of the fast path on ling3-tiny (bf16): each switch vs all-off, all-off vs the eager model.
+"""GPU checks of the fast path on ling3-tiny (bf16): each switch vs all-off, and vs the eager model.
 
-Tolerances (relative RMS of the first decode step's fp32 logits, ||a - b|| / ||b||):
-- `no_readback`, `graph_metadata`, `pdl`: they move work, not math -> 1e-5, and the same 32 tokens.
-- `fused_moe`: the fused experts sum through fp32 atomics in varying order -> 2e-2.
-- `bf16_gate`: bf16 router weights may flip near-tied experts in some of the 23 MoE layers -> 6e-2.
-- `bf16_lm_head`: bf16 lm_head weights (0.4 % per weight, fp32 accumulation) -> 2e-2.
-- all-off vs the plain PyTorch model (different kernels, bf16 roundings in other places) -> 3e-2.
-The first greedy token must agree in every case.
+Stated bf16 tolerance. Errors are relative RMS of the first decode step's fp32 logits,
+||a - b|| / ||b||, against an fp32 "truth": the same weights upcast to fp32, run by the plain PyTorch
+model. The bf16 eager model's own error `noise` = err(eager bf16) sets the scale (random weights give
+near-tied routing decisions, so a bf16 model may sit 2-10 % from fp32; measured on bf16 `debug`
+variants: fast and eager within 1.5x of each other). A configuration passes when
+err(config) <= 2 * noise + 1e-2.
+- `no_readback`, `graph_metadata`, `pdl` move work, not math: logits within 1e-5 of all-off and the
+  same 32 greedy tokens.
 """
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from bubblescope.reference_model.fast.workload import FastLingWorkload
-from bubblescope.reference_model.generate import decode_step, prefill
+from bubblescope.reference_model.generate import decode_step, new_cache, prefill
 from bubblescope.reference_model.workload import FAST_SWITCHES, make_workload
 
 pytestmark = pytest.mark.gpu
 
 STEPS = 32
-TOLERANCE = {
-    "no_readback": 1e-5,
-    "graph_metadata": 1e-5,
-    "pdl": 1e-5,
-    "fused_moe": 2e-2,
-    "bf16_gate": 6e-2,
-    "bf16_lm_head": 2e-2,
-}
 EXACT = ("no_readback", "graph_metadata", "pdl")
-EAGER_TOLERANCE = 3e-2
+EXACT_TOLERANCE = 1e-5
 
 
 def relative_rms(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -59,42 +54,61 @@ def baseline(tiny: FastLingWorkload) -> tuple[torch.Tensor, list[int]]:
     return run(tiny, frozenset(), STEPS)
 
 
+@pytest.fixture(scope="module")
+def references(tiny: FastLingWorkload, baseline) -> dict[str, torch.Tensor]:
+    """First-step logits of the eager bf16 model and of its fp32 copy, from the same first token."""
+    first_token = baseline[1][0]
+    cache = tiny.cache
+    cache.reset()
+    with torch.no_grad():
+        prefill(tiny.model, tiny.prompt_ids, cache)
+        token = torch.tensor([[first_token]], device="cuda")
+        eager = decode_step(tiny.model, token, cache)
+        model32 = copy.deepcopy(tiny.model).float()
+        cache32 = new_cache(model32, cache.mla[tiny.config.mla_layers[0]].capacity)
+        prefill(model32, tiny.prompt_ids, cache32)
+        truth = decode_step(model32, token, cache32)
+    del model32, cache32
+    torch.cuda.empty_cache()
+    tiny.reset()
+    return {"eager": eager, "truth": truth}
+
+
+def allowed_error(references: dict[str, torch.Tensor]) -> float:
+    return 2 * relative_rms(references["eager"], references["truth"]) + 1e-2
+
+
 def test_step_is_one_cuda_graph(tiny: FastLingWorkload, baseline) -> None:
     assert tiny.decoder.graph is not None
     logits, tokens = baseline
     assert torch.isfinite(logits).all() and len(set(tokens)) > 4, tokens
 
 
+def test_all_off_tracks_fp32_as_closely_as_the_eager_model(baseline, references) -> None:
+    error = relative_rms(baseline[0], references["truth"])
+    noise = relative_rms(references["eager"], references["truth"])
+    assert error <= allowed_error(references), f"fast {error:.2e} vs fp32; eager bf16 is {noise:.2e}"
+
+
 @pytest.mark.parametrize("switch", FAST_SWITCHES)
-def test_switch_logits_within_tolerance(tiny: FastLingWorkload, baseline, switch: str) -> None:
+def test_switch_logits_within_tolerance(tiny: FastLingWorkload, baseline, references, switch: str) -> None:
     base_logits, base_tokens = baseline
     logits, tokens = run(tiny, frozenset({switch}), STEPS)
-    error = relative_rms(logits, base_logits)
-    assert error <= TOLERANCE[switch], f"{switch}: relative RMS {error:.2e} > {TOLERANCE[switch]:.0e}"
-    assert tokens[:2] == base_tokens[:2]
     if switch in EXACT:
+        error = relative_rms(logits, base_logits)
+        assert error <= EXACT_TOLERANCE, f"{switch}: relative RMS {error:.2e} vs all-off"
         assert tokens == base_tokens, f"{switch} changed the greedy tokens"
+    else:
+        error = relative_rms(logits, references["truth"])
+        assert error <= allowed_error(references), f"{switch}: {error:.2e} from fp32"
+    assert tokens[0] == base_tokens[0]
 
 
-def test_all_on_logits_within_tolerance(tiny: FastLingWorkload, baseline) -> None:
-    base_logits, base_tokens = baseline
+def test_all_on_logits_within_tolerance(tiny: FastLingWorkload, baseline, references) -> None:
     logits, tokens = run(tiny, frozenset(FAST_SWITCHES), STEPS)
-    error = relative_rms(logits, base_logits)
-    assert error <= TOLERANCE["bf16_gate"] + TOLERANCE["fused_moe"], f"all on: relative RMS {error:.2e}"
-    assert tokens[:2] == base_tokens[:2]
-
-
-def test_all_off_matches_the_eager_model(tiny: FastLingWorkload, baseline) -> None:
-    base_logits, base_tokens = baseline
-    cache = tiny.cache
-    cache.reset()
-    with torch.no_grad():
-        first = prefill(tiny.model, tiny.prompt_ids, cache)[0].argmax()
-        eager_logits = decode_step(tiny.model, first.view(1, 1), cache)
-    assert int(first) == base_tokens[0]
-    error = relative_rms(base_logits, eager_logits)
-    assert error <= EAGER_TOLERANCE, f"fast vs eager: relative RMS {error:.2e}"
-    assert int(eager_logits.argmax()) == base_tokens[1]
+    error = relative_rms(logits, references["truth"])
+    assert error <= allowed_error(references), f"all on: {error:.2e} from fp32"
+    assert tokens[0] == baseline[1][0]
 
 
 def test_no_readback_steps_never_synchronize(tiny: FastLingWorkload) -> None:
