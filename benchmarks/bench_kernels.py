@@ -143,7 +143,7 @@ def case_rmsnorm(rows: int = 1, width: int = 2560) -> dict:
     )
 
 
-def case_kda(num_warps: int | None = None) -> dict:
+def case_kda(num_warps: int | None = None, v_splits: int = 1) -> dict:
     heads, dim, width = 32, 128, 4096
     bytes_per_call = 2 * heads * dim * dim * 4 + 2 * 3 * width * 3 * 2 + 7 * width * 2
 
@@ -168,13 +168,15 @@ def case_kda(num_warps: int | None = None) -> dict:
         *(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent))
     )
     want = kda_decode_naive(**acts, weights=weights, state=ref_state)
-    err = max_rel_diff(kda_decode(**acts, weights=weights, state=state), want)
+    err = max_rel_diff(kda_decode(**acts, weights=weights, state=state, v_splits=v_splits), want)
     return dict(
         bytes=bytes_per_call,
         ok=err < 3e-2,
         err=err,
         calls=lambda pdl: [
-            lambda a=a, w=w, s=s: kda_decode(**a, weights=w, state=s, use_pdl=pdl, num_warps=num_warps)
+            lambda a=a, w=w, s=s: kda_decode(
+                **a, weights=w, state=s, use_pdl=pdl, num_warps=num_warps, v_splits=v_splits
+            )
             for a, w, s in layers
         ],
         baseline=[lambda a=a, w=w, s=s: kda_decode_naive(**a, weights=w, state=s) for a, w, s in layers[:4]],
@@ -286,6 +288,7 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         "gemv router 512x2560 M=1": lambda: case_gemv(1, 512, 2560),
         "add_rmsnorm 2560": case_rmsnorm,
         "kda_decode H32 K128": case_kda,
+        "kda_decode H32 K128 v_splits=4": lambda: case_kda(v_splits=4),
         "mla_decode ctx 8192": lambda: case_mla(8192),
         "mla_decode ctx 131072": lambda: case_mla(131072),
         "moe fused e256 fp32 gate": lambda: case_moe(True, torch.float32),
@@ -303,6 +306,8 @@ def build_cases() -> dict[str, Callable[[], dict]]:
                 )
     for warps in (4, 8, 16):
         cases[f"sweep kda_decode w{warps}"] = lambda w=warps: case_kda(w)
+        for v_splits in (2, 4, 8):
+            cases[f"sweep kda_decode nv{v_splits} w{warps}"] = lambda w=warps, n=v_splits: case_kda(w, n)
         cases[f"sweep mla_decode ctx 8192 w{warps}"] = lambda w=warps: case_mla(8192, w)
     for block_i in (16, 32, 64):
         for block_d in (64, 128, 256):

@@ -98,6 +98,11 @@ def other_cases() -> dict[str, Callable[[], dict]]:
     return {
         "add_rmsnorm 2560": bench.case_rmsnorm,
         "kda_decode H32 K128": bench.case_kda,
+        **{
+            f"kda_decode H32 K128 nv{n} w{w}": lambda n=n, w=w: bench.case_kda(w, n)
+            for n in (2, 4, 8)
+            for w in (4, 8)
+        },
         "mla_decode ctx 8192": lambda: bench.case_mla(8192),
         "mla_decode ctx 131072": lambda: bench.case_mla(131072),
         "moe unfused e256 bf16": lambda: bench.case_moe(False, BF16),

@@ -15,6 +15,11 @@ from bubblescope.kernels.gemv.checks import (
 )
 from bubblescope.kernels.kda_decode.kernel import kda_decode_kernel
 from bubblescope.kernels.kda_decode.params import KDALayerState, KDALayerWeights
+from bubblescope.kernels.kda_decode.split_launch import (
+    KDASplitWorkspace,
+    launch_kda_decode_split,
+    shared_workspace,
+)
 
 OP = "kda_decode"
 MAX_HEAD_DIM = 256
@@ -138,6 +143,8 @@ def kda_decode(
     use_pdl: bool = False,
     out: torch.Tensor | None = None,
     num_warps: int | None = None,
+    v_splits: int = 1,
+    workspace: KDASplitWorkspace | None = None,
 ) -> torch.Tensor:
     """One KDA decode token in one launch: conv+SiLU (state shifted in place), safe gate, beta,
     L2-normed q (x K^-1/2) and k, delta rule on the fp32 state (in place), gated output RMSNorm.
@@ -153,7 +160,10 @@ def kda_decode(
         eps: epsilon of the L2 norms and of the output RMSNorm (1e-6 for Ling).
         use_pdl: Programmatic Dependent Launch where supported.
         out: optional `[B, H*V]` destination.
-        num_warps: warps per (batch, head) program; default 8 for a 128x128 state, else 4.
+        num_warps: warps per program; default 8 for a 128x128 state (or K x V/v_splits slice), else 4.
+        v_splits: programs per head, each owning V/v_splits state columns (split_kernel.py); 1 keeps
+            the one-program-per-head kernel. Not yet measured on a GPU: bench_kernels sweeps 2, 4, 8.
+        workspace: scratch of the split kernel; default one cached per (device, B, H, V).
     Returns:
         `[B, H*V]` in v's dtype (out's dtype when given): the input of o_proj.
     """
@@ -165,5 +175,17 @@ def kda_decode(
     check_shape("out", out, (batch, heads * value_dim), OP)
     if out.stride(1) != 1 or out.device != v.device:
         raise KernelInputError(f"{OP}: out needs a contiguous last dimension on {v.device}")
-    launch_kda_decode(activations, weights, state, out, eps, resolve_pdl(use_pdl, v.device), num_warps)
+    pdl = resolve_pdl(use_pdl, v.device)
+    if not 1 <= v_splits <= value_dim:
+        raise KernelInputError(f"{OP}: v_splits must be in 1..V={value_dim}; got {v_splits}")
+    if v_splits == 1:
+        launch_kda_decode(activations, weights, state, out, eps, pdl, num_warps)
+        return out
+    if workspace is None:
+        workspace = shared_workspace(batch, heads, value_dim, v.device)
+    elif not workspace.fits(batch, heads, value_dim, v.device):
+        raise KernelInputError(
+            f"{OP}: workspace is not for B={batch}, H={heads}, V={value_dim} on {v.device}"
+        )
+    launch_kda_decode_split(activations, weights, state, out, eps, pdl, num_warps, v_splits, workspace)
     return out

@@ -8,6 +8,7 @@ import pytest
 import torch
 from bubblescope.kernels.gemv import KernelInputError
 from bubblescope.kernels.kda_decode import KDALayerState, KDALayerWeights, kda_decode, kda_decode_naive
+from bubblescope.kernels.kda_decode.split_launch import KDASplitWorkspace
 
 from tests.kernels.helpers import assert_close, poison
 
@@ -41,12 +42,12 @@ def make_layer(batch, heads, key_dim, value_dim, device, act_dtype=torch.float32
     return activations, weights, state
 
 
-def check_step(activations, weights, state, atol, rtol, use_pdl=False):
+def check_step(activations, weights, state, atol, rtol, use_pdl=False, **options):
     """Run kernel and reference from the same state; compare output and every updated state."""
     want_state = copy.deepcopy(state)
     want = kda_decode_naive(**activations, weights=weights, state=want_state)
     out = poison(torch.empty_like(want))
-    kda_decode(**activations, weights=weights, state=state, out=out, use_pdl=use_pdl)
+    kda_decode(**activations, weights=weights, state=state, out=out, use_pdl=use_pdl, **options)
     assert_close("kda out", out, want, atol, rtol)
     for name in ("q_conv", "k_conv", "v_conv", "recurrent"):
         assert_close(f"state.{name}", getattr(state, name), getattr(want_state, name), atol, rtol)
@@ -76,3 +77,29 @@ def test_kda_decode_rejects_bad_state():
     state.recurrent = state.recurrent.float()
     with pytest.raises(KernelInputError, match=r"b must have shape \[1, 2\]"):
         kda_decode(**activations, weights=weights, state=state)
+
+
+@pytest.mark.parametrize(("v_splits", "value_dim"), [(2, 16), (4, 20), (3, 16)])
+def test_kda_decode_v_split_matches_naive_over_steps(device, v_splits, value_dim):
+    """Several programs per head (uneven slices too): three tokens in a row, so the shared q/k conv
+    state is shifted exactly once per token and the workspace re-arms itself between calls."""
+    activations, weights, state = make_layer(2, 3, 12, value_dim, device)
+    workspace = KDASplitWorkspace.allocate(2, 3, value_dim, torch.device(device))
+    for _ in range(3):
+        activations = {name: torch.randn_like(t) for name, t in activations.items()}
+        check_step(activations, weights, state, 1e-4, 1e-4, v_splits=v_splits, workspace=workspace)
+    assert not workspace.count.any() and not workspace.sq.any(), "workspace not re-armed"
+
+
+def test_kda_decode_rejects_bad_v_splits():
+    activations, weights, state = make_layer(1, 2, 16, 16, torch.device("cpu"))
+    with pytest.raises(KernelInputError, match="v_splits"):
+        kda_decode(**activations, weights=weights, state=state, v_splits=17)
+    with pytest.raises(KernelInputError, match="workspace is not for"):
+        kda_decode(
+            **activations,
+            weights=weights,
+            state=state,
+            v_splits=2,
+            workspace=KDASplitWorkspace.allocate(1, 2, 8, torch.device("cpu")),
+        )

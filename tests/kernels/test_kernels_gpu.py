@@ -102,8 +102,9 @@ def flash_kda_layer():
     return acts, weights, state
 
 
+@pytest.mark.parametrize("v_splits", [1, 4])
 @pytest.mark.parametrize("mode", MODES)
-def test_kda_decode_flash_layer(mode):
+def test_kda_decode_flash_layer(mode, v_splits):
     acts, weights, state = flash_kda_layer()
     initial = KDALayerState(*(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent)))
     want_state = KDALayerState(
@@ -116,12 +117,14 @@ def test_kda_decode_flash_layer(mode):
         # Restore the pre-step state first, so warm-up and every replay compute the same step.
         for name in ("q_conv", "k_conv", "v_conv", "recurrent"):
             getattr(state, name).copy_(getattr(initial, name))
-        kda_decode(**acts, weights=weights, state=state, use_pdl=pdl, out=out)
+        kda_decode(**acts, weights=weights, state=state, use_pdl=pdl, out=out, v_splits=v_splits)
 
     run_mode(mode, launch, (out,))
     assert_close(f"kda {mode}", out, want, BF16_TOL, BF16_TOL)
     assert_close(f"kda state {mode}", state.recurrent, want_state.recurrent, FP32_TOL, FP32_TOL)
     assert torch.equal(state.q_conv, want_state.q_conv)
+    assert torch.equal(state.k_conv, want_state.k_conv)
+    assert torch.equal(state.v_conv, want_state.v_conv)
 
 
 @pytest.mark.parametrize("mode", MODES)

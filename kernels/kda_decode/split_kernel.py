@@ -1,0 +1,185 @@
+"""KDA decode step with V split over programs: grid (B, H, NV) instead of (B, H), still ONE launch.
+
+Why: the one-program-per-head kernel runs only B*H = 32 programs for Ling, a quarter of the H200's
+SMs, each moving its head's 128 KiB of fp32 state through one SM. Splitting V gives NV times the
+programs, each owning a [K, V/NV] slice of the state. Two things couple the slices of a head:
+- q and k (conv + SiLU + L2 norm over K) are needed by every slice. They are tiny, so each program
+  recomputes them from the conv state WITHOUT writing it; shifting the shared q/k conv state would
+  race with slices still reading it.
+- the gated output RMSNorm reduces over all of V. Each program stores its unnormalised o slice
+  (fp32) in a workspace and adds its sum of squares into a per-head accumulator.
+Each program then takes a ticket from a per-head counter (acq_rel, after a barrier so all of its
+threads' writes and reads are done). The program that draws the last ticket has seen every other
+slice's writes and every slice has finished reading the old q/k conv state: it shifts that state,
+normalises and gates the whole head's output, and re-arms counter and accumulator to zero for the
+next call (or CUDA-graph replay). No program ever waits for another, so nothing can deadlock.
+The v conv state is per channel, so each slice shifts its own part in place.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
+from bubblescope.kernels.kda_decode.kernel import load_conv_weights, short_conv_silu
+
+
+@triton.jit
+def conv_silu_peek(p_x, p_state, b_w_old, b_w_new, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
+    """SiLU(depthwise causal conv) of one token for channels o_c, leaving the conv state untouched."""
+    o_t = tl.arange(0, BLOCK_T)
+    m_state = m_c[:, None] & (o_t < KW - 1)[None, :]
+    b_x = tl.load(p_x + o_c, mask=m_c, other=0.0).to(tl.float32)
+    b_old = tl.load(p_state + o_c[:, None] * (KW - 1) + o_t[None, :], mask=m_state, other=0.0)
+    b_acc = tl.sum(b_old.to(tl.float32) * b_w_old, axis=1) + b_w_new * b_x
+    return b_acc * tl.sigmoid(b_acc)
+
+
+@triton.jit
+def shift_conv_state(p_x, p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
+    """state[c] <- state[c][1:] + [x[c]] for channels o_c (all loads before the store)."""
+    o_t = tl.arange(0, BLOCK_T)
+    p_row = p_state + o_c[:, None] * (KW - 1) + o_t[None, :]
+    b_x = tl.load(p_x + o_c, mask=m_c, other=0.0)
+    b_shift = tl.load(p_row + 1, mask=m_c[:, None] & (o_t < KW - 2)[None, :], other=0.0)
+    b_shift = tl.where((o_t == KW - 2)[None, :], b_x[:, None].to(b_shift.dtype), b_shift)
+    tl.store(p_row, b_shift, mask=m_c[:, None] & (o_t < KW - 1)[None, :])
+
+
+@triton.jit
+def finish_head(
+    p_ws_o,
+    p_ws_sq,
+    p_ws_count,
+    p_gate_row,
+    p_o_norm,
+    p_out_row,
+    i_bh,
+    i_h,
+    V,
+    eps,
+    BLOCK_V: tl.constexpr,
+):
+    """Last slice of a head: RMSNorm of the whole o row with the summed squares, gate, store; re-arm."""
+    o_v = tl.arange(0, BLOCK_V)
+    m_v = o_v < V
+    # .cg: read at L2, where the other SMs' writes are; never a stale L1 line from an earlier call.
+    b_o = tl.load(p_ws_o + i_bh * V + o_v, mask=m_v, other=0.0, cache_modifier=".cg")
+    b_sq = tl.load(p_ws_sq + i_bh, cache_modifier=".cg")
+    b_gate = tl.load(p_gate_row + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
+    b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
+    b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)
+    b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
+    tl.store(p_out_row + i_h * V + o_v, b_out.to(p_out_row.dtype.element_ty), mask=m_v)
+    tl.store(p_ws_sq + i_bh, 0.0)
+    tl.atomic_xchg(p_ws_count + i_bh, 0, sem="relaxed")
+
+
+@triton.jit
+def kda_decode_split_kernel(
+    p_q,
+    p_k,
+    p_v,
+    p_f,
+    p_b,
+    p_gate,
+    stride_qb,
+    stride_kb,
+    stride_vb,
+    stride_fb,
+    stride_bb,
+    stride_gb,
+    p_q_conv_w,
+    p_k_conv_w,
+    p_v_conv_w,
+    p_a_log,
+    p_dt_bias,
+    p_o_norm,
+    p_q_state,
+    p_k_state,
+    p_v_state,
+    p_state,
+    p_out,
+    stride_ob,
+    p_ws_o,
+    p_ws_sq,
+    p_ws_count,
+    H,
+    K,
+    V,
+    V_SLICE,
+    lower_bound,
+    scale,
+    eps,
+    NUM_V_SPLITS: tl.constexpr,
+    KW: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_VS: tl.constexpr,
+    USE_PDL: tl.constexpr,
+):
+    """Grid (B, H, NUM_V_SPLITS): program (b, h, s) owns v columns [s*V_SLICE, (s+1)*V_SLICE)."""
+    i_b = tl.program_id(0).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    i_s = tl.program_id(2).to(tl.int64)
+    i_bh = i_b * H + i_h
+    o_k = tl.arange(0, BLOCK_K)
+    o_vs = i_s * V_SLICE + tl.arange(0, BLOCK_VS)
+    m_k = o_k < K
+    m_vs = (tl.arange(0, BLOCK_VS) < V_SLICE) & (o_vs < V)
+    o_ck = i_h * K + o_k
+    o_cv = i_h * V + o_vs
+    b_wq_old, b_wq_new = load_conv_weights(p_q_conv_w, o_ck, m_k, KW, BLOCK_T)
+    b_wk_old, b_wk_new = load_conv_weights(p_k_conv_w, o_ck, m_k, KW, BLOCK_T)
+    b_wv_old, b_wv_new = load_conv_weights(p_v_conv_w, o_cv, m_vs, KW, BLOCK_T)
+    b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
+    b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
+    pdl_wait(USE_PDL)
+    pdl_launch_dependents(USE_PDL)
+
+    conv_k_rows = H * K * (KW - 1)
+    p_q_state_b = p_q_state + i_b * conv_k_rows
+    p_k_state_b = p_k_state + i_b * conv_k_rows
+    b_q = conv_silu_peek(p_q + i_b * stride_qb, p_q_state_b, b_wq_old, b_wq_new, o_ck, m_k, KW, BLOCK_T)
+    b_k = conv_silu_peek(p_k + i_b * stride_kb, p_k_state_b, b_wk_old, b_wk_new, o_ck, m_k, KW, BLOCK_T)
+    b_v = short_conv_silu(
+        p_v + i_b * stride_vb, p_v_state + i_b * H * V * (KW - 1), b_wv_old, b_wv_new, o_cv, m_vs, KW, BLOCK_T
+    )
+    b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
+    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
+    b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
+    b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
+    b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
+
+    # [BLOCK_K, BLOCK_VS] fp32 slice of this head's state: decay -> correct -> update -> read.
+    p_s = p_state + (i_bh * K + o_k[:, None]) * V + o_vs[None, :]
+    m_s = m_k[:, None] & m_vs[None, :]
+    b_s = tl.load(p_s, mask=m_s, other=0.0) * b_decay[:, None]
+    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
+    b_s += b_k[:, None] * b_u[None, :]
+    tl.store(p_s, b_s, mask=m_s)
+    b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
+
+    tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
+    tl.atomic_add(p_ws_sq + i_bh, tl.sum(b_o * b_o, axis=0), sem="relaxed")
+    # Every thread's stores (and q/k conv-state reads) must be done before this slice's ticket.
+    tl.debug_barrier()
+    ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="acq_rel")
+    if ticket == NUM_V_SPLITS - 1:
+        o_t_k = i_h * K + o_k
+        shift_conv_state(p_q + i_b * stride_qb, p_q_state_b, o_t_k, m_k, KW, BLOCK_T)
+        shift_conv_state(p_k + i_b * stride_kb, p_k_state_b, o_t_k, m_k, KW, BLOCK_T)
+        finish_head(
+            p_ws_o,
+            p_ws_sq,
+            p_ws_count,
+            p_gate + i_b * stride_gb,
+            p_o_norm,
+            p_out + i_b * stride_ob,
+            i_bh,
+            i_h,
+            V,
+            eps,
+            BLOCK_V,
+        )

@@ -1,0 +1,116 @@
+"""Launcher of the V-split KDA decode kernel and its zero-initialised, self-re-arming workspace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+from bubblescope.kernels._pdl import launch_options
+from bubblescope.kernels.kda_decode.params import KDALayerState, KDALayerWeights
+from bubblescope.kernels.kda_decode.split_kernel import kda_decode_split_kernel
+
+
+@dataclass
+class KDASplitWorkspace:
+    """Per-head scratch of the V-split kernel. Starts at zero and the kernel leaves it at zero, so one
+    workspace serves every layer and step that runs in stream order (not two streams at once).
+
+    Attributes:
+        o: `[B*H*V]` fp32 unnormalised outputs; sq: `[B*H]` fp32 sums of squares;
+        count: `[B*H]` int32 tickets.
+    """
+
+    o: torch.Tensor
+    sq: torch.Tensor
+    count: torch.Tensor
+
+    @classmethod
+    def allocate(cls, batch: int, heads: int, value_dim: int, device: torch.device) -> KDASplitWorkspace:
+        rows = batch * heads
+        return cls(
+            o=torch.zeros(rows * value_dim, dtype=torch.float32, device=device),
+            sq=torch.zeros(rows, dtype=torch.float32, device=device),
+            count=torch.zeros(rows, dtype=torch.int32, device=device),
+        )
+
+    def fits(self, batch: int, heads: int, value_dim: int, device: torch.device) -> bool:
+        return (
+            self.o.numel() == batch * heads * value_dim
+            and self.count.numel() == batch * heads
+            and (self.o.device == device)
+        )
+
+
+_WORKSPACES: dict[tuple[str, int, int, int], KDASplitWorkspace] = {}
+
+
+def shared_workspace(batch: int, heads: int, value_dim: int, device: torch.device) -> KDASplitWorkspace:
+    """One cached workspace per (device, B, H, V); allocate it before CUDA-graph capture (first call)."""
+    key = (str(device), batch, heads, value_dim)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = KDASplitWorkspace.allocate(batch, heads, value_dim, device)
+    return _WORKSPACES[key]
+
+
+def launch_kda_decode_split(
+    acts: dict[str, torch.Tensor],
+    weights: KDALayerWeights,
+    state: KDALayerState,
+    out: torch.Tensor,
+    eps: float,
+    pdl: bool,
+    num_warps: int | None,
+    v_splits: int,
+    workspace: KDASplitWorkspace,
+) -> None:
+    """Grid (B, H, v_splits) launch of kda_decode_split_kernel on validated inputs."""
+    q, k, v, f, b, gate = (acts[name] for name in ("q", "k", "v", "f", "b", "gate"))
+    batch, heads, key_dim, value_dim = state.recurrent.shape
+    kw = weights.q_conv.shape[1]
+    v_slice = triton.cdiv(value_dim, v_splits)
+    kda_decode_split_kernel[(batch, heads, v_splits)](
+        q,
+        k,
+        v,
+        f,
+        b,
+        gate,
+        q.stride(0),
+        k.stride(0),
+        v.stride(0),
+        f.stride(0),
+        b.stride(0),
+        gate.stride(0),
+        weights.q_conv,
+        weights.k_conv,
+        weights.v_conv,
+        weights.a_log,
+        weights.dt_bias,
+        weights.o_norm,
+        state.q_conv,
+        state.k_conv,
+        state.v_conv,
+        state.recurrent,
+        out,
+        out.stride(0),
+        workspace.o,
+        workspace.sq,
+        workspace.count,
+        heads,
+        key_dim,
+        value_dim,
+        v_slice,
+        float(weights.lower_bound),
+        key_dim**-0.5,
+        eps,
+        NUM_V_SPLITS=v_splits,
+        KW=kw,
+        BLOCK_T=max(2, triton.next_power_of_2(kw - 1)),
+        BLOCK_K=triton.next_power_of_2(key_dim),
+        BLOCK_V=triton.next_power_of_2(value_dim),
+        BLOCK_VS=triton.next_power_of_2(v_slice),
+        USE_PDL=pdl,
+        num_warps=num_warps or (8 if key_dim * v_slice >= 4096 else 4),
+        **launch_options(pdl),
+    )
