@@ -151,7 +151,7 @@ def measure_baseline(args: argparse.Namespace, report: dict[str, Any], device: s
 def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
     config = get_preset(args.preset)
     deadline = time.monotonic() + args.budget_s
-    for spec, accept in itertools.product(args.spec, ACCEPT_LENGTHS):
+    for spec, accept in itertools.product(args.spec, args.accept):
         block = block_for(accept, args.block)
         workload = SpecWorkload(
             config,
@@ -291,12 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--preset", default="ling3-flash-e256")
     parser.add_argument("--spec", nargs="+", default=["nextn", "dspark"], choices=["nextn", "dspark"])
+    parser.add_argument("--accept", nargs="+", type=float, default=list(ACCEPT_LENGTHS))
     parser.add_argument("--block", type=int, default=8)
+    parser.add_argument("--skip-baseline", action="store_true", help="no non-speculative reference run")
+    parser.add_argument("--skip-extras", action="store_true", help="no real-acceptance / overlap runs")
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--share-steps", type=int, default=6)
-    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument(
         "--budget-s", type=float, default=480.0, help="stop starting new configurations after this"
     )
@@ -327,14 +330,16 @@ def main(argv: list[str] | None = None) -> int:
         )
     save(args.out_dir, report)
     try:
-        measure_baseline(args, report, device)
+        if not args.skip_baseline:
+            measure_baseline(args, report, device)
     except Exception as exc:  # noqa: BLE001 - the speculative grid is still worth running
         report["errors"].append(f"baseline: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     save(args.out_dir, report)
     # Same seed as the baseline; built with the MTP layer (NEXTN drafts with it).
     model = build_model(get_preset(args.preset), device, seed=0)
     run_spec_grid(args, report, model, device, args.out_dir)
-    run_real_and_overlap(args, report, model, device, args.out_dir)
+    if not args.skip_extras:
+        run_real_and_overlap(args, report, model, device, args.out_dir)
     save(args.out_dir, report)
     print(render_markdown(report))
     return 0
