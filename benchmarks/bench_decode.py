@@ -54,10 +54,14 @@ class Plan:
     eager_steps: int
     profile_steps: int
     prompt_len: int = 8
+    # Configuration keys to run; None = all (the smoke pass runs off and all_on: every kernel variant).
+    keys: tuple[str, ...] | None = None
 
 
 PLANS = {
-    "debug": Plan("debug", steps=4, warmup=1, repeats=1, eager_steps=2, profile_steps=1),
+    "debug": Plan(
+        "debug", steps=4, warmup=1, repeats=1, eager_steps=2, profile_steps=1, keys=("off", "all_on")
+    ),
     "ling3-tiny": Plan("ling3-tiny", steps=64, warmup=8, repeats=3, eager_steps=16, profile_steps=3),
     "ling3-flash-e256": Plan(
         "ling3-flash-e256", steps=48, warmup=8, repeats=3, eager_steps=8, profile_steps=3
@@ -231,6 +235,8 @@ def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[
     reference: list[int] | None = None
     seconds_per_config = 0.0
     for key, enabled in configurations():
+        if plan.keys is not None and key not in plan.keys:
+            continue
         if time.perf_counter() + seconds_per_config > deadline:
             result["errors"].append({"key": key, "error": "skipped: time budget"})
             log(f"{plan.preset} {key}: skipped (time budget)")
