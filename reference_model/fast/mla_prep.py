@@ -62,8 +62,9 @@ def mla_prep_kernel(
     act_dtype = p_cache.dtype.element_ty
     # The norm weight does not depend on the previous kernel: load it before waiting.
     b_w = tl.load(p_norm_w + o_c, mask=m_c, other=0.0).to(tl.float32)
-    pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
+    # Trigger after the wait (the kernels' convention): dependents never cascade past this kernel.
+    pdl_launch_dependents(USE_PDL)
     b_cos = tl.load(p_cos + o_p, mask=m_p, other=1.0)
     b_sin = tl.load(p_sin + o_p, mask=m_p, other=0.0)
     if i_h < H:
