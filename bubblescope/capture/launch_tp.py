@@ -44,6 +44,7 @@ class TPRunRequest:
     seed: int
     out_dir: str
     html: bool = True
+    path: str = "auto"
 
 
 def choose_tp_preset(world_size: int) -> str:
@@ -83,9 +84,9 @@ def check_request(request: TPRunRequest) -> None:
         raise ConfigError("use either --toggle or --all, not both")
     from bubblescope.capture.setup import check_usable
 
-    check_usable(
-        parse_toggles(request.toggle, tp_switch_infos()), tp_switch_infos(), torch.cuda.is_available()
-    )
+    on_cuda = torch.cuda.is_available()
+    infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
+    check_usable(parse_toggles(request.toggle, infos), infos, on_cuda)
     RunSettings(**request.settings)
 
 
@@ -121,7 +122,11 @@ def run_rank(request: TPRunRequest) -> None:
         comm = init_tp_from_env()
         settings = RunSettings(**request.settings)
         workload = make_tp_workload(
-            comm, request.preset, seed=request.seed, max_steps=max(4096, settings.warmup + settings.steps)
+            comm,
+            request.preset,
+            seed=request.seed,
+            max_steps=max(4096, settings.warmup + settings.steps),
+            path=request.path,
         )
         enabled, notices = _resolve_enabled(request, workload)
         info = {

@@ -35,8 +35,12 @@ EAGER_SWITCHES = ("bf16_gate", "bf16_lm_head")
 TP_SWITCHES = (*EAGER_SWITCHES, FAST_ALLREDUCE.name)
 
 
-def tp_switch_infos() -> list[SwitchInfo]:
-    return [info for info in SWITCH_INFO if info.name in EAGER_SWITCHES] + [FAST_ALLREDUCE]
+def tp_switch_infos(fast_path: bool = False) -> list[SwitchInfo]:
+    """Switches of the TP workload: the eager path's or the fast path's, plus fast_allreduce."""
+    from ..workload import FAST_SWITCHES
+
+    names = FAST_SWITCHES if fast_path else EAGER_SWITCHES
+    return [info for info in SWITCH_INFO if info.name in names] + [FAST_ALLREDUCE]
 
 
 class TPLingWorkload:
@@ -175,10 +179,36 @@ def rank_bytes_per_token(workload: TPLingWorkload, enabled: frozenset[str]) -> i
     return total
 
 
+PATHS = ("auto", "eager", "fast")
+
+
 def make_tp_workload(
-    comm: TPComm, preset: str, *, seed: int = 0, prompt_len: int = 32, max_steps: int = 4096
+    comm: TPComm,
+    preset: str,
+    *,
+    seed: int = 0,
+    prompt_len: int = 32,
+    max_steps: int = 4096,
+    path: str = "auto",
 ) -> TPLingWorkload:
-    """This rank's `ling3` workload at TP = comm.world_size (the launcher calls it on every rank)."""
+    """This rank's `ling3` workload at TP = comm.world_size (the launcher calls it on every rank).
+
+    Args:
+        path: "fast" (Triton kernels + CUDA graph with the collectives captured; on the CPU only under
+            TRITON_INTERPRET=1), "eager", or "auto" (fast on CUDA, eager on the CPU), as make_workload.
+
+    Raises:
+        ConfigError: unknown preset or path; ShardingError: the preset does not split over the ranks.
+    """
     from ..config import get_preset
 
-    return TPLingWorkload(get_preset(preset), comm, seed=seed, prompt_len=prompt_len, max_steps=max_steps)
+    if path not in PATHS:
+        raise ConfigError(f"unknown path {path!r}; valid paths: {', '.join(PATHS)}")
+    if path == "auto":
+        path = "fast" if comm.device.type == "cuda" else "eager"
+    config = get_preset(preset)
+    if path == "fast":
+        from .fast import TPFastWorkload
+
+        return TPFastWorkload(config, comm, seed=seed, prompt_len=prompt_len, max_steps=max_steps)
+    return TPLingWorkload(config, comm, seed=seed, prompt_len=prompt_len, max_steps=max_steps)

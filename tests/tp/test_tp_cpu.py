@@ -14,8 +14,9 @@ from bubblescope.reference_model.tp.build import build_tp_model
 from bubblescope.reference_model.tp.comm import TPComm
 from bubblescope.reference_model.tp.distributed import free_port
 from bubblescope.reference_model.tp.plan import ShardingError, check_divisible, sharding_plan
+from bubblescope.reference_model.workload import make_workload
 
-from tests.tp.workers import PROMPT, tokens_worker
+from tests.tp.workers import FAST_STEPS, PROMPT, tokens_worker
 
 STEPS = 16
 
@@ -32,9 +33,15 @@ def reference():
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
     _model, want_tokens, want_logits = reference
+    # the TP=1 eager workload (its own seeded prompt), which the TP fast-path ranks must reproduce
+    workload = make_workload("debug", "cpu", path="eager", max_steps=8)
+    for _ in range(FAST_STEPS):
+        workload.step()
+    workload_tokens = workload.tokens()
     mp.start_processes(
         tokens_worker,
-        args=(world_size, free_port(), str(tmp_path), STEPS),
+        # the fast path (Triton interpreter, ~3 s a step here) runs at TP=2 only
+        args=(world_size, free_port(), str(tmp_path), STEPS, world_size == 2),
         nprocs=world_size,
         start_method="spawn",
         join=True,
@@ -44,6 +51,10 @@ def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
         assert result["tokens"] == want_tokens, f"rank {result['rank']} tokens differ from TP=1"
         assert result["kda_heads"] == get_preset("debug").num_attention_heads // world_size
         assert result["env"] == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+        if world_size == 2:
+            assert result["fast_tokens"] == workload_tokens, (
+                "fast path at TP=2 differs from the TP=1 workload"
+            )
     # The vocabulary slices tile the full row in rank order and match TP=1's logits.
     ordered = sorted(results, key=lambda r: r["vocab_start"])
     assert [r["vocab_start"] for r in ordered] == [r * (512 // world_size) for r in range(world_size)]

@@ -12,8 +12,15 @@ from pathlib import Path
 PROMPT = list(range(3, 19))
 
 
-def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
-    """Join a gloo group, build this rank's debug shard, decode greedily, write tokens + prefill logits."""
+FAST_STEPS = 2
+
+
+def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, fast: bool) -> None:
+    """Join a gloo group, build this rank's debug shard, decode greedily, write tokens + prefill logits;
+    with `fast`, also FAST_STEPS steps of the fast path (Triton interpreter) at TP."""
+    if fast:
+        # before anything imports triton
+        os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
     torch.set_num_threads(1)
@@ -44,6 +51,13 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
                 key: os.environ.get(key) for key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
             },
         }
+        if fast:
+            from bubblescope.reference_model.tp.workload import make_tp_workload
+
+            workload = make_tp_workload(comm, "debug", max_steps=8, path="fast")
+            for _ in range(FAST_STEPS):
+                workload.step()
+            result["fast_tokens"] = workload.tokens()
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
