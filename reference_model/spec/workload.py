@@ -182,6 +182,18 @@ class SpecWorkload:
     def tokens(self) -> list[int]:
         return list(self.decoder.tokens)
 
+    def describe(self) -> dict[str, object]:
+        """Workload facts for a RunRecord, the speculative summary included."""
+        return {
+            "preset": self.config.name,
+            "device": self.device,
+            "dtype": self.config.dtype,
+            "switches": sorted(self.enabled),
+            "graphs": self.use_graphs,
+            "kernel_moe": self.moe_runner is not None,
+            **self.spec_summary(),
+        }
+
     def spec_summary(self) -> dict[str, object]:
         """What a RunRecord of this run carries as `spec` and `accept_len` (issue 6 §2)."""
         lengths = self.decoder.accept_lengths

@@ -99,6 +99,7 @@ def test_spec_workload_reports_accept_lengths(spec: str) -> None:
     assert summary["spec"] == {"kind": spec, "block": 4, "acceptance": "oracle", "accept_len_target": 3.0}
     assert summary["accept_len"] == sum(emitted) / len(emitted)
     assert len(workload.tokens()) == 1 + sum(emitted)
+    assert workload.describe()["spec"]["kind"] == spec
     assert summary["experts"]["verifies"] == 3
     assert 1 <= summary["experts"]["distinct_experts_mean"] <= summary["experts"]["upper_bound"]
 
