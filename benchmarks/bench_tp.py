@@ -38,13 +38,21 @@ from typing import Any
 PARTS = ("allreduce", "tokens", "tpot_tiny", "flash")
 PROMPT = list(range(100, 132))
 TOKEN_STEPS = 32
-CONFIGS = {
-    "baseline": (),
-    "fast_allreduce": ("fast_allreduce",),
-    "bf16_gate": ("bf16_gate",),
-    "bf16_lm_head": ("bf16_lm_head",),
-    "all_on": ("fast_allreduce", "bf16_gate", "bf16_lm_head"),
-}
+EAGER_SWITCHES = ("fast_allreduce", "bf16_gate", "bf16_lm_head")
+FAST_PATH_SWITCHES = (
+    "fast_allreduce",
+    "no_readback",
+    "pdl",
+    "fused_moe",
+    "bf16_gate",
+    "bf16_lm_head",
+    "graph_metadata",
+)
+
+
+def ablation_configs(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Baseline (all off), each switch alone, all on."""
+    return {"baseline": (), **{name: (name,) for name in names}, "all_on": names}
 
 
 def _free_memory() -> None:
@@ -141,20 +149,24 @@ def _tpot_sweep(workload: Any, configs: dict[str, tuple[str, ...]], steps: int) 
     return out
 
 
-def _graph_step(workload: Any, fast: bool, replays: int) -> dict[str, Any]:
-    """One decode step captured in a CUDA graph (collectives inside): replay == eager token, and the
-    median replay time (one step's device time with no host in the loop)."""
+def _graph_step(workload: Any, comm: Any, fast: bool, replays: int) -> dict[str, Any]:
+    """One eager TP decode step captured in a CUDA graph (collectives inside): replay == eager step,
+    and the median replay time (one step's device time with no host in the loop)."""
     import statistics
 
+    import torch
+    from bubblescope.reference_model.tp.decode import tp_decode_step
     from bubblescope.reference_model.tp.graph import capture_decode_step, time_replays_ms
 
-    workload.prepare(frozenset({"fast_allreduce"} if fast else set()))
-    captured = capture_decode_step(workload.model, workload.cache, workload.tokens()[-1])
+    comm.use_fast(fast)
+    token = workload.tokens()[-1]
+    captured = capture_decode_step(workload.model, workload.cache, token)
+    eager = int(
+        tp_decode_step(workload.model, torch.tensor([[token]], device=comm.device), workload.cache).item()
+    )
+    captured.restore()
     captured.graph.replay()
     replayed = int(captured.next_ids.item())
-    captured.restore()
-    workload.step()
-    eager = workload.tokens()[-1]
     captured.restore()
     times_ms = time_replays_ms(captured, replays)
     return {
@@ -165,48 +177,81 @@ def _graph_step(workload: Any, fast: bool, replays: int) -> dict[str, Any]:
     }
 
 
-def _graph_sweep(workload: Any, replays: int) -> dict[str, Any]:
+def _graph_sweep(workload: Any, comm: Any, replays: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, fast in (("nccl", False), ("fast_allreduce", True)):
         try:
-            out[label] = _graph_step(workload, fast, replays)
+            out[label] = _graph_step(workload, comm, fast, replays)
         except Exception as exc:  # noqa: BLE001 - keep the other mode
             out[label] = {"error": f"{type(exc).__name__}: {exc}"}
+    comm.use_fast(False)
     return out
 
 
-def part_tpot_tiny(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from bubblescope.reference_model.tp.comm import TPComm
+def _tp_path(comm: Any, preset: str, path: str, args: argparse.Namespace, steps: int) -> dict[str, Any]:
+    """TPOT sweep of one path at TP = world (every rank), plus the graphed eager step (eager only)."""
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
-    workload = make_tp_workload(comm, args.tiny_preset, max_steps=4096)
-    result = {"preset": args.tiny_preset, "steps": args.steps, f"tp{comm.world_size}": {}}
-    result[f"tp{comm.world_size}"] = _tpot_sweep(workload, CONFIGS, args.steps)
-    if not args.cpu_smoke:
-        result[f"tp{comm.world_size}_graph_step"] = _graph_sweep(workload, args.graph_replays)
+    start = time.perf_counter()
+    workload = make_tp_workload(comm, preset, max_steps=4096, path=path)
+    result: dict[str, Any] = {"build_s": time.perf_counter() - start}
+    names = FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES
+    result["tpot"] = _tpot_sweep(workload, ablation_configs(names), steps)
+    if path == "eager" and not args.cpu_smoke:
+        result["graph_step"] = _graph_sweep(workload, comm, args.graph_replays)
     del workload
     _free_memory()
-    comm.barrier()
-    if comm.rank == 0:
-        single = make_tp_workload(TPComm.single(comm.device), args.tiny_preset, max_steps=4096)
-        tp1_configs = {k: v for k, v in CONFIGS.items() if "fast_allreduce" not in v}
-        result["tp1"] = _tpot_sweep(single, tp1_configs, args.steps)
-        del single
-        _free_memory()
-    comm.barrier()
+    return result
+
+
+def _tp1_path(preset: str, device: Any, path: str, steps: int) -> dict[str, Any]:
+    """The plain TP=1 reference workload on one GPU (switches without fast_allreduce)."""
+    from bubblescope.reference_model.workload import make_workload
+
+    workload = make_workload(preset, str(device), max_steps=4096, path=path)
+    names = tuple(
+        n for n in (FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES) if n != "fast_allreduce"
+    )
+    result = _tpot_sweep(workload, ablation_configs(names), steps)
+    del workload
+    _free_memory()
+    return result
+
+
+def part_tpot_tiny(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
+    paths = ("eager",) if args.cpu_smoke else ("eager", "fast")
+    result: dict[str, Any] = {"preset": args.tiny_preset, "steps": args.steps}
+    for path in paths:
+        try:
+            result[f"tp{comm.world_size}_{path}"] = _tp_path(comm, args.tiny_preset, path, args, args.steps)
+        except Exception as exc:  # noqa: BLE001 - keep the other path
+            result[f"tp{comm.world_size}_{path}"] = {"error": f"{type(exc).__name__}: {exc}"}
+            _free_memory()
+        comm.barrier()
+        if comm.rank == 0:
+            try:
+                result[f"tp1_{path}"] = _tp1_path(args.tiny_preset, comm.device, path, args.steps)
+            except Exception as exc:  # noqa: BLE001
+                result[f"tp1_{path}"] = {"error": f"{type(exc).__name__}: {exc}"}
+                _free_memory()
+        comm.barrier()
     return result
 
 
 def part_flash(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """ling3-flash at TP = world on the fast path (auto: eager on CPU smoke runs): build, a few steps,
+    TPOT of every switch off / alone / all on, and the graphed eager step with each all-reduce."""
     import torch
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
+    path = "eager" if args.cpu_smoke else args.flash_path
     start = time.perf_counter()
-    workload = make_tp_workload(comm, args.flash_preset, max_steps=512)
+    workload = make_tp_workload(comm, args.flash_preset, max_steps=512, path=path)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     result: dict[str, Any] = {
         "preset": args.flash_preset,
+        "path": path,
         "build_s": time.perf_counter() - start,
         "gpu_mem_allocated_gb": torch.cuda.memory_allocated(comm.device) / 1e9
         if torch.cuda.is_available()
@@ -216,10 +261,10 @@ def part_flash(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(4):
         workload.step()
     result["first_tokens"] = workload.tokens()
-    configs = {k: CONFIGS[k] for k in ("baseline", "fast_allreduce", "all_on")}
-    result["tpot"] = _tpot_sweep(workload, configs, args.flash_steps)
+    names = FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES
+    result["tpot"] = _tpot_sweep(workload, ablation_configs(names), args.flash_steps)
     if not args.cpu_smoke:
-        result["graph_step"] = _graph_sweep(workload, args.graph_replays)
+        result["graph_step_eager"] = _graph_sweep(workload, comm, args.graph_replays)
     del workload
     _free_memory()
     return result
@@ -291,6 +336,7 @@ def main() -> None:
     )
     parser.add_argument("--tiny-preset", default="ling3-tiny")
     parser.add_argument("--flash-preset", default="ling3-flash")
+    parser.add_argument("--flash-path", default="fast", choices=("fast", "eager"))
     parser.add_argument("--steps", type=int, default=32, help="timed steps per repeat (tiny)")
     parser.add_argument("--flash-steps", type=int, default=12, help="timed steps per repeat (flash)")
     parser.add_argument("--replays", type=int, default=200)
