@@ -1,4 +1,5 @@
-"""TP=2 on two GPUs (NCCL): TP=1 tokens, a decode step captured in a CUDA graph with each all-reduce."""
+"""TP=2 on two GPUs (NCCL): TP=1 tokens (eager and fast path), a decode step captured in a CUDA graph
+with each all-reduce, and the one-shot all-reduce equal to NCCL."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bubblescope.reference_model.config import get_preset
 from bubblescope.reference_model.generate import generate
 from bubblescope.reference_model.init import build_model
 from bubblescope.reference_model.tp.distributed import free_port
+from bubblescope.reference_model.workload import make_workload
 
 from tests.tp.workers import PROMPT, gpu_worker
 
@@ -25,6 +27,12 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
     reference = build_model(get_preset("debug"), "cuda:0", seed=0)
     want = generate(reference, PROMPT, STEPS)
     del reference
+    # TP=1 eager workload (its own seeded prompt): what the TP fast path must reproduce
+    workload = make_workload("debug", "cuda:0", path="eager", max_steps=16)
+    for _ in range(STEPS // 2):
+        workload.step()
+    want_workload = workload.tokens()
+    del workload
     apply_no_multicast_env()
     mp.start_processes(
         gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True
@@ -37,3 +45,5 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
             assert graph["eager"] == want[1], f"{label}: eager step after prefill is not TP=1's token"
             assert graph["replayed"] == graph["eager"], f"{label}: graph replay differs from the eager step"
         assert result["sums"]["fast"] == result["sums"]["nccl"], "one-shot all-reduce differs from NCCL"
+        for label, tokens in result["fast_path"].items():
+            assert tokens == want_workload, f"fast path at TP=2 ({label}) differs from the TP=1 workload"

@@ -13,6 +13,15 @@ PROMPT = list(range(3, 19))
 
 
 FAST_STEPS = 2
+GPU_FAST_PATH_ALL_ON = (
+    "fast_allreduce",
+    "no_readback",
+    "pdl",
+    "fused_moe",
+    "bf16_gate",
+    "bf16_lm_head",
+    "graph_metadata",
+)
 
 
 def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, fast: bool) -> None:
@@ -97,6 +106,16 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
                 "eager": eager,
                 "replayed": int(captured.next_ids.item()),
             }
+        from bubblescope.reference_model.tp.workload import make_tp_workload
+
+        del model
+        fast_path = make_tp_workload(comm, "debug", max_steps=16, path="fast")
+        result["fast_path"] = {}
+        for label, enabled in (("off", frozenset()), ("all_on", frozenset(GPU_FAST_PATH_ALL_ON))):
+            fast_path.prepare(enabled)
+            for _ in range(steps // 2):
+                fast_path.step()
+            result["fast_path"][label] = fast_path.tokens()
         # integer-valued bf16 rows: every kind's sum is exact, so kinds must agree bit for bit
         data = torch.arange(2560, device=comm.device).remainder(7 + rank).to(torch.bfloat16)
         for label, fast in (("nccl", False), ("fast", True)):
