@@ -52,6 +52,7 @@ class SpecGraphs:
         self.draft_graph: torch.cuda.CUDAGraph | None = None
         self.outputs: tuple[torch.Tensor, torch.Tensor, object] | None = None
         self.drafted: torch.Tensor | None = None
+        self.routing_record: torch.Tensor | None = None
         self.steps_run = 0
         self.capacity_limit = decoder.capacity - decoder.draft.key_slack()
         self.key_len = min(MIN_BUCKET, self.capacity_limit)
@@ -87,8 +88,11 @@ class SpecGraphs:
         with torch.cuda.graph(self.draft_graph, pool=self.verify_graph.pool()):
             self.drafted = decoder.draft.propose(self.outputs[2])
             decoder._drafted.copy_(self.drafted)
-        if probe is not None:
-            # Records made while capturing hold no real routing; the eager warm-up steps' records stay.
+        # The routing ids recorded while capturing live in a static graph tensor that every replay
+        # rewrites: keep it, and file a copy of it after each replay (one small device copy).
+        self.routing_record = None
+        if probe is not None and len(probe.records) > recorded:
+            self.routing_record = probe.records[-1]
             del probe.records[recorded:]
 
     def _bucket(self, needed: int) -> int:
@@ -124,6 +128,8 @@ class SpecGraphs:
             decoder.draft_events.append((start, end))
         else:
             self.draft_graph.replay()
+        if self.routing_record is not None:
+            decoder.routing_probe.records.append(self.routing_record.clone())
         self.steps_run += 1
         emitted, accepted, _ = self.outputs
         return decoder._to_host(emitted, accepted)
