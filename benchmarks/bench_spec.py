@@ -335,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the speculative grid is still worth running
         report["errors"].append(f"baseline: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     save(args.out_dir, report)
-    # Same seed as the baseline; built with the MTP layer (NEXTN drafts with it).
-    model = build_model(get_preset(args.preset), device, seed=0)
+    try:
+        # Same seed as the baseline; built with the MTP layer (NEXTN drafts with it).
+        model = build_model(get_preset(args.preset), device, seed=0)
+    except Exception as exc:  # noqa: BLE001 - keep what was measured, say why the rest is missing
+        report["errors"].append(f"building the speculative target: {type(exc).__name__}: {exc}")
+        save(args.out_dir, report)
+        return 1
     run_spec_grid(args, report, model, device, args.out_dir)
     if not args.skip_extras:
         run_real_and_overlap(args, report, model, device, args.out_dir)
