@@ -82,3 +82,25 @@ def test_tiny_commit_matches_sequential_decode_bf16() -> None:
             rows = 12 + accepted + 1
             for index in config.mla_layers:
                 assert _relative(got.mla[index].buffer[:, :rows], want.mla[index].buffer[:, :rows]) < 3e-2
+
+
+@pytest.mark.gpu
+def test_tiny_dspark_graphs_match_eager_bf16() -> None:
+    """ling3-tiny (bf16) DSpark at oracle 9.95, every switch on: graphed and eager steps agree."""
+    config = get_preset("ling3-tiny")
+    model = build_model(config, "cuda", seed=0)
+    all_on = frozenset({"pdl", "bf16_gate", "bf16_lm_head", *SWITCHES})
+    streams = []
+    for graphs in (False, True):
+        workload = SpecWorkload(
+            config, "cuda", spec="dspark", block=9, accept_len=9.95, max_steps=32, graphs=graphs, model=model
+        )
+        workload.prepare(all_on)
+        for _ in range(10):
+            workload.step()
+        workload.decoder.drain()
+        summary = workload.spec_summary()
+        assert 8.0 <= summary["accept_len"] <= 10.0, summary
+        assert summary["experts"]["verifies"] >= 10
+        streams.append(workload.tokens()[:60])
+    assert streams[0] == streams[1]
