@@ -106,3 +106,31 @@ def test_tiny_dspark_graphs_match_eager_bf16() -> None:
     # The fused MoE accumulates with atomics (fp32-rounding nondeterminism), so a bf16 argmax may flip
     # late in a long stream; the first tokens must agree.
     assert streams[0] == streams[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_no_readback_enqueue_never_reads_the_device(graphs: bool) -> None:
+    """With no_readback, enqueuing a step (verify, accept, commit, draft) makes no synchronizing call;
+    without it the host read of the accepted count does (what the switch removes)."""
+    config = get_preset("debug")
+    workload = SpecWorkload(
+        config, "cuda", spec="dspark", block=4, accept_len=3.0, max_steps=64, graphs=graphs
+    )
+    for no_readback, expect_sync in ((True, False), (False, True)):
+        workload.prepare(
+            frozenset({"pdl", "staged_kda", "fused_kda_verify"} | ({"no_readback"} if no_readback else set()))
+        )
+        for _ in range(4):  # past the eager warm-up and the capture
+            workload.step()
+        decoder = workload.decoder
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            if expect_sync:
+                with pytest.raises(RuntimeError):
+                    decoder.step()
+            else:
+                decoder._pending.append(decoder._enqueue_verify(decoder._key_len()))
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
