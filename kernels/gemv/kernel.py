@@ -5,15 +5,19 @@ tiling: many narrow row strips, each program streaming its strip over the whole 
 512-row router) uses strips of 1-4 rows instead of split-K, so no second launch or atomics are needed.
 
 For M = 1 the product is accumulated elementwise into a [BLOCK_N, BLOCK_K] fp32 block and reduced
-over K once at the end (ACC_2D): a per-tile reduction would put warp shuffles and a shared-memory
-barrier in every iteration, which stalls the weight stream.
+over K once at the end (ACC_2D): a per-tile reduction puts warp shuffles and a shared-memory
+barrier in every iteration, which stalls the weight stream. Measured on the H200 (graph, 4096x2560,
+8 x 512 strips): 9.97 us per-tile, 7.76 us ACC_2D.
 
 PDL trigger placement (PDL_TRIGGER): 0 = `gdc_launch_dependents` before `gdc_wait` (the original
-choice), 1 = right after `gdc_wait`, 2 = after the main loop. With 0 the dependent kernel triggers
-its own dependent before it has waited, so a chain of kernels cascades: several grids become
-resident at once, each prefetching weight tiles and holding SM slots while spinning at `gdc_wait`,
-and they steal bandwidth from the one grid that can make progress. 1 or later keeps at most one
-grid waiting ahead.
+choice), 1 = right after `gdc_wait` (default), 2 = after the main loop. With 0 a kernel lets its
+dependent launch before it has waited itself, so a chain of kernels can cascade: several grids
+resident at once, each prefetching a weight tile and holding SM slots at `gdc_wait`, all competing
+with the one grid that can make progress; 1 keeps at most one grid waiting ahead. Measured (same
+torch 2.11 / triton 3.6): the per-tile kernel went from PDL 11.13 us vs 9.91 plain (trigger 0) to
+9.28 vs 9.97 (trigger 1). The ACC_2D kernel shows no difference (6.88 vs 6.87 us under PDL), which
+fits the explanation: at 120 registers only ~4 of its programs fit per SM, about one grid's worth,
+so no second grid can become resident anyway. Trigger 2 was slower (7.36 us).
 """
 
 from __future__ import annotations
