@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -30,7 +31,11 @@ def reference():
     return model, generate(model, PROMPT, STEPS), logits
 
 
-@pytest.mark.parametrize("world_size", [2, 4])
+# TP=4 spawns four torch processes on CI's two cores (~15 s more); set BUBBLESCOPE_TP4=1 to include it.
+SPAWNED_SIZES = [2, 4] if os.environ.get("BUBBLESCOPE_TP4") == "1" else [2]
+
+
+@pytest.mark.parametrize("world_size", SPAWNED_SIZES)
 def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
     _model, want_tokens, want_logits = reference
     # the TP=1 eager workload (its own seeded prompt), which the TP fast-path ranks must reproduce
