@@ -45,7 +45,8 @@ def gemv_cases() -> dict[str, Callable[[], dict]]:
         (1, 1536, 2560): [G(8, 512, 4, False), G(4, 512, 4), G(2, 1024, 4), G(4, 1024, 4), G(2, 512, 4)],
         (1, 512, 2560): [G(8, 512, 4, False), G(1, 512, 4), G(1, 1024, 4), G(2, 512, 4), G(2, 1024, 4)]
         + [G(1, 2048, 8), G(1, 256, 2)],
-        (8, 4096, 2560): [G(16, 128, 4), G(16, 256, 4), G(32, 128, 4), G(16, 256, 8), G(32, 256, 8)],
+        (8, 4096, 2560): [G(16, 128, 4), G(16, 256, 4), G(32, 128, 4), G(16, 256, 8), G(32, 256, 8)]
+        + [G(16, 512, 8), G(32, 512, 8), G(64, 128, 8)],
     }
     cases = {}
     for (rows, n, k), configs in shapes.items():
@@ -69,6 +70,12 @@ def moe_cases() -> dict[str, Callable[[], dict]]:
         (32, 128, 128, 8, True),
         (8, 512, 128, 4, False),
         (16, 512, 256, 8, False),
+        # Second round (no register spills at sm_90 per cuobjdump; not yet timed).
+        (32, 128, 256, 8, True),
+        (16, 128, 128, 8, True),
+        (32, 64, 128, 4, True),
+        (64, 64, 128, 8, True),
+        (16, 256, 256, 8, True),
     ]
     cases = {}
     for bi, bd, bo, w, acc in configs:
