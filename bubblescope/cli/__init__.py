@@ -20,6 +20,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Markdown mode reflows docstring paragraphs to the terminal instead of keeping their hard line breaks.
+    rich_markup_mode="markdown",
 )
 
 
