@@ -106,7 +106,11 @@ class SymmMemAllReduce:
         local = tensor.contiguous()
         buffer = self.buffer_for(tuple(local.shape), local.dtype)
         if self.algorithm == "one_shot":
-            return torch.ops.symm_mem.one_shot_all_reduce_copy(buffer, local, "sum", self.group_name)
+            # The fused copy+reduce op is newer than one_shot_all_reduce; older builds copy first.
+            if hasattr(torch.ops.symm_mem, "one_shot_all_reduce_copy"):
+                return torch.ops.symm_mem.one_shot_all_reduce_copy(buffer, local, "sum", self.group_name)
+            buffer.copy_(local)
+            return torch.ops.symm_mem.one_shot_all_reduce(buffer, "sum", self.group_name)
         buffer.copy_(local)
         torch.ops.symm_mem.two_shot_all_reduce_(buffer, "sum", self.group_name)
         return buffer.clone()
