@@ -186,6 +186,11 @@ def measure_config(
         "analysis_file": profiled["analysis_file"],
         "report": None,
     }
+    # Speculative workloads add spec (kind, block, acceptance), the measured accept length and the
+    # distinct experts per verify; their TPOT is already step time / tokens emitted.
+    spec_summary = getattr(workload, "spec_summary", None)
+    if callable(spec_summary):
+        record.update(spec_summary())
     if html:
         record["report"], notice = render_run_report(record, full, folder / f"{prefix}report.html")
         notices += [notice] if notice else []

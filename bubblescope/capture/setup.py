@@ -10,6 +10,9 @@ from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo, load_workload_factory
 
 REFERENCE_FACTORY = "bubblescope.reference_model.workload:make_workload"
+SPEC_FACTORY = "bubblescope.reference_model.spec.workload:make_spec_workload"
+SPEC_KINDS = ("dspark", "nextn")
+PATHS = ("auto", "fast", "eager")
 # Free GPU memory the e256 preset needs (weights ~124 GB bf16 plus caches and workspace).
 E256_FREE_BYTES = 130 * 10**9
 
@@ -50,8 +53,48 @@ def _call_factory(factory: Any, options: dict[str, Any]) -> Any:
     return factory(**{k: v for k, v in options.items() if k in params})
 
 
+@dataclass(frozen=True)
+class ReferenceOptions:
+    """Options of the reference Ling-3.0 workload that `run` and `ablate` expose.
+
+    Attributes:
+        spec: None for plain decoding, or a draft kind ("dspark", "nextn") for speculative decoding.
+        block: drafted tokens per verify (speculative only).
+        accept_len: oracle mean tokens emitted per verify; None = real (argmax-match) acceptance.
+        path: "fast" (Triton + CUDA graph), "eager" (plain PyTorch, the stock-eager reference) or "auto".
+    """
+
+    spec: str | None = None
+    block: int = 8
+    accept_len: float | None = None
+    path: str = "auto"
+
+    def check(self, user_workload: str | None) -> None:
+        if self.spec is not None and self.spec not in SPEC_KINDS:
+            raise ConfigError(f"unknown --spec {self.spec!r}; valid: {', '.join(SPEC_KINDS)}")
+        if self.path not in PATHS:
+            raise ConfigError(f"unknown --path {self.path!r}; valid: {', '.join(PATHS)}")
+        if self.spec is None and (self.accept_len is not None or self.block != 8):
+            raise ConfigError("--block and --accept-len need --spec dspark|nextn")
+        if self.spec is not None and self.path == "eager":
+            raise ConfigError("--spec runs on its own verify path; drop --path eager")
+        customised = self.spec is not None or self.path != "auto"
+        if user_workload is not None and customised:
+            raise ConfigError("--spec and --path apply to the reference workload, not to --workload")
+
+    def factory_and_options(self) -> tuple[str, dict[str, Any]]:
+        if self.spec is None:
+            return REFERENCE_FACTORY, ({"path": self.path} if self.path != "auto" else {})
+        return SPEC_FACTORY, {"spec": self.spec, "block": self.block, "accept_len": self.accept_len}
+
+
 def build_workload(
-    spec: str | None, preset: str | None, *, seed: int = 0, max_steps: int | None = None
+    spec: str | None,
+    preset: str | None,
+    *,
+    seed: int = 0,
+    max_steps: int | None = None,
+    reference: ReferenceOptions | None = None,
 ) -> BuiltWorkload:
     """Resolve `--workload` / `--preset` into a constructed workload.
 
@@ -60,8 +103,14 @@ def build_workload(
         preset: a preset name; None picks the best for this machine (reference workload only).
         seed: weight seed.
         max_steps: decode steps a repeat needs (warmup + timed), passed when the factory takes it.
+        reference: speculative-decoding / path options of the reference workload.
     """
+    reference = reference or ReferenceOptions()
+    reference.check(spec)
+    extra: dict[str, Any] = {}
     factory_spec = spec or REFERENCE_FACTORY
+    if spec is None:
+        factory_spec, extra = reference.factory_and_options()
     notice = None
     if spec is None and preset is None:
         preset, notice = choose_reference_preset()
@@ -74,7 +123,7 @@ def build_workload(
                 "bubblescope.examples.toy_workload:make_workload"
             ) from None
         raise
-    options: dict[str, Any] = {"preset": preset, "seed": seed}
+    options: dict[str, Any] = {"preset": preset, "seed": seed, **extra}
     if max_steps is not None:
         options["max_steps"] = max(4096, max_steps)
     workload = _call_factory(factory, options)

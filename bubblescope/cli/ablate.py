@@ -7,6 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
+from bubblescope.cli.reference_options import (
+    AcceptLenOption,
+    BlockOption,
+    PathOption,
+    SpecOption,
+    reference_options,
+)
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
@@ -111,6 +118,10 @@ def register(app: typer.Typer) -> None:
             typer.Option("--out", help="Ablation folder; rerunning with the same folder resumes."),
         ] = None,
         output_format: str = typer.Option("table", "--format", help="table or json (prints ablation.json)."),
+        spec: SpecOption = None,
+        block: BlockOption = 8,
+        accept_len: AcceptLenOption = None,
+        path: PathOption = "auto",
     ) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
 
@@ -132,7 +143,13 @@ def register(app: typer.Typer) -> None:
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
-        built = build_workload(workload, preset, seed=seed, max_steps=warmup + steps)
+        built = build_workload(
+            workload,
+            preset,
+            seed=seed,
+            max_steps=warmup + steps,
+            reference=reference_options(spec, block, accept_len, path),
+        )
         names, notices = _toggles(toggles, all_on, built.workload)
         plan = plan_ablation(names, _split(order) or None, max_exact=max_exact, permutations=permutations)
         if built.notice:

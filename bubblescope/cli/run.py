@@ -9,6 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
+from bubblescope.cli.reference_options import (
+    AcceptLenOption,
+    BlockOption,
+    PathOption,
+    SpecOption,
+    reference_options,
+)
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
@@ -82,6 +89,10 @@ def register(app: typer.Typer) -> None:
         tp: int = typer.Option(
             1, "--tp", help="Tensor-parallel ranks of the reference model (one GPU each; gloo on CPU)."
         ),
+        spec: SpecOption = None,
+        block: BlockOption = 8,
+        accept_len: AcceptLenOption = None,
+        path: PathOption = "auto",
     ) -> None:
         """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
 
@@ -116,7 +127,13 @@ def register(app: typer.Typer) -> None:
             else:
                 _print_plain(record, out_dir, notices)
             return
-        built = build_workload(workload, preset, seed=seed, max_steps=warmup + steps)
+        built = build_workload(
+            workload,
+            preset,
+            seed=seed,
+            max_steps=warmup + steps,
+            reference=reference_options(spec, block, accept_len, path),
+        )
         enabled, notices = resolve_toggles(toggle, all_on, built.workload)
         if built.notice:
             typer.echo(built.notice, err=True)

@@ -230,7 +230,7 @@ class SpecWorkload:
 
 def make_spec_workload(
     preset: str = "debug",
-    device: str = "cpu",
+    device: str | None = None,
     *,
     spec: str = "dspark",
     block: int = 8,
@@ -241,7 +241,12 @@ def make_spec_workload(
     routing_overlap: float = 0.0,
     draft_weights: str | None = None,
 ) -> SpecWorkload:
-    """Factory for `bubblescope run --spec KIND --block B --accept-len L` (see the class for arguments)."""
+    """Factory for `bubblescope run --spec KIND --block B --accept-len L` (see the class for arguments).
+
+    `device` defaults to "cuda" when a GPU is visible, else "cpu".
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     return SpecWorkload(
         get_preset(preset),
         device,

@@ -1,0 +1,43 @@
+"""`run`/`ablate` options of the reference workload: --spec, --block, --accept-len, --path."""
+
+import pytest
+from typer.testing import CliRunner
+
+from bubblescope.capture.setup import REFERENCE_FACTORY, SPEC_FACTORY, ReferenceOptions
+from bubblescope.cli import app
+from bubblescope.errors import ConfigError
+
+
+def test_plain_options_pick_the_reference_factory():
+    factory, options = ReferenceOptions().factory_and_options()
+    assert (factory, options) == (REFERENCE_FACTORY, {})
+    factory, options = ReferenceOptions(path="eager").factory_and_options()
+    assert (factory, options) == (REFERENCE_FACTORY, {"path": "eager"})
+
+
+def test_spec_options_pick_the_spec_factory():
+    factory, options = ReferenceOptions(spec="dspark", block=9, accept_len=9.95).factory_and_options()
+    assert factory == SPEC_FACTORY
+    assert options == {"spec": "dspark", "block": 9, "accept_len": 9.95}
+
+
+@pytest.mark.parametrize(
+    ("options", "user_workload", "message"),
+    [
+        (ReferenceOptions(spec="medusa"), None, "unknown --spec"),
+        (ReferenceOptions(path="turbo"), None, "unknown --path"),
+        (ReferenceOptions(accept_len=4.0), None, "need --spec"),
+        (ReferenceOptions(spec="nextn", path="eager"), None, "drop --path eager"),
+        (ReferenceOptions(spec="nextn"), "pkg.mod:make", "not to --workload"),
+    ],
+)
+def test_bad_combinations_are_one_line_errors(options, user_workload, message):
+    with pytest.raises(ConfigError, match=message):
+        options.check(user_workload)
+
+
+@pytest.mark.parametrize("command", ["run", "ablate"])
+def test_cli_refuses_accept_len_without_spec(command):
+    result = CliRunner().invoke(app, [command, "--accept-len", "4", "--steps", "1"])
+    assert result.exit_code != 0
+    assert "need --spec" in str(result.exception) or "need --spec" in result.output
