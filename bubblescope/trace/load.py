@@ -19,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import TraceError
+from bubblescope.trace.fastscan import EventColumns, scan_events
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
 DEFAULT_CHUNK_BYTES = 16 << 20
 _SCAN_CHUNK_EVENTS = 100_000
 _MAX_CUT_ATTEMPTS = 64
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*\{")
+# Where the events array may end; the fast path checks that the text before it is whole events.
+_ARRAY_END = re.compile(r"\}[ \t\n\r]*\]")
+# A candidate array end inside an event costs one scan of the tail: give up early.
+_MAX_TAIL_ATTEMPTS = 4
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_CHARS = " \t\n\r"
 # The C scanner behind json.loads, called one value at a time (no per-call Python wrapper).
@@ -162,24 +167,31 @@ class _BadJson(Exception):
 
 
 class StreamedTrace:
-    """A trace parsed incrementally: `chunks()` yields lists of about `chunk_bytes` of events, so only
-    one chunk of event dicts is alive at a time; `meta` is complete once `chunks()` is exhausted.
+    """A trace parsed incrementally: `chunks()` yields about `chunk_bytes` of events at a time, so only
+    one chunk is alive at a time; `meta` is complete once `chunks()` is exhausted.
+
+    A chunk is an `EventColumns` (raw text columns, no dict per event) when the fast regex path
+    (`fastscan`) accepts its text, else a list of event dicts from json.loads.
 
     Args:
         path: the file.
         text: its decompressed JSON text.
         chunk_bytes: JSON text per chunk. Default 16 MiB (about 100 000 Kineto events).
+        fast: try the regex fast path first. Default True; False parses everything with json.loads.
     """
 
-    def __init__(self, path: Path, text: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+    def __init__(
+        self, path: Path, text: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES, fast: bool = True
+    ) -> None:
         self.path = path
         self.meta: dict[str, Any] = {}
         self.size_bytes = len(text)
         self.event_count = 0
         self._text = text
         self._chunk_bytes = chunk_bytes
+        self._fast = fast
 
-    def chunks(self) -> Iterator[list[Any]]:
+    def chunks(self) -> Iterator[list[Any] | EventColumns]:
         """Event chunks in file order. Raises TraceError on malformed or truncated JSON."""
         text, self._text = self._text, ""
         try:
@@ -232,13 +244,14 @@ class StreamedTrace:
         if not found:
             raise TraceError(f"{self.path}: JSON has no 'traceEvents' (not a torch.profiler/Kineto trace)")
 
-    def _events(self, text: str, idx: int) -> Iterator[list[Any]]:
+    def _events(self, text: str, idx: int) -> Iterator[list[Any] | EventColumns]:
         """Yield chunks of the array starting at text[idx] == '['; return the index after ']'.
 
         Bulk: cut the array text at an event boundary about every `chunk_bytes` and hand each piece
         to json.loads (C speed). A cut is a `}` `,` `{` sequence; one that falls inside an event leaves
         its braces unbalanced, so json.loads rejects it and the next candidate is tried. The last piece
-        (where the array ends) goes through the scanner one event at a time.
+        (where the array ends) goes through the scanner one event at a time, unless the fast path
+        finds the array's end.
         """
         idx = _skip_ws(text, idx + 1)
         if text[idx] == "]":
@@ -250,12 +263,33 @@ class StreamedTrace:
             events, idx = cut
             self.event_count += len(events)
             yield events
+        tail = self._fast_tail(text, idx) if self._fast else None
+        if tail is not None:
+            columns, end = tail
+            self.event_count += len(columns)
+            yield columns
+            return end
         return (yield from self._events_one_by_one(text, idx))
 
-    def _cut_after(self, text: str, start: int, target: int) -> tuple[list[Any], int] | None:
+    def _fast_tail(self, text: str, start: int) -> tuple[EventColumns, int] | None:
+        """The last events as columns and the index after the array's `]`, when some `}` `]` ends
+        a piece that the fast path reads as whole events (then that `]` closes the array)."""
+        for attempt, match in enumerate(_ARRAY_END.finditer(text, start)):
+            if attempt >= _MAX_TAIL_ATTEMPTS:
+                return None
+            columns = scan_events(text[start : match.start() + 1])
+            if columns is not None:
+                return columns, match.end()
+        return None
+
+    def _cut_after(self, text: str, start: int, target: int) -> tuple[list[Any] | EventColumns, int] | None:
         for attempt, match in enumerate(_EVENT_BOUNDARY.finditer(text, target)):
             if attempt >= _MAX_CUT_ATTEMPTS:
                 return None
+            # Whole events in the fast grammar are valid JSON: json.loads would accept this cut too.
+            columns = scan_events(text[start : match.start() + 1]) if self._fast else None
+            if columns is not None:
+                return columns, match.end() - 1
             try:
                 events = json.loads("[" + text[start : match.start() + 1] + "]")
             except ValueError:
@@ -303,8 +337,10 @@ def stream_trace(
     path: Path,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    fast: bool = True,
 ) -> StreamedTrace:
-    """Read one trace file (capped) and prepare to parse it chunk by chunk."""
+    """Read one trace file (capped) and prepare to parse it chunk by chunk (`fast`: see
+    `StreamedTrace`)."""
     data = read_trace_bytes(path, max_decompressed_bytes)
     if not data.strip():
         raise TraceError(f"{path}: empty file")
@@ -313,7 +349,7 @@ def stream_trace(
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not valid JSON (not UTF-8 text: {_first_line(exc)})") from None
     del data
-    return StreamedTrace(path, text, chunk_bytes)
+    return StreamedTrace(path, text, chunk_bytes, fast)
 
 
 def _skip_ws(text: str, idx: int) -> int:

@@ -18,45 +18,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
 from bubblescope.errors import TraceError
+from bubblescope.trace.buckets import Fields, bucket_columns, bucket_dicts, describe_bad_time, fields_of
+from bubblescope.trace.fastscan import EventColumns
 
-# Kineto has renamed categories over the years; all spellings land in one bucket.
-_BUCKET_OF_CATEGORY = {
-    "cpu_op": "ops",
-    "Operator": "ops",
-    "operator": "ops",
-    "user_annotation": "ops",
-    "User Annotation": "ops",
-    "python_function": "frames",
-    "cuda_runtime": "runtime",
-    "Runtime": "runtime",
-    "runtime": "runtime",
-    "cuda_driver": "runtime",
-    "Driver": "runtime",
-    "driver": "runtime",
-    "kernel": "kernel",
-    "Kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "Memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "Memset": "memset",
-    "memset": "memset",
-    "cuda_sync": "waits",
-    "gpu_user_annotation": "gpu_annotations",
-    "async_gpu": "gpu_annotations",
-}
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
 # Some Kineto versions put sync rows on a virtual thread `stream + 1000000` next to the stream's row.
 _VIRTUAL_SYNC_ROW_OFFSET = 1000000
-_EMPTY: dict[str, Any] = {}
+
+# A bucket as the table builders take it: event dicts, or columns from the fast path.
+Bucket = Fields | list[dict[str, Any]]
 
 
 @dataclass
@@ -98,12 +76,16 @@ def build_tables(events: list[Any], meta: dict[str, Any], path: Path, rank: int)
 
 
 def build_tables_streamed(
-    chunks: Iterable[list[Any]], meta_of: Callable[[], dict[str, Any]], path: Path, rank: int
+    chunks: Iterable[list[Any] | EventColumns],
+    meta_of: Callable[[], dict[str, Any]],
+    path: Path,
+    rank: int,
 ) -> TraceTables:
     """Bucket each chunk of events by category into columnar parts, drop the chunk, and join the parts.
 
     Args:
-        chunks: event lists in file order (one list, or `StreamedTrace.chunks()`).
+        chunks: in file order, event lists or fast-path text columns (one list, or
+            `StreamedTrace.chunks()`).
         meta_of: called after the last chunk: the trace's top-level keys (rank, schema version).
         path: the file, for messages.
         rank: rank to use when the trace carries no `distributedInfo.rank`.
@@ -115,7 +97,10 @@ def build_tables_streamed(
     base_us: int | None = None
     event_count, legacy = 0, False
     for chunk in chunks:
-        buckets = _bucket_events(chunk, path, offset=event_count)
+        if isinstance(chunk, EventColumns):
+            buckets = bucket_columns(chunk)
+        else:
+            buckets = bucket_dicts(chunk, path, offset=event_count)
         event_count += len(chunk)
         if base_us is None and any(buckets.values()):
             base_us = _base_us(buckets, path)
@@ -163,100 +148,31 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def _bucket_events(events: list[Any], path: Path, offset: int = 0) -> dict[str, list[dict[str, Any]]]:
-    """Complete ('X') events of the used categories, grouped by bucket name (file order within a
-    category)."""
-    try:
-        # Two flat comprehensions and a factorize beat one Python loop with branches per event.
-        cats = [e.get("cat") for e in events]
-        phases = [e.get("ph") for e in events]
-    except AttributeError:
-        bad = next(i for i, e in enumerate(events) if not isinstance(e, dict))
-        what = type(events[bad]).__name__
-        raise TraceError(f"{path}: event #{offset + bad} is a {what}, not an object") from None
-    codes, uniques = pd.factorize(pd.Series(cats, dtype=object), use_na_sentinel=True)
-    complete = np.asarray(phases, dtype=object) == "X"
-    # dict.fromkeys keeps first-seen order: the same bucket order on every run (a set would not).
-    buckets: dict[str, list[dict[str, Any]]] = {k: [] for k in dict.fromkeys(_BUCKET_OF_CATEGORY.values())}
-    for code, cat in enumerate(uniques):
-        name = _BUCKET_OF_CATEGORY.get(cat) if isinstance(cat, str) else None
-        if name is None:
-            continue
-        rows = np.flatnonzero((codes == code) & complete)
-        buckets[name].extend(events[i] for i in rows.tolist())
-    return buckets
-
-
-def _base_us(buckets: dict[str, list[dict[str, Any]]], path: Path) -> int:
+def _base_us(buckets: dict[str, Any], path: Path) -> int:
     for bucket in buckets.values():
+        if isinstance(bucket, Fields):
+            return int(bucket.first_ts)
         if bucket:
             ts = bucket[0].get("ts")
             if isinstance(ts, (int, float)):
                 return int(ts)
-            raise TraceError(f"{path}: {_describe_bad_time(bucket)}")
+            raise TraceError(f"{path}: {describe_bad_time(bucket)}")
     return 0
 
 
-class _Fields(NamedTuple):
-    """The fields every table reads, one tuple per field over a bucket's events."""
-
-    ts: tuple
-    dur: tuple
-    name: tuple
-    tid: tuple
-    cat: tuple
-    args: tuple
-    pid: tuple
-
-
-def _fields(bucket: list[dict[str, Any]], path: Path) -> _Fields:
-    # One comprehension plus a C-level transpose beats one comprehension per field.
-    try:
-        rows = [
-            (
-                e["ts"],
-                e["dur"],
-                e.get("name"),
-                e.get("tid"),
-                e.get("cat"),
-                e.get("args") or _EMPTY,
-                e.get("pid"),
-            )
-            for e in bucket
-        ]
-    except KeyError:
-        raise TraceError(f"{path}: {_describe_bad_time(bucket)}") from None
-    return _Fields(*zip(*rows, strict=True)) if rows else _Fields(*([()] * 7))
-
-
-def _times_ns(
-    fields: _Fields, bucket: list[dict[str, Any]], base_us: int, path: Path
-) -> tuple[np.ndarray, np.ndarray]:
+def _times_ns(fields: Fields, base_us: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Start and end in absolute integer ns. Subtracting an integer base first keeps the float
     product exact to the ns that the µs float carries (Kineto writes ns fractions: 123.456)."""
     try:
         ts_us = np.asarray(fields.ts, dtype=np.float64)
         dur_us = np.asarray(fields.dur, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TraceError(f"{path}: {_describe_bad_time(bucket)}") from None
+        raise TraceError(f"{path}: {describe_bad_time(fields.events)}") from None
     start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
     dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
     if len(dur_ns) and (dur_ns.min() < 0 or not np.isfinite(ts_us).all()):
-        raise TraceError(
-            f"{path}: an event of category {bucket[0].get('cat')!r} has a negative or non-finite time"
-        )
+        raise TraceError(f"{path}: an event of category {fields.cat[0]!r} has a negative or non-finite time")
     return start_ns, start_ns + dur_ns
-
-
-def _describe_bad_time(bucket: list[dict[str, Any]]) -> str:
-    for i, event in enumerate(bucket):
-        for key in ("ts", "dur"):
-            value = event.get(key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                what = "lacks" if value is None else f"has a non-numeric ({value!r:.30})"
-                where = f"event {event.get('name')!r} (cat {event.get('cat')!r}, #{i} of its kind)"
-                return f"{where} {what} '{key}'"
-    return "an event has an unreadable time"
 
 
 def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -265,10 +181,10 @@ def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
     return codes, list(uniques)
 
 
-def _names(fields: _Fields, bucket: list[dict[str, Any]], path: Path) -> pd.Categorical:
+def _names(fields: Fields, path: Path) -> pd.Categorical:
     codes, uniques = _interned(fields.name)
     if len(codes) and codes.min() < 0:
-        raise TraceError(f"{path}: an event of category {bucket[0].get('cat')!r} lacks 'name'")
+        raise TraceError(f"{path}: an event of category {fields.cat[0]!r} lacks 'name'")
     return _categorical(codes, [u if isinstance(u, str) else str(u) for u in uniques])
 
 
@@ -295,7 +211,7 @@ def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) 
         raise TraceError(f"{path}: args.{key!r} holds a non-integer value") from None
 
 
-def _tids(fields: _Fields) -> pd.Categorical:
+def _tids(fields: Fields) -> pd.Categorical:
     codes, uniques = _interned(fields.tid)
     if len(codes) and codes.min() < 0:
         codes = np.where(codes < 0, len(uniques), codes)
@@ -303,20 +219,20 @@ def _tids(fields: _Fields) -> pd.Categorical:
     return _categorical(codes, [str(u) for u in uniques])
 
 
-def _flag_by_category(fields: _Fields, marker: str) -> np.ndarray:
+def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
     """[n] bool: the event's category name contains `marker` (decided once per distinct category)."""
     codes, uniques = _interned(fields.cat)
     flags = np.asarray([marker in str(u) for u in uniques] + [False], dtype=bool)
     return flags[codes]
 
 
-def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _ops_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     is_annotation = _flag_by_category(fields, "nnotation").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(fields, bucket, path),
+            "name": _names(fields, path),
             "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
             "tid": _tids(fields),
             "start_ns": start_ns,
@@ -325,13 +241,13 @@ def _ops_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.Dat
     )
 
 
-def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _frames_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     return pd.DataFrame(
         {
-            "name": _names(fields, bucket, path),
+            "name": _names(fields, path),
             "tid": _tids(fields),
             "start_ns": start_ns,
             "end_ns": end_ns,
@@ -341,14 +257,14 @@ def _frames_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.
     )
 
 
-def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _runtime_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     is_driver = _flag_by_category(fields, "river").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(fields, bucket, path),
+            "name": _names(fields, path),
             "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
             "tid": _tids(fields),
             "start_ns": start_ns,
@@ -358,7 +274,7 @@ def _runtime_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd
     )
 
 
-def _device_stream(fields: _Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _device_stream(fields: Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         devices = [a.get("device", pid) for a, pid in zip(fields.args, fields.pid, strict=True)]
         streams = [a.get("stream", tid) for a, tid in zip(fields.args, fields.tid, strict=True)]
@@ -373,14 +289,14 @@ def _device_stream(fields: _Fields, path: Path) -> tuple[np.ndarray, np.ndarray]
     return device, stream
 
 
-def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _gpu_table(bucket: Bucket, kind: str, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     device, stream = _device_stream(fields, path)
     return pd.DataFrame(
         {
-            "name": pd.Series(_names(fields, bucket, path), dtype=object),
+            "name": pd.Series(_names(fields, path), dtype=object),
             "kind": kind,
             "device": device,
             "stream": stream,
@@ -392,16 +308,16 @@ def _gpu_table(bucket: list[dict[str, Any]], kind: str, base_us: int, path: Path
     )
 
 
-def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _waits_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     device, stream = _device_stream(fields, path)
     virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
     stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
     return pd.DataFrame(
         {
-            "name": _names(fields, bucket, path),
+            "name": _names(fields, path),
             "device": device,
             "stream": stream,
             "start_ns": start_ns,
@@ -411,13 +327,13 @@ def _waits_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.D
     )
 
 
-def _gpu_annotation_table(bucket: list[dict[str, Any]], base_us: int, path: Path) -> pd.DataFrame:
-    fields = _fields(bucket, path)
-    start_ns, end_ns = _times_ns(fields, bucket, base_us, path)
+def _gpu_annotation_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
+    fields = fields_of(bucket, path)
+    start_ns, end_ns = _times_ns(fields, base_us, path)
     device, stream = _device_stream(fields, path)
     return pd.DataFrame(
         {
-            "name": _names(fields, bucket, path),
+            "name": _names(fields, path),
             "device": device,
             "stream": stream,
             "start_ns": start_ns,
@@ -433,9 +349,13 @@ def _rank_of(meta: dict[str, Any], fallback: int) -> int:
     return fallback
 
 
-def _has_legacy_names(buckets: dict[str, list[dict[str, Any]]]) -> bool:
-    firsts = [buckets[name][0] for name in ("kernel", "runtime", "ops") if buckets[name]]
-    return any(e.get("cat") in ("Kernel", "Runtime", "Operator") for e in firsts)
+def _has_legacy_names(buckets: dict[str, Any]) -> bool:
+    firsts = [_first_cat(buckets[name]) for name in ("kernel", "runtime", "ops") if buckets[name]]
+    return any(cat in ("Kernel", "Runtime", "Operator") for cat in firsts)
+
+
+def _first_cat(bucket: Fields | list[dict[str, Any]]) -> Any:
+    return bucket.cat[0] if isinstance(bucket, Fields) else bucket[0].get("cat")
 
 
 def _format_of(meta: dict[str, Any], legacy: bool) -> str:
@@ -462,7 +382,7 @@ def _set_extent(tables: TraceTables) -> None:
     tables.end_ns = int(max(ends))
 
 
-_TABLE_BUILDERS: dict[str, Callable[[list[dict[str, Any]], int, Path], pd.DataFrame]] = {
+_TABLE_BUILDERS: dict[str, Callable[[Bucket, int, Path], pd.DataFrame]] = {
     "ops": _ops_table,
     "frames": _frames_table,
     "runtime": _runtime_table,
