@@ -12,6 +12,8 @@ shape while capturing is an error, not a hang.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -25,7 +27,7 @@ class SymmMemError(BubblescopeError):
     """Symmetric memory is unavailable here, or a buffer would have to be made during graph capture."""
 
 
-def _symm_mem():  # type: ignore[no-untyped-def]
+def _symm_mem() -> Any:
     try:
         import torch.distributed._symmetric_memory as symm_mem
     except ImportError as exc:

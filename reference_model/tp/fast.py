@@ -17,9 +17,10 @@ from bubblescope.workload import SwitchInfo
 
 from ..cache import ModelCache
 from ..config import LingConfig
-from ..fast.blocks import dense_block, kda_block, mla_block, moe_block
+from ..fast.blocks import StepOptions, dense_block, kda_block, mla_block, moe_block
 from ..fast.decoder import WARMUP_RUNS, FastDecoder
-from ..fast.packing import KDAPack, LayerPack, MoEPack
+from ..fast.metadata import DecodeMetadata
+from ..fast.packing import KDAPack, LayerPack, ModelPack, MoEPack
 from ..fast.step import FastForward, step_options
 from ..model import LingForCausalLM
 from ..switches import LingSwitches
@@ -36,7 +37,9 @@ class TPFastForward(FastForward):
     Args: as FastForward, plus `comm` and `vocab_start` (global id of this rank's first lm_head row).
     """
 
-    def __init__(self, pack, meta, opts, comm: TPComm, vocab_start: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, pack: ModelPack, meta: DecodeMetadata, opts: StepOptions, comm: TPComm, vocab_start: int
+    ) -> None:
         super().__init__(pack, meta, opts)
         self.comm = comm
         self.vocab_start = vocab_start

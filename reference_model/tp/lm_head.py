@@ -44,4 +44,5 @@ def greedy_tokens(model: LingForCausalLM, final_hidden: torch.Tensor) -> torch.T
     comm: TPComm | None = getattr(model, "tp", None)
     if comm is None or comm.world_size == 1:
         return local_logits.argmax(dim=-1)
-    return vocab_parallel_argmax(local_logits, int(model.vocab_start), comm)
+    vocab_start: int = getattr(model, "vocab_start", 0)
+    return vocab_parallel_argmax(local_logits, vocab_start, comm)

@@ -9,6 +9,9 @@ dense SwiGLU: its down_proj partial).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
@@ -20,8 +23,8 @@ from .comm import TPComm
 from .plan import local_config
 
 
-def _reducing_hook(comm: TPComm):  # type: ignore[no-untyped-def]
-    def hook(_module: nn.Module, _inputs: object, output):  # type: ignore[no-untyped-def]
+def _reducing_hook(comm: TPComm) -> Callable[[nn.Module, object, torch.Tensor], torch.Tensor]:
+    def hook(_module: nn.Module, _inputs: object, output: torch.Tensor) -> torch.Tensor:
         return comm.all_reduce(output)
 
     return hook
