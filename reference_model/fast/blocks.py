@@ -17,7 +17,7 @@ from bubblescope.kernels.gemv import GemvConfig
 from bubblescope.kernels.gemv import gemv as gemv_kernel
 from bubblescope.kernels.kda_decode import kda_decode
 from bubblescope.kernels.mla_decode import mla_decode
-from bubblescope.kernels.moe import MoEWorkspace, RoutingRule, moe_fused, moe_unfused
+from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
 from bubblescope.kernels.rmsnorm import add_rmsnorm
 
 from ..ffn import swiglu
@@ -123,5 +123,12 @@ def moe_block(
 ) -> torch.Tensor:
     """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`."""
     weights = pack.with_router(opts.bf16_gate)
-    run = moe_fused if opts.fused_moe else moe_unfused
-    return run(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace)
+    if not opts.fused_moe:
+        return moe_unfused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace)
+    # Interpreter: one router program instead of one per expert row (cost is per program there).
+    config = (
+        FusedMoEConfig(router_block_n=triton.next_power_of_2(weights.router.shape[0]))
+        if is_interpreting()
+        else None
+    )
+    return moe_fused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config)
