@@ -18,8 +18,6 @@ once. The token stream is the same; only the timing behaviour is GPU-only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from bubblescope.errors import ConfigError
@@ -76,9 +74,27 @@ class FastDecoder:
         """[size] int64 on the host: pinned on CUDA machines so device copies into it are async."""
         return torch.zeros(size, dtype=torch.int64, pin_memory=self.device.type == "cuda")
 
+    @staticmethod
+    def graph_key(switches: LingSwitches) -> tuple[bool, ...]:
+        """What the captured step depends on: every kernel-level switch, and no_readback only when the
+        on-device advance is captured too (graph_metadata); otherwise no_readback is host-loop only."""
+        in_graph_advance = switches.no_readback and switches.graph_metadata
+        return (
+            switches.pdl,
+            switches.fused_moe,
+            switches.bf16_gate,
+            switches.bf16_lm_head,
+            switches.graph_metadata,
+            in_graph_advance,
+        )
+
     def configure(self, switches: LingSwitches) -> None:
-        """Build the step for these switches (new options, workspaces and CUDA graph; weights untouched)."""
+        """Build the step for these switches: new options, workspaces and CUDA graph, but only when the
+        captured step changes (a host-loop-only change keeps the graph); weights are never touched."""
+        unchanged = self.forward is not None and self.graph_key(switches) == self.graph_key(self.switches)
         self.switches = switches
+        if unchanged:
+            return
         opts = step_options(
             self.pack,
             pdl=switches.pdl,
@@ -195,7 +211,3 @@ class FastDecoder:
         if self.switches.no_readback:
             self._collect(wait=True)
         return list(self._emitted)
-
-    def kernel_body(self) -> Callable[[], None]:
-        """The function a replay runs (for profiling it eagerly, e.g. to count its kernels)."""
-        return self._graph_body
