@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="only the debug-preset smoke pass (seconds)")
     parser.add_argument("--presets", default="ling3-flash-e256,ling3-tiny", help="comma-separated presets")
     parser.add_argument(
-        "--budget-s", type=float, default=450.0, help="stop starting configurations after this"
+        "--budget-s", type=float, default=400.0, help="stop starting configurations after this"
     )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
