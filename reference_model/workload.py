@@ -138,6 +138,7 @@ class LingWorkload:
             "max_steps": self.max_steps,
             "seed": self.seed,
             "switches": sorted(self.enabled),
+            "path": "eager",
         }
 
     def context_length(self) -> int:
