@@ -2,8 +2,9 @@
 
 Every function takes the packed weights, the normed hidden `[1, D]` and the step options, and
 returns the block's output `[1, D]` without touching any host value, so the whole step can be
-captured in one CUDA graph. Small glue between kernels (RoPE, the absorbed-MLA head products,
-the dense SwiGLU) stays in PyTorch ops: each is one small kernel inside the graph.
+captured in one CUDA graph. RoPE and the latent-cache write are one Triton launch (mla_prep.py);
+the remaining glue (the absorbed-MLA head products, the head gate, the two dense layers' SwiGLU)
+stays in PyTorch ops, each one small kernel inside the graph.
 """
 
 from __future__ import annotations
