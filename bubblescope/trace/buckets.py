@@ -24,12 +24,15 @@ from bubblescope.trace.fastscan import EventColumns, json_number_of, json_value_
 BUCKET_NAMES = tuple(dict.fromkeys(BUCKET_OF_CATEGORY.values()))
 # The ops table reads no args, so the fast path leaves them unparsed (the grammar validated them).
 _ARGS_UNREAD = frozenset({"ops"})
+# Only GPU-side tables read pid (the device when args name none).
+_PID_READ = frozenset({"kernel", "memcpy", "memset", "waits", "gpu_annotations"})
 _EMPTY: dict[str, Any] = {}
 
 
 class Fields(NamedTuple):
     """The fields every table reads, one sequence per field over a bucket's events.
 
+    On the fast path, `pid` is None for tables that do not read it and `args` None for `ops`.
     `first_ts` is the first event's `ts` as JSON gives it (int or float: the time base). `events`
     holds the event dicts on the dict path, for naming a bad event in a message; None on the fast
     path, whose grammar admits no bad time.
@@ -155,9 +158,10 @@ def bucket_columns(columns: EventColumns) -> dict[str, Fields | list[Any]]:
             dur=_floats(take(columns.dur)),
             name=take(columns.name),
             tid=_json_values(take(columns.tid)),
-            cat=take(columns.cat),
+            # Each part is one category: repeat one string object (hashes once when factorized).
+            cat=sum(((uniques[codes[part[0]]],) * len(part) for part in parts), ()),
             args=args,
-            pid=_json_values(take(columns.pid)),
+            pid=_json_values(take(columns.pid)) if name in _PID_READ else None,
             first_ts=json_number_of(ts_raw[0]),
         )
     return buckets

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -198,13 +200,18 @@ def _categorical(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
 
 
 def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) -> np.ndarray:
+    # map + methodcaller: the per-event lookup runs without a Python frame per event.
+    get = methodcaller("get", key, default)
     try:
-        return np.fromiter((a.get(key, default) for a in args), dtype=np.int64, count=len(args))
+        return np.fromiter(map(get, args), dtype=np.int64, count=len(args))
     except AttributeError:
         raise TraceError(f"{path}: an event has non-object 'args'") from None
     except (TypeError, ValueError, OverflowError):
         pass  # a null (Python parent id of a root frame) or a bad value: take the slow path
-    values = [a.get(key, default) for a in args]
+    try:
+        values = list(map(get, args))
+    except AttributeError:
+        raise TraceError(f"{path}: an event has non-object 'args'") from None
     try:
         return np.asarray([default if v is None else v for v in values], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -275,10 +282,11 @@ def _runtime_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
 
 
 def _device_stream(fields: Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    # dict.get over three iterables: one C call per event; a non-dict args raises TypeError there.
     try:
-        devices = [a.get("device", pid) for a, pid in zip(fields.args, fields.pid, strict=True)]
-        streams = [a.get("stream", tid) for a, tid in zip(fields.args, fields.tid, strict=True)]
-    except AttributeError:
+        devices = list(map(dict.get, fields.args, repeat("device"), fields.pid))
+        streams = list(map(dict.get, fields.args, repeat("stream"), fields.tid))
+    except (AttributeError, TypeError):
         raise TraceError(f"{path}: a GPU event has non-object 'args'") from None
     try:
         device = np.asarray(devices, dtype=np.int64)
