@@ -129,7 +129,7 @@ def _gunzip_capped(handle: Any, path: Path, max_bytes: int) -> bytes:
 
 def parse_trace_bytes(data: bytes, path: Path) -> RawTrace:
     """Parse JSON text into a RawTrace; reject anything that is not a Chrome/Kineto trace."""
-    if not data.strip():
+    if _blank(data):
         raise TraceError(f"{path}: empty file")
     try:
         doc = json.loads(data)
@@ -342,7 +342,7 @@ def stream_trace(
     """Read one trace file (capped) and prepare to parse it chunk by chunk (`fast`: see
     `StreamedTrace`)."""
     data = read_trace_bytes(path, max_decompressed_bytes)
-    if not data.strip():
+    if _blank(data):
         raise TraceError(f"{path}: empty file")
     try:
         text = data.decode("utf-8")
@@ -350,6 +350,11 @@ def stream_trace(
         raise TraceError(f"{path}: not valid JSON (not UTF-8 text: {_first_line(exc)})") from None
     del data
     return StreamedTrace(path, text, chunk_bytes, fast)
+
+
+def _blank(data: bytes) -> bool:
+    """Empty or only ASCII whitespace (what bytes.strip() removes), without strip()'s full copy."""
+    return not data or data.isspace()
 
 
 def _skip_ws(text: str, idx: int) -> int:
