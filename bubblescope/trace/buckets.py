@@ -24,7 +24,8 @@ from bubblescope.trace.fastscan import EventColumns, json_number_of, json_value_
 BUCKET_NAMES = tuple(dict.fromkeys(BUCKET_OF_CATEGORY.values()))
 # The ops table reads no args, so the fast path leaves them unparsed (the grammar validated them).
 _ARGS_UNREAD = frozenset({"ops"})
-# Only GPU-side tables read pid (the device when args name none).
+# Only GPU-side tables read pid and tid values (device and stream when args name none); host
+# tables only label their threads.
 _PID_READ = frozenset({"kernel", "memcpy", "memset", "waits", "gpu_annotations"})
 _EMPTY: dict[str, Any] = {}
 
@@ -32,7 +33,8 @@ _EMPTY: dict[str, Any] = {}
 class Fields(NamedTuple):
     """The fields every table reads, one sequence per field over a bucket's events.
 
-    On the fast path, `pid` is None for tables that do not read it and `args` None for `ops`.
+    On the fast path, `pid` is None for tables that do not read it, `args` None for `ops`, and
+    `tid` holds the raw JSON text (`raw_tids`) where only its label is read (host tables).
     `first_ts` is the first event's `ts` as JSON gives it (int or float: the time base). `events`
     holds the event dicts on the dict path, for naming a bad event in a message; None on the fast
     path, whose grammar admits no bad time.
@@ -47,6 +49,7 @@ class Fields(NamedTuple):
     pid: Any
     first_ts: Any = None
     events: list[dict[str, Any]] | None = None
+    raw_tids: bool = False
 
 
 def _ordered_rows(codes: np.ndarray, uniques: Any, complete: np.ndarray) -> dict[str, list[np.ndarray]]:
@@ -157,11 +160,12 @@ def bucket_columns(columns: EventColumns) -> dict[str, Fields | list[Any]]:
             ts=_floats(ts_raw),
             dur=_floats(take(columns.dur)),
             name=take(columns.name),
-            tid=_json_values(take(columns.tid)),
+            tid=_json_values(take(columns.tid)) if name in _PID_READ else take(columns.tid),
             # Each part is one category: repeat one string object (hashes once when factorized).
             cat=sum(((uniques[codes[part[0]]],) * len(part) for part in parts), ()),
             args=args,
             pid=_json_values(take(columns.pid)) if name in _PID_READ else None,
             first_ts=json_number_of(ts_raw[0]),
+            raw_tids=name not in _PID_READ,
         )
     return buckets

@@ -22,7 +22,9 @@ from bubblescope.errors import TraceError
 from bubblescope.trace.fastscan import EventColumns, scan_events
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
-DEFAULT_CHUNK_BYTES = 16 << 20
+# Small enough that one chunk's strings reuse the same heap pages chunk after chunk (measured on the
+# 1.2 M event benchmark: 16 MiB 0.28 s system time, 4 MiB 0.22 s; user time flat from 2 to 32 MiB).
+DEFAULT_CHUNK_BYTES = 4 << 20
 _SCAN_CHUNK_EVENTS = 100_000
 _MAX_CUT_ATTEMPTS = 64
 _EVENT_BOUNDARY = re.compile(r"\}\s*,\s*\{")
@@ -176,7 +178,7 @@ class StreamedTrace:
     Args:
         path: the file.
         text: its decompressed JSON text.
-        chunk_bytes: JSON text per chunk. Default 16 MiB (about 100 000 Kineto events).
+        chunk_bytes: JSON text per chunk. Default 4 MiB (about 25 000 Kineto events).
         fast: try the regex fast path first. Default True; False parses everything with json.loads.
     """
 

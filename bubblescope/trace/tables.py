@@ -28,7 +28,7 @@ from pandas.api.types import union_categoricals
 
 from bubblescope.errors import TraceError
 from bubblescope.trace.buckets import Fields, bucket_columns, bucket_dicts, describe_bad_time, fields_of
-from bubblescope.trace.fastscan import EventColumns
+from bubblescope.trace.fastscan import EventColumns, json_value_of
 
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
@@ -223,7 +223,9 @@ def _tids(fields: Fields) -> pd.Categorical:
     if len(codes) and codes.min() < 0:
         codes = np.where(codes < 0, len(uniques), codes)
         uniques.append(None)
-    return _categorical(codes, [str(u) for u in uniques])
+    # Raw JSON texts (fast path) label as their values would: 426 -> "426", "\"x\"" -> "x".
+    label = (lambda u: str(json_value_of(u) if u is not None else u)) if fields.raw_tids else str
+    return _categorical(codes, [label(u) for u in uniques])
 
 
 def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
