@@ -30,13 +30,20 @@ _PLAIN = r'"[^"\\\x00-\x1f]*+"'
 _NUM = r"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
 _INT = r"-?+(?:0|[1-9][0-9]*+)"
 _SCALAR = f"(?:{_STR}|{_NUM}|true|false|null)"
+
+
+def _sequence(open_: str, item: str, close: str) -> str:
+    """`open_ item, item, ... close` with `item` written once (the pattern stays small, so it compiles
+    fast): each item is followed by a comma that no `close` follows, or by `close` itself."""
+    return rf"{open_}{_WS}(?:{item}{_WS}(?:,{_WS}(?!{close})|(?={close})))*+{close}"
+
+
 # Arrays nest two deep (Kineto's "Input Dims": [[1, 4096], []]); objects only at the args level.
-_ARRAY1 = rf"\[{_WS}(?:{_SCALAR}(?:{_WS},{_WS}{_SCALAR})*+)?+{_WS}\]"
-_VALUE1 = f"(?:{_SCALAR}|{_ARRAY1})"
-_ARRAY2 = rf"\[{_WS}(?:{_VALUE1}(?:{_WS},{_WS}{_VALUE1})*+)?+{_WS}\]"
+_ARRAY1 = _sequence(r"\[", _SCALAR, r"\]")
+_ARRAY2 = _sequence(r"\[", f"(?:{_SCALAR}|{_ARRAY1})", r"\]")
 _VALUE = f"(?:{_SCALAR}|{_ARRAY2})"
-_MEMBER = f"{_STR}{_WS}:{_WS}{_VALUE}"
-_OBJECT = rf"\{{{_WS}(?:{_MEMBER}(?:{_WS},{_WS}{_MEMBER})*+)?+{_WS}\}}"
+_OBJECT = _sequence(r"\{", f"{_STR}{_WS}:{_WS}{_VALUE}", r"\}")
+_ANY_VALUE = f"(?:{_VALUE}|{_OBJECT})"
 
 
 def _key(name: str) -> str:
@@ -63,19 +70,21 @@ _COMPLETE = (
 )
 # A member that is not "ph" (keys without escapes, so no spelled-out "ph" hides there), or a "ph"
 # whose value is a plain string other than "X": the event is then never a complete event.
-_OTHER_MEMBER = (
-    rf'(?:"(?!ph")[^"\\\x00-\x1f]*+"{_WS}:{_WS}(?:{_VALUE}|{_OBJECT})'
-    rf'|"ph"{_WS}:{_WS}"(?!X")[^"\\\x00-\x1f]*+")'
+_OTHER = _sequence(
+    r"\{",
+    rf'(?:"(?!ph")[^"\\\x00-\x1f]*+"{_WS}:{_WS}{_ANY_VALUE}'
+    rf'|"ph"{_WS}:{_WS}"(?!X")[^"\\\x00-\x1f]*+")',
+    r"\}",
 )
-_OTHER = rf"\{{{_WS}(?:{_OTHER_MEMBER}(?:{_WS},{_WS}{_OTHER_MEMBER})*+)?+{_WS}\}}"
 # An object whose every "cat" is a plain string of a category no table reads (Kineto's "overhead"
 # and "Trace" spans, in any key order): never used, whatever its "ph".
 _USED_CATEGORY = "|".join(re.escape(cat) for cat in BUCKET_OF_CATEGORY)
-_UNUSED_MEMBER = (
-    rf'(?:"(?!cat")[^"\\\x00-\x1f]*+"{_WS}:{_WS}(?:{_VALUE}|{_OBJECT})'
-    rf'|"cat"{_WS}:{_WS}"(?!(?:{_USED_CATEGORY})")[^"\\\x00-\x1f]*+")'
+_UNUSED = _sequence(
+    r"\{",
+    rf'(?:"(?!cat")[^"\\\x00-\x1f]*+"{_WS}:{_WS}{_ANY_VALUE}'
+    rf'|"cat"{_WS}:{_WS}"(?!(?:{_USED_CATEGORY})")[^"\\\x00-\x1f]*+")',
+    r"\}",
 )
-_UNUSED = rf"\{{{_WS}(?:{_UNUSED_MEMBER}(?:{_WS},{_WS}{_UNUSED_MEMBER})*+)?+{_WS}\}}"
 # After an event: a comma that another event follows, or the end of the piece.
 _EVENT = re.compile(rf"(?:{_COMPLETE}|{_OTHER}|{_UNUSED}){_WS}(?:,{_WS}(?=\{{)|\Z)")
 _GROUPS = 7

@@ -206,3 +206,22 @@ def test_scanned_columns_strings_and_numbers() -> None:
     assert columns.tid == ["-3", None, None]
     assert (columns.ts, columns.dur) == (["1000.0", None, None], ["0", None, None])
     assert json.loads(columns.args[0]) == kernel_args
+
+
+@pytest.mark.parametrize(
+    "args",
+    ['{"a": 1,}', '{,"a": 1}', '{"a": [1, ]}', '{"a": [1,, 2]}', '{"a": [,1]}', '{"a" 1}', '{"a": [[1] [2]]}']
+    + ['{"a": 01}', '{"a": 1.}', '{"a": .5}', '{"a": tru}', r'{"a": "x\q"}', '{"a": [[[1]]]}', '{"a": {}}'],
+)
+def test_scan_rejects_bad_or_deep_args(args: str) -> None:
+    event = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": %s}'
+    assert scan_events(event % args) is None
+
+
+@pytest.mark.parametrize(
+    "args", ["{}", "{ }", '{"a": []}', '{"a": [ ]}', '{"a": [[1, 2], [], [3]]}', '{"a": -0.5e-3, "b": null}']
+)
+def test_scan_accepts_json_args(args: str) -> None:
+    event = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": %s}'
+    columns = scan_events(event % args)
+    assert columns is not None and json.loads(columns.args[0]) == json.loads(args)
