@@ -81,8 +81,8 @@ def _tp_tokens_and_logits(comm: Any, preset: str, dtype: Any) -> tuple[list[int]
     with torch.no_grad():
         cache = new_tp_cache(model, len(PROMPT))
         hidden = model.forward_hidden(torch.tensor([PROMPT], device=comm.device), cache).final
-        # [V] the full row, rank blocks in order
-        logits = comm.all_gather(model.compute_logits(hidden)[0, -1]).flatten().float().cpu()
+        # [V] the full row (compute_logits of a TP model gathers the rank blocks in order)
+        logits = model.compute_logits(hidden)[0, -1].float().cpu()
     del model, cache
     _free_memory()
     return tokens, logits

@@ -38,11 +38,24 @@ def vocab_parallel_argmax(local_logits: torch.Tensor, vocab_start: int, comm: TP
     return indices.gather(0, winner).squeeze(0).to(torch.int64)
 
 
+def local_logits(model: LingForCausalLM, final_hidden: torch.Tensor) -> torch.Tensor:
+    """final_hidden [B, T, D] -> this rank's logits [B, T, V / TP] fp32 (no communication)."""
+    return LingForCausalLM.compute_logits(model, final_hidden)
+
+
+def gather_vocab(local: torch.Tensor, comm: TPComm) -> torch.Tensor:
+    """Every rank's vocabulary slice joined in rank order: [..., V / TP] -> [..., V] (one all-gather)."""
+    if comm.world_size == 1:
+        return local
+    # [W, ..., V / TP] -> [..., W, V / TP] -> [..., V]
+    return comm.all_gather(local).movedim(0, -2).flatten(-2)
+
+
 def greedy_tokens(model: LingForCausalLM, final_hidden: torch.Tensor) -> torch.Tensor:
     """final_hidden [B, T, D] -> greedy ids [B, T] over the full vocabulary (works at TP=1 too)."""
-    local_logits = model.compute_logits(final_hidden)
+    local = local_logits(model, final_hidden)
     comm: TPComm | None = getattr(model, "tp", None)
     if comm is None or comm.world_size == 1:
-        return local_logits.argmax(dim=-1)
+        return local.argmax(dim=-1)
     vocab_start: int = getattr(model, "vocab_start", 0)
-    return vocab_parallel_argmax(local_logits, vocab_start, comm)
+    return vocab_parallel_argmax(local, vocab_start, comm)

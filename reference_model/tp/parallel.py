@@ -20,6 +20,7 @@ from ..mla import MLAAttention
 from ..model import DecoderLayer, LingForCausalLM
 from ..mtp import MTPLayer
 from .comm import TPComm
+from .lm_head import gather_vocab, local_logits
 from .plan import local_config
 
 
@@ -36,7 +37,9 @@ def apply_tensor_parallel(model: LingForCausalLM, comm: TPComm) -> LingForCausal
     After this, `model.config` is the rank's local config (H / TP heads), so caches allocated from it
     (`ModelCache.allocate(model.config, ...)`, `generate.new_cache`) hold only local KDA heads;
     `model.full_config` keeps the unsharded one and `model.tp` the communicator. `compute_logits`
-    returns this rank's vocabulary slice; use `tp.lm_head.greedy_tokens` for the global argmax.
+    (hence `forward`) returns the full logits row, all-gathered from the vocabulary slices, so code
+    written for one GPU still sees whole rows; greedy decode uses `tp.lm_head.greedy_tokens`, which
+    exchanges only (max, index) pairs, and `tp.lm_head.local_logits` gives this rank's slice.
 
     Args:
         model: weights already split per `plan.sharding_plan` for comm.rank.
@@ -63,4 +66,11 @@ def apply_tensor_parallel(model: LingForCausalLM, comm: TPComm) -> LingForCausal
     model.tp_hooks = handles  # type: ignore[assignment]
     vocab_block = full.vocab_size // comm.world_size
     model.vocab_start = comm.rank * vocab_block  # type: ignore[assignment]
+    if comm.world_size > 1:
+        # Callers that want logits (generate, speculative verify, MTP) get the full row, gathered;
+        # greedy decode uses tp.lm_head.greedy_tokens instead, which moves 2 numbers per row.
+        def full_logits(final_hidden: torch.Tensor) -> torch.Tensor:
+            return gather_vocab(local_logits(model, final_hidden), comm)
+
+        model.compute_logits = full_logits  # type: ignore[method-assign]
     return model

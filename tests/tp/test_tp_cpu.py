@@ -66,6 +66,9 @@ def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
     got_logits = torch.tensor([v for r in ordered for v in r["local_logits"]])
     max_abs = (got_logits - want_logits).abs().max().item()
     assert max_abs < 1e-4, f"TP={world_size} logits differ from TP=1 by {max_abs:.3g}"
+    # compute_logits on a TP model gathers the full row (what code written for one GPU expects)
+    for result in results:
+        assert torch.equal(torch.tensor(result["full_logits"]), got_logits), f"rank {result['rank']} full row"
 
 
 @pytest.mark.parametrize("world_size", [2, 4])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 PROMPT = list(range(3, 19))
@@ -40,6 +41,7 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
     from bubblescope.reference_model.tp.build import build_tp_model
     from bubblescope.reference_model.tp.decode import new_tp_cache, tp_generate
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.lm_head import local_logits
 
     comm = init_tp_from_env("cpu")
     try:
@@ -48,13 +50,15 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         cache = new_tp_cache(model, len(PROMPT))
         with torch.no_grad():
             hidden = model.forward_hidden(torch.tensor([PROMPT]), cache).final
-            # [V / TP] this rank's slice of the last position's logits
-            local_logits = model.compute_logits(hidden)[0, -1]
+            # [V / TP] this rank's slice of the last position's logits; [V] the gathered full row
+            local = local_logits(model, hidden)[0, -1]
+            full = model.compute_logits(hidden)[0, -1]
         result = {
             "rank": rank,
             "tokens": tokens,
             "vocab_start": int(model.vocab_start),
-            "local_logits": local_logits.tolist(),
+            "local_logits": local.tolist(),
+            "full_logits": full.tolist(),
             "kda_heads": model.config.num_attention_heads,
             "env": {
                 key: os.environ.get(key) for key in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
@@ -70,6 +74,12 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
+    if fast:
+        # With the Triton interpreter loaded, ~1 exit in 4 aborts in C++ static destruction ("terminate
+        # called without an active exception", no Python frame) after all work is done; leave without it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
