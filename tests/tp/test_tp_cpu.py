@@ -54,6 +54,7 @@ def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world_size)]
     for result in results:
         assert result["tokens"] == want_tokens, f"rank {result['rank']} tokens differ from TP=1"
+        assert result["plain_generate_tokens"] == want_tokens, "generate() on the TP model differs"
         assert result["kda_heads"] == get_preset("debug").num_attention_heads // world_size
         assert result["env"] == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
         if world_size == 2:

@@ -38,6 +38,7 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
     from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.generate import generate
     from bubblescope.reference_model.tp.build import build_tp_model
     from bubblescope.reference_model.tp.decode import new_tp_cache, tp_generate
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
@@ -47,6 +48,8 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
     try:
         model = build_tp_model(get_preset("debug"), comm, seed=0)
         tokens = tp_generate(model, PROMPT, steps)
+        # the one-GPU loop, unchanged, on the TP model (compute_logits gathers the full row)
+        plain_tokens = generate(model, PROMPT, steps)
         cache = new_tp_cache(model, len(PROMPT))
         with torch.no_grad():
             hidden = model.forward_hidden(torch.tensor([PROMPT]), cache).final
@@ -56,6 +59,7 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         result = {
             "rank": rank,
             "tokens": tokens,
+            "plain_generate_tokens": plain_tokens,
             "vocab_start": int(model.vocab_start),
             "local_logits": local.tolist(),
             "full_logits": full.tolist(),
