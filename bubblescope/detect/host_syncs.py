@@ -6,7 +6,8 @@ Heuristic. A runtime/driver call blocks the host on the device when it is
   - a synchronous copy (`cudaMemcpy`, `cudaMemcpy2D`, `cuMemcpyDtoH`, ... : no `Async` in the name),
   - an async copy whose GPU side is device-to-pageable (the driver stages it and waits), or
   - any call the profiler paired with a `cuda_sync` wait row (except `Stream Wait Event`, which blocks
-    a stream, not the host).
+    a stream, not the host, and except polls: `cudaEventQuery` / `cudaStreamQuery` and their driver
+    forms return at once whatever the device state, yet CUPTI pairs them with an "Event Sync" row).
 Calls under one outermost ATen op instance are one read (`.item()` is a `cudaMemcpyAsync` plus a
 `cudaStreamSynchronize`); blocked time is the host time of those calls. Each read is tied to the
 outermost ATen op under the innermost Python frame (`aten::item` rather than its
@@ -39,6 +40,22 @@ SYNC_APIS = frozenset(
     }
 )
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
+# Polls return at once (cudaSuccess or cudaErrorNotReady) and never block the host, but CUPTI with
+# sync events on pairs each one with a `cuda_sync` "Event Sync" row; the caching allocator polls
+# events on every cross-stream free and a run-ahead loop polls its pinned readback, so counting them
+# would report reads where the host never waited.
+POLL_APIS = frozenset(
+    {
+        "cudaEventQuery",
+        "cuEventQuery",
+        "cudaStreamQuery",
+        "cuStreamQuery",
+        "cudaStreamQuery_ptsz",
+        "cuStreamQuery_ptsz",
+        "cudaStreamGetCaptureInfo",
+        "cudaStreamIsCapturing",
+    }
+)
 _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 NO_STACK_SITE = "(no Python stack in trace)"
 
@@ -115,7 +132,8 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     has_wait = runtime["correlation"].isin(blocking_waits["correlation"]).to_numpy() & (
         runtime["correlation"].to_numpy() >= 0
     )
-    return np.flatnonzero(is_sync | is_sync_copy | is_pageable | has_wait)
+    is_poll = category_mask(names, POLL_APIS.__contains__)
+    return np.flatnonzero((is_sync | is_sync_copy | is_pageable | has_wait) & ~is_poll)
 
 
 def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
