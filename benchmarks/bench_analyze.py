@@ -2,10 +2,15 @@
 peak RSS, and (optionally) the same for Holistic Trace Analysis on the same file.
 
 Usage:
-    .venv/bin/python benchmarks/bench_analyze.py [--events 1200000] [--repeats 3]
-        [--hta-python /tmp/hta_venv/bin/python]
+    .venv/bin/python benchmarks/bench_analyze.py [--events 1200000] [--repeats 3] [--json-path]
+        [--baseline-src DIR] [--hta-python /tmp/hta_venv/bin/python]
 
-Each measurement runs in a fresh subprocess so peak RSS (ru_maxrss) is that run's alone. The
+Rows: bubblescope as installed (regex fast path); with `--json-path`, the same with the fast path off
+(every chunk through json.loads); with `--baseline-src DIR`, the analysis from another source tree
+(e.g. an older commit: `git archive <sha> bubblescope | tar -x -C DIR`); with `--hta-python`, HTA.
+
+Each measurement runs in a fresh subprocess. Peak RSS is the child's VmHWM (/proc/self/status), not
+ru_maxrss: Linux carries ru_maxrss over exec from the forked parent, which holds the generated trace. The
 trace mimics an eager decode loop profiled with `with_stack=True`: per kernel a Python frame, an ATen
 op pair, a cudaLaunchKernel, the kernel and its two ac2g flow events; per step a `bubblescope.step`
 annotation and one `.item()` read (memcpy + stream sync + cuda_sync row). A correctness check on a
@@ -31,8 +36,14 @@ BASE_US = 5_156_338_342_787.0
 # Wall and CPU seconds both: on a shared machine the wall clock also counts other people's work.
 _REPORT = """
 usage = resource.getrusage(resource.RUSAGE_SELF)
+peak_kb = usage.ru_maxrss
+try:
+    with open("/proc/self/status") as status:
+        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+except (OSError, StopIteration):
+    pass
 out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
-       "peak_rss_mb": usage.ru_maxrss / 1024}
+       "peak_rss_mb": peak_kb / 1024}
 """
 _ANALYZE_CHILD = (
     """
@@ -45,6 +56,35 @@ result = analyze_traces([sys.argv[1]])
     + _REPORT
     + """
 out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
+if len(sys.argv) > 2:
+    with open(sys.argv[2], "w") as handle:
+        json.dump(result, handle, sort_keys=True)
+print(json.dumps(out))
+"""
+)
+# The pipeline of analysis.analyze_ranks with the regex fast path off (every chunk via json.loads).
+_JSON_PATH_CHILD = (
+    """
+import json, resource, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.trace.load import gc_paused, stream_trace
+from bubblescope.trace.tables import build_tables_streamed
+path = Path(sys.argv[1])
+streamed = stream_trace(path, fast=False)
+with gc_paused():
+    tables = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, path, rank=0)
+del streamed
+result = analysis_dict([analyze_rank(tables)])
+"""
+    + _REPORT
+    + """
+out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
+if len(sys.argv) > 2:
+    with open(sys.argv[2], "w") as handle:
+        json.dump(result, handle, sort_keys=True)
 print(json.dumps(out))
 """
 )
@@ -181,12 +221,21 @@ def _x(cat: str, name: str, pid: int, tid: int, ts_us: float, dur_us: float, arg
     )
 
 
-def _run_child(python: str, program: str, target: Path, extra_path: str | None = None) -> dict:
+def _run_child(
+    python: str, program: str, target: Path, extra_path: str | None = None, *extra_args: str
+) -> dict:
     env = dict(os.environ)
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [python, "-c", program, str(target)], capture_output=True, text=True, timeout=3600, env=env
+        [python, "-c", program, str(target), *extra_args],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=env,
+        # Not the checkout: `python -c` puts the working directory first on sys.path, which would
+        # shadow a --baseline-src tree given through PYTHONPATH.
+        cwd=tempfile.gettempdir(),
     )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
@@ -194,13 +243,18 @@ def _run_child(python: str, program: str, target: Path, extra_path: str | None =
 
 
 def check_correctness(workdir: Path) -> None:
-    """The small trace of the same generator: every step found, one read per step."""
+    """The small trace of the same generator: every step found, one read per step, and the fast path
+    gives the same analysis dict as the json.loads path."""
     small = workdir / "small.json"
     write_decode_trace(small, 5000)
-    result = _run_child(sys.executable, _ANALYZE_CHILD, small)
+    fast_out, json_out = workdir / "small.fast.json", workdir / "small.json_path.json"
+    result = _run_child(sys.executable, _ANALYZE_CHILD, small, None, str(fast_out))
     expected_steps = -(-5000 // (KERNELS_PER_STEP * EVENTS_PER_KERNEL + 6))
     if result.get("steps") != expected_steps or result.get("reads") != expected_steps:
         raise SystemExit(f"correctness check failed: {result} (expected {expected_steps} steps and reads)")
+    reference = _run_child(sys.executable, _JSON_PATH_CHILD, small, None, str(json_out))
+    if "error" in reference or fast_out.read_text() != json_out.read_text():
+        raise SystemExit(f"correctness check failed: fast path and json.loads path differ ({reference})")
 
 
 def main() -> None:
@@ -208,6 +262,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_200_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
+    parser.add_argument("--json-path", action="store_true", help="also time the fast path turned off")
+    parser.add_argument("--baseline-src", default=None, help="also time the bubblescope package in DIR")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
@@ -222,6 +278,13 @@ def main() -> None:
         f"date={time.strftime('%Y-%m-%d', time.gmtime())}"
     )
     rows = [("bubblescope", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
+    if args.json_path:
+        rows.append(
+            ("bubblescope, json.loads path", sys.executable, _JSON_PATH_CHILD, trace, None, args.repeats)
+        )
+    if args.baseline_src:
+        label = f"bubblescope from {args.baseline_src}"
+        rows.append((label, sys.executable, _ANALYZE_CHILD, trace, args.baseline_src, args.repeats))
     if args.hta_python:
         rows.append(("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, trace_dir, None, 1))
     for label, python, program, target, extra_path, repeats in rows:
