@@ -14,6 +14,20 @@ PROMPT = list(range(3, 19))
 
 
 FAST_STEPS = 2
+# (spec kind, oracle accept length or None = the draft's own acceptance), block 4, SPEC_STEPS steps
+SPEC_CASES = (("dspark", 4.0), ("dspark", None), ("nextn", None))
+SPEC_STEPS = 4
+
+
+def spec_tokens(make: object, case: tuple[str, float | None]) -> list[int]:
+    """Tokens of a spec workload made by `make(spec=, block=, accept_len=, max_steps=)` after SPEC_STEPS."""
+    spec, accept_len = case
+    workload = make(spec=spec, block=4, accept_len=accept_len, max_steps=8)  # type: ignore[operator]
+    for _ in range(SPEC_STEPS):
+        workload.step()
+    return workload.tokens()
+
+
 GPU_FAST_PATH_ALL_ON = (
     "fast_allreduce",
     "no_readback",
@@ -28,9 +42,8 @@ GPU_FAST_PATH_ALL_ON = (
 def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, fast: bool) -> None:
     """Join a gloo group, build this rank's debug shard, decode greedily, write tokens + prefill logits;
     with `fast`, also FAST_STEPS steps of the fast path (Triton interpreter) at TP."""
-    if fast:
-        # before anything imports triton
-        os.environ["TRITON_INTERPRET"] = "1"
+    # before anything imports triton: the fast path needs the interpreter; the eager path is faster without
+    os.environ["TRITON_INTERPRET"] = "1" if fast else "0"
     import torch
 
     torch.set_num_threads(1)
@@ -136,5 +149,29 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
             comm.use_fast(fast)
             result["sums"][label] = comm.all_reduce(data.clone()).float().sum().item()
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    finally:
+        shutdown()
+
+
+def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
+    """Speculative decoding (eager verify/draft) at TP: tokens of every SPEC_CASES entry."""
+    # the eager spec path picks its PyTorch backends without the interpreter (much faster on the CPU)
+    os.environ["TRITON_INTERPRET"] = "0"
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    from functools import partial
+
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.spec import make_tp_spec_workload
+
+    comm = init_tp_from_env("cpu")
+    try:
+        make_spec = partial(make_tp_spec_workload, comm, "debug")
+        tokens = [spec_tokens(make_spec, case) for case in SPEC_CASES]
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"rank": rank, "spec_tokens": tokens}))
     finally:
         shutdown()

@@ -1,0 +1,65 @@
+"""Speculative decoding at TP = N: the eager spec workload over a sharded target, from outside.
+
+Everything the verify and draft paths call on the target is TP-aware already: attention output
+projections (`o_proj`, `dense`) and `mlp` modules all-reduce through their hooks, and
+`compute_logits` returns the gathered full row, so verify's argmax and the drafts' logits see the
+whole vocabulary. Two things differ from one GPU: the draft model is replicated on every rank at the
+full target shape (so it is built from `full_config`, not the rank's local config), and the MoE
+kernel runner and the spec CUDA graphs stay off (the MoE kernels bypass the `mlp` hook; wiring an
+all-reduce into them belongs to the fast path). Every rank runs the same loop with the same seeds,
+so drafts, oracle draws and accepted counts agree without communication.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import get_preset
+from ..spec.workload import SpecWorkload
+from .build import build_tp_model
+from .comm import TPComm
+
+
+class TPSpecWorkload(SpecWorkload):
+    """SpecWorkload whose target is a TP shard; the draft is built at the full target shape."""
+
+    def _make_draft(self, capacity: int, seed: int, draft_weights: str | None) -> Any:
+        local = self.model.config
+        # DSparkConfig.from_target reads the target config: the replicated draft needs the full one.
+        self.model.config = getattr(self.model, "full_config", local)
+        try:
+            return super()._make_draft(capacity, seed, draft_weights)
+        finally:
+            self.model.config = local
+
+
+def make_tp_spec_workload(
+    comm: TPComm,
+    preset: str = "debug",
+    *,
+    spec: str = "dspark",
+    block: int = 8,
+    accept_len: float | None = None,
+    seed: int = 0,
+    prompt_len: int = 16,
+    max_steps: int = 256,
+) -> TPSpecWorkload:
+    """This rank's speculative-decoding workload at TP = comm.world_size (eager verify and draft).
+
+    Args: as `spec.workload.make_spec_workload`; the target is `build_tp_model(preset, comm, seed)`.
+    """
+    config = get_preset(preset)
+    model = build_tp_model(config, comm, seed=seed)
+    return TPSpecWorkload(
+        config,
+        str(comm.device),
+        spec=spec,
+        block=block,
+        accept_len=accept_len,
+        seed=seed,
+        prompt_len=prompt_len,
+        max_steps=max_steps,
+        model=model,
+        kernel_moe=False,
+        graphs=False,
+    )
