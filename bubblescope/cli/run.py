@@ -115,7 +115,16 @@ def register(app: typer.Typer) -> None:
         if tp != 1:
             from bubblescope.capture.launch_tp import run_tp_from_cli
 
-            options = {"workload": workload, "preset": preset, "toggle": toggle, "all_on": all_on}
+            options = {
+                "workload": workload,
+                "preset": preset,
+                "toggle": toggle,
+                "all_on": all_on,
+                "spec": spec,
+                "block": block,
+                "accept_len": accept_len,
+                "path": path,
+            }
             result = run_tp_from_cli(tp, **options, settings=settings, seed=seed, out=out)
             if result is None:
                 return
