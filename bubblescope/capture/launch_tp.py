@@ -46,6 +46,9 @@ class TPRunRequest:
     out_dir: str
     html: bool = True
     path: str = "auto"
+    spec: str | None = None
+    block: int = 8
+    accept_len: float | None = None
 
 
 def choose_tp_preset(world_size: int) -> str:
@@ -86,6 +89,13 @@ def check_request(request: TPRunRequest) -> None:
     from bubblescope.capture.setup import check_usable
 
     on_cuda = torch.cuda.is_available()
+    if request.path not in ("auto", "eager", "fast"):
+        raise ConfigError(f"unknown path {request.path!r}; valid paths: auto, eager, fast")
+    if request.spec is not None:
+        if request.path == "fast":
+            raise ConfigError("--spec at --tp runs the eager verify and draft; use --path auto or eager")
+        # the spec workload's own switches are checked inside the ranks (one-line error as well)
+        return
     infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
     check_usable(parse_toggles(request.toggle, infos), infos, on_cuda)
     RunSettings(**request.settings)
@@ -106,6 +116,28 @@ def _resolve_enabled(request: TPRunRequest, workload: Any) -> tuple[frozenset[st
     return enabled, []
 
 
+def _make_rank_workload(comm: Any, request: TPRunRequest, settings: RunSettings) -> Any:
+    """The reference workload of this rank: greedy (eager or fast path) or speculative (eager)."""
+    from bubblescope.reference_model.tp.workload import make_tp_workload
+
+    steps = settings.warmup + settings.steps
+    if request.spec is not None:
+        from bubblescope.reference_model.tp.spec import make_tp_spec_workload
+
+        return make_tp_spec_workload(
+            comm,
+            request.preset,
+            spec=request.spec,
+            block=request.block,
+            accept_len=request.accept_len,
+            seed=request.seed,
+            max_steps=max(256, steps),
+        )
+    return make_tp_workload(
+        comm, request.preset, seed=request.seed, max_steps=max(4096, steps), path=request.path
+    )
+
+
 def _write_status(out_dir: Path, rank: int, status: dict[str, Any]) -> None:
     write_json_atomic(out_dir / STATUS_NAME.format(rank=rank), status)
 
@@ -115,24 +147,18 @@ def run_rank(request: TPRunRequest) -> None:
     from bubblescope.capture.floor import resolve_floor_bandwidth
     from bubblescope.capture.measure import measure_config
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
-    from bubblescope.reference_model.tp.workload import make_tp_workload
 
     out_dir = Path(request.out_dir)
     rank = int(os.environ["RANK"])
     try:
         comm = init_tp_from_env()
         settings = RunSettings(**request.settings)
-        workload = make_tp_workload(
-            comm,
-            request.preset,
-            seed=request.seed,
-            max_steps=max(4096, settings.warmup + settings.steps),
-            path=request.path,
-        )
+        workload = _make_rank_workload(comm, request, settings)
         enabled, notices = _resolve_enabled(request, workload)
         info = {
             "name": workload.name,
-            "factory": "bubblescope.reference_model.tp.workload:make_tp_workload",
+            "factory": "bubblescope.reference_model.tp."
+            + ("spec:make_tp_spec_workload" if request.spec else "workload:make_tp_workload"),
             "preset": request.preset,
         }
         _record, run_notices = measure_config(
@@ -326,6 +352,10 @@ def run_tp_from_cli(
     settings: RunSettings,
     seed: int,
     out: Path | None,
+    spec: str | None = None,
+    block: int = 8,
+    accept_len: float | None = None,
+    path: str = "auto",
 ) -> tuple[RunRecord, list[str], Path] | None:
     """`bubblescope run --tp N`: (merged record, notices, output folder), or None on a non-zero
     torchrun rank (rank 0 prints)."""
@@ -352,6 +382,10 @@ def run_tp_from_cli(
         settings=asdict(settings),
         seed=seed,
         out_dir=str(out),
+        path=path,
+        spec=spec,
+        block=block,
+        accept_len=accept_len,
     )
     result = run_tensor_parallel(request)
     if result is None:
