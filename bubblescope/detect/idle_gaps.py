@@ -13,7 +13,13 @@ map to their `cudaGraphLaunch`) decides the class:
                sync        a blocking read returned before X's launch began and the host has not
                            regained its lead since (lost run-ahead, ARCHITECTURE §5): blame that read
                host        otherwise: the host was busy with other work
-    outside  the part of any gap outside every step window
+    outside  the part of any gap outside every step's GPU interval
+
+Gaps are cut at the steps' GPU intervals (`trace.steps.gpu_step_bounds`), not at their host windows:
+a step owns the GPU ops launched in its host window, and its GPU interval runs from the end of the
+previous step's work to the end of its own. In a synchronous loop the bubble after a read lands in
+the step whose kernels it delays; under host run-ahead (step k+1 enqueued before step k ran) GPU time
+of step k is counted for step k although it runs during later host windows.
 
 "The host regained its lead" = some op Y launched after the read returned had its launch call
 return no later than the device finished the work queued ahead of Y (Y did not wait for the host).
@@ -27,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bubblescope.trace.steps import StepWindows, step_index_of
+from bubblescope.trace.steps import StepWindows, gpu_step_bounds, gpu_step_index_of, launch_times_ns
 
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
 GAP_COLUMNS = [
@@ -59,9 +65,14 @@ def device_busy_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndar
 
 
 def find_idle_gaps(
-    gpu: pd.DataFrame, reads: pd.DataFrame, steps: StepWindows, device: int, span_ns: tuple[int, int]
+    gpu: pd.DataFrame,
+    reads: pd.DataFrame,
+    steps: StepWindows,
+    device: int,
+    span_ns: tuple[int, int],
+    bounds_ns: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Classified idle gaps of one device, split at step boundaries.
+    """Classified idle gaps of one device, split at the steps' GPU interval boundaries.
 
     Args:
         gpu: correlated GPU ops of this device, sorted by `start_ns`.
@@ -69,6 +80,7 @@ def find_idle_gaps(
         steps: step windows of this rank.
         device: device index (copied into the rows).
         span_ns: [start, end) the device is accounted over; every op lies inside it.
+        bounds_ns: [n_steps + 1] `gpu_step_bounds` of this device; computed from `gpu` when None.
 
     Returns:
         DataFrame with GAP_COLUMNS; the `dur_ns` sum equals span minus busy time.
@@ -104,7 +116,9 @@ def find_idle_gaps(
             "next_row": before.astype(np.int64),
         }
     )
-    gaps = split_at_steps(gaps, steps)
+    if bounds_ns is None:
+        bounds_ns = gpu_step_bounds(launch_times_ns(gpu), ends, steps)
+    gaps = split_at_steps(gaps, bounds_ns)
     gaps.insert(0, "device", device)
     gaps["dur_ns"] = gaps["end_ns"] - gaps["start_ns"]
     return gaps[GAP_COLUMNS]
@@ -163,11 +177,18 @@ def _stream_running_at(gpu: pd.DataFrame, ending: np.ndarray) -> np.ndarray:
     return np.where(prev >= 0, streams[setter[np.maximum(prev, 0)]], -2)
 
 
-def split_at_steps(gaps: pd.DataFrame, steps: StepWindows) -> pd.DataFrame:
-    """Cut gaps at step boundaries; pieces outside every window become class `outside`."""
+def split_at_steps(gaps: pd.DataFrame, bounds_ns: np.ndarray) -> pd.DataFrame:
+    """Cut gaps at the steps' GPU interval bounds; pieces outside [B_0, E_last) become `outside`.
+
+    Args:
+        gaps: gap rows with `start_ns`, `end_ns`, `class`, `read_id`.
+        bounds_ns: [n_steps + 1] `gpu_step_bounds` of the device.
+    """
     if not len(gaps):
         return gaps.assign(step=np.zeros(0, dtype=np.int64))
-    cuts = np.unique(np.concatenate((steps.start_ns, steps.end_ns)))
+    cuts = np.unique(bounds_ns)
+    if not len(cuts):
+        cuts = np.zeros(1, dtype=np.int64)
     g0 = gaps["start_ns"].to_numpy()
     g1 = gaps["end_ns"].to_numpy()
     first_cut = np.searchsorted(cuts, g0, side="right")
@@ -182,7 +203,7 @@ def split_at_steps(gaps: pd.DataFrame, steps: StepWindows) -> pd.DataFrame:
     out = gaps.iloc[owner].reset_index(drop=True)
     out["start_ns"] = piece_start
     out["end_ns"] = piece_end
-    step = step_index_of(piece_start, steps)
+    step = gpu_step_index_of(piece_start, bounds_ns)
     out["step"] = step
     outside = step < 0
     out.loc[outside, "class"] = "outside"

@@ -124,3 +124,49 @@ def step_index_of(times_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
     safe = np.maximum(idx, 0)
     inside = (idx >= 0) & (times_ns < steps.end_ns[safe]) if len(steps) else np.zeros(len(times_ns), bool)
     return np.where(inside, idx, -1)
+
+
+def launch_times_ns(gpu: pd.DataFrame) -> np.ndarray:
+    """[n_ops] int64: when each correlated GPU op was launched (its launching call's start; the op's
+    own start when no call matched). A graph replay's kernels all take their `cudaGraphLaunch`'s."""
+    launch = gpu["launch_start_ns"].to_numpy()
+    return np.where(launch >= 0, launch, gpu["start_ns"].to_numpy()).astype(np.int64)
+
+
+def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
+    """Per-step GPU interval bounds of one device: [B_0, E_0, ..., E_last]. [n_steps + 1] int64.
+
+    Step i's GPU interval is (bounds[i], bounds[i + 1]]. E_i is the end of the last op launched before
+    step i's host window ended (ops launched in steps <= i, or between windows before it; cumulative
+    max, so under host run-ahead step k's kernels, running during later host windows, still count for
+    k). B_0 = max(host start of step 0, end of the ops launched before step 0). Empty steps get an
+    empty interval.
+
+        host   |--step 0--|--step 1--|--step 2--|
+        GPU         |==k0==k0==|==k1==k1==|==k2==|
+                    B_0        E_0        E_1    E_2
+
+    Args:
+        launch_ns: [n_ops] start of each op's launching call (its own start when unmatched).
+        end_ns: [n_ops] end of each op.
+        steps: this rank's step windows (host time).
+    """
+    n_steps = len(steps)
+    if not n_steps:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(launch_ns, kind="stable")
+    # Latest end among the first j ops by launch time: run_end[j]; run_end[0] = "nothing launched".
+    run_end = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(end_ns[order])))
+    # Cuts: host start of step 0, then each window's end; ops launched strictly before each cut count.
+    cuts = np.concatenate(([steps.start_ns[0]], steps.end_ns)).astype(np.int64)
+    last_end = run_end[np.searchsorted(launch_ns[order], cuts, side="left")]
+    first_ns = max(int(steps.start_ns[0]), int(last_end[0]))
+    return np.maximum(last_end, first_ns).astype(np.int64)
+
+
+def gpu_step_index_of(times_ns: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Step whose GPU interval [bounds[i], bounds[i + 1]) holds each time, -1 outside. [n] int64."""
+    if len(bounds) < 2:
+        return np.full(len(times_ns), -1, dtype=np.int64)
+    idx = np.searchsorted(bounds, times_ns, side="right") - 1
+    return np.where((idx >= 0) & (idx < len(bounds) - 1), idx, -1).astype(np.int64)

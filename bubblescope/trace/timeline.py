@@ -2,6 +2,15 @@
 
 The step is the median-duration step of the rank (the first such one on ties). Times are relative
 to the rank's earliest event, as everywhere in `bubblescope.analysis/1`.
+
+The host lane shows the step's host window; the GPU lanes show the GPU work OF that step (ops
+launched in its host window, plus ops launched outside every window that run in its GPU interval),
+not whatever ran during the host window: under host run-ahead those are earlier steps' kernels. The
+drawn window (`start_ns`, `dur_ns`) is the union of the host window and the GPU interval.
+
+    host   |--step k host window--|
+    GPU                 |==ops launched in step k==|
+           ^ start_ns                              ^ start_ns + dur_ns
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from bubblescope.trace.steps import launch_times_ns, step_index_of
 
 if TYPE_CHECKING:
     from bubblescope.analysis import RankAnalysis
@@ -25,15 +36,24 @@ def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], 
         rank: one rank's analysis.
         make_blamer: (start_ns, end_ns) window -> (gap row -> blame text: sync site, host frames, or
             device-side cause).
+
+    Returns:
+        dict with step, rank, start_ns/dur_ns (drawn window), host_start_ns/host_dur_ns (host window),
+        gpu_start_ns/gpu_dur_ns (GPU interval, extent over devices), lanes, slices, gaps, syncs,
+        truncated.
     """
     steps = rank.steps
     if not len(steps):
         return None
     durations = steps.end_ns - steps.start_ns
     step = int(np.argsort(durations, kind="stable")[(len(durations) - 1) // 2])
-    start, end = int(steps.start_ns[step]), int(steps.end_ns[step])
+    host_start, host_end = int(steps.start_ns[step]), int(steps.end_ns[step])
+    gpu_start, gpu_end = _gpu_interval(rank, step, host_start)
+    step_ops = _step_ops(rank, step, gpu_start, gpu_end)
+    start = min(host_start, gpu_start, int(step_ops["start_ns"].min()) if len(step_ops) else host_start)
+    end = max(host_end, gpu_end)
     origin = rank.tables.origin_ns
-    slices = _step_slices(rank, start, end)
+    slices = _host_slices(rank, host_start, host_end) + _gpu_slices(step_ops, origin)
     gpu = rank.gpu
     lanes = [{"lane": "host", "kind": "host"}] + [
         {"lane": f"GPU {d} stream {s}", "kind": "gpu"}
@@ -44,16 +64,37 @@ def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], 
         "rank": rank.tables.rank,
         "start_ns": start - origin,
         "dur_ns": end - start,
+        "host_start_ns": host_start - origin,
+        "host_dur_ns": host_end - host_start,
+        "gpu_start_ns": gpu_start - origin,
+        "gpu_dur_ns": gpu_end - gpu_start,
         "lanes": lanes,
         "slices": slices[:MAX_TIMELINE_SLICES],
         "gaps": _step_gaps(rank, step, make_blamer((start, end))),
-        "syncs": _step_syncs(rank, start, end),
+        "syncs": _step_syncs(rank, host_start, host_end),
         "truncated": len(slices) > MAX_TIMELINE_SLICES,
     }
 
 
-def _step_slices(rank: RankAnalysis, start: int, end: int) -> list[dict]:
-    """Host ops and runtime calls of the launching thread, then GPU ops, overlapping the window."""
+def _gpu_interval(rank: RankAnalysis, step: int, host_start: int) -> tuple[int, int]:
+    """[start, end) of the step's GPU interval over all devices; empty at the host start without GPU ops."""
+    if not rank.gpu_bounds:
+        return host_start, host_start
+    bounds = np.stack(list(rank.gpu_bounds.values()))  # [n_devices, n_steps + 1]
+    return int(bounds[:, step].min()), int(bounds[:, step + 1].max())
+
+
+def _step_ops(rank: RankAnalysis, step: int, gpu_start: int, gpu_end: int) -> pd.DataFrame:
+    """GPU ops of the step: launched in its host window, or launched in no window and running inside
+    its GPU interval (work enqueued between steps)."""
+    gpu = rank.gpu
+    launch_step = step_index_of(launch_times_ns(gpu), rank.steps)
+    overlaps = (gpu["end_ns"].to_numpy() > gpu_start) & (gpu["start_ns"].to_numpy() < gpu_end)
+    return gpu[(launch_step == step) | ((launch_step < 0) & overlaps)]
+
+
+def _host_slices(rank: RankAnalysis, start: int, end: int) -> list[dict]:
+    """Host ops and runtime calls of the launching thread overlapping the host window."""
     origin = rank.tables.origin_ns
     host = rank.tables.ops[(rank.tables.ops["cat"] == "cpu_op").to_numpy()]
     if rank.host_tid:
@@ -64,17 +105,21 @@ def _step_slices(rank: RankAnalysis, start: int, end: int) -> list[dict]:
     slices: list[dict] = []
     for table, cat in ((host, "cpu_op"), (runtime, "cuda_runtime")):
         slices.extend(_slices(table, start, end, origin, lambda _row: "host", lambda _row, c=cat: c))
-    slices.extend(
-        _slices(
-            rank.gpu,
-            start,
-            end,
-            origin,
-            lambda r: f"GPU {r.device} stream {r.stream}",
-            lambda r: "kernel" if r.kind == "kernel" else f"gpu_{r.kind}",
-        )
-    )
     return slices
+
+
+def _gpu_slices(ops: pd.DataFrame, origin: int) -> list[dict]:
+    """The step's GPU ops, one slice each on its device/stream lane."""
+    return [
+        {
+            "lane": f"GPU {r.device} stream {r.stream}",
+            "name": str(r.name),
+            "start_ns": int(r.start_ns) - origin,
+            "dur_ns": int(r.end_ns - r.start_ns),
+            "cat": "kernel" if r.kind == "kernel" else f"gpu_{r.kind}",
+        }
+        for r in ops.itertuples(index=False)
+    ]
 
 
 def _step_gaps(rank: RankAnalysis, step: int, blame: Callable) -> list[dict]:

@@ -27,7 +27,13 @@ def test_item_read_causes_sync_gap_blamed_on_its_line(tmp_path: Path) -> None:
     result = _analyze(scenarios.item_sync(), tmp_path)
     (device,) = result["devices"]
     assert (device["span_ns"], device["busy_ns"], device["idle_ns"]) == (100 * US, 42 * US, 58 * US)
-    assert _classes(result) == {"sync": 26 * US, "host": 32 * US, "launch": 0, "dependency": 0, "outside": 0}
+    assert _classes(result) == {
+        "sync": 26 * US,
+        "host": 12 * US,
+        "launch": 0,
+        "dependency": 0,
+        "outside": 20 * US,
+    }
     (read,) = result["syncs"]
     assert (read["site"], read["op"], read["kind"], read["api"]) == (
         "app.py(12): step",
@@ -48,17 +54,18 @@ def test_item_read_causes_sync_gap_blamed_on_its_line(tmp_path: Path) -> None:
     assert (top["class"], top["dur_ns"], top["blame"], top["start_ns"]) == expected_top
     (step,) = result["steps"]
     got = (step["gpu_busy_ns"], step["idle_ns"], step["blocking_reads"], step["kernels"])
-    assert got == (42 * US, 58 * US, 1, 2)
+    assert got == (42 * US, 38 * US, 1, 2)
+    assert (step["dur_ns"], step["gpu_start_ns"], step["gpu_dur_ns"]) == (100 * US, 0, 80 * US)
 
 
 def test_host_regains_lead_then_gaps_are_plain_host(tmp_path: Path) -> None:
     result = _analyze(scenarios.regained_lead(), tmp_path)
     assert _classes(result) == {
         "sync": 26 * US,
-        "host": 82 * US,
+        "host": 32 * US,
         "launch": 1 * US,
         "dependency": 0,
-        "outside": 0,
+        "outside": 50 * US,
     }
     host_gap = next(g for g in result["gaps_top"] if g["dur_ns"] == 27 * US)
     assert host_gap["class"] == "host" and host_gap["blame"].startswith("aten::add 14.0us")
@@ -68,7 +75,13 @@ def test_graph_replay_kernels_map_to_one_launch(tmp_path: Path) -> None:
     result = _analyze(scenarios.graph_replay(), tmp_path)
     (device,) = result["devices"]
     assert (device["graph_launches"], device["kernel_count"]) == (1, 3)
-    assert _classes(result) == {"sync": 0, "host": 75 * US, "launch": 3 * US, "dependency": 0, "outside": 0}
+    assert _classes(result) == {
+        "sync": 0,
+        "host": 45 * US,
+        "launch": 3 * US,
+        "dependency": 0,
+        "outside": 30 * US,
+    }
     launch_gaps = [g for g in result["gaps_top"] if g["class"] == "launch"]
     assert all("CUDA graph" in g["blame"] for g in launch_gaps) and len(launch_gaps) == 2
 
@@ -77,10 +90,10 @@ def test_two_streams_dependency_and_hta_view(tmp_path: Path) -> None:
     result = _analyze(scenarios.two_streams(), tmp_path)
     assert _classes(result) == {
         "sync": 0,
-        "host": 84 * US,
+        "host": 19 * US,
         "launch": 41 * US,
         "dependency": 3 * US,
-        "outside": 0,
+        "outside": 65 * US,
     }
     assert result["syncs"] == []  # cudaStreamWaitEvent blocks a stream, not the host
     streams = {s["stream"]: s for s in result["devices"][0]["streams"]}
@@ -95,11 +108,14 @@ def test_two_streams_dependency_and_hta_view(tmp_path: Path) -> None:
     assert (streams[8]["busy_ns"], streams[8]["idle_ns"]) == (7 * US, 0)
 
 
-def test_gap_between_steps_is_outside(tmp_path: Path) -> None:
+def test_gap_between_steps_belongs_to_the_step_it_delays(tmp_path: Path) -> None:
     result = _analyze(scenarios.outside_steps(), tmp_path)
-    assert _classes(result) == {"sync": 0, "host": 45 * US, "launch": 0, "dependency": 0, "outside": 20 * US}
-    assert [s["idle_by_class_ns"]["host"] for s in result["steps"]] == [15 * US, 30 * US]
-    assert [s["gpu_busy_ns"] for s in result["steps"]] == [35 * US, 20 * US]
+    assert _classes(result) == {"sync": 0, "host": 55 * US, "launch": 0, "dependency": 0, "outside": 10 * US}
+    steps = result["steps"]
+    assert [s["idle_by_class_ns"]["host"] for s in steps] == [5 * US, 50 * US]
+    assert [s["gpu_busy_ns"] for s in steps] == [35 * US, 20 * US]
+    assert [(s["gpu_start_ns"], s["gpu_dur_ns"]) for s in steps] == [(0, 40 * US), (40 * US, 70 * US)]
+    assert [s["dur_ns"] for s in steps] == [50 * US, 50 * US]
 
 
 def test_nonzero_and_pageable_copy_reads(tmp_path: Path) -> None:
@@ -110,6 +126,74 @@ def test_nonzero_and_pageable_copy_reads(tmp_path: Path) -> None:
     assert (reads["aten::to"]["kind"], reads["aten::to"]["api"]) == ("copy", "cudaMemcpyAsync")
     assert reads["aten::to"]["inner_op"] == "aten::copy_"
     assert result["summary"]["blocking_reads_per_step"] == 2.0
+
+
+def test_event_polls_are_not_reads_but_event_synchronize_is(tmp_path: Path) -> None:
+    result = _analyze(scenarios.event_polls(), tmp_path)
+    (read,) = result["syncs"]
+    assert (read["api"], read["kind"], read["op"], read["site"]) == (
+        "cudaEventSynchronize",
+        "event",
+        "",
+        "app.py(20): step",
+    )
+    assert (read["count"], read["blocked_ns"], read["wait_ns"], read["bubble_ns"]) == (
+        1,
+        16 * US,
+        14 * US,
+        17 * US,
+    )
+    (step,) = result["steps"]
+    assert step["blocking_reads"] == 1
+    assert _classes(result) == {
+        "sync": 17 * US,
+        "host": 10 * US,
+        "launch": 0,
+        "dependency": 0,
+        "outside": 40 * US,
+    }
+    assert result["devices"][0]["busy_ns"] == 33 * US
+
+
+def test_run_ahead_steps_own_the_gpu_work_they_launched(tmp_path: Path) -> None:
+    result = _analyze(scenarios.run_ahead(), tmp_path)
+    (device,) = result["devices"]
+    assert (device["span_ns"], device["busy_ns"]) == (139 * US, 114 * US)
+    assert _classes(result) == {"sync": 0, "host": 17 * US, "launch": 8 * US, "dependency": 0, "outside": 0}
+    steps = result["steps"]
+    assert [s["dur_ns"] for s in steps] == [30 * US] * 3
+    assert [s["gpu_start_ns"] for s in steps] == [0, 57 * US, 98 * US]
+    assert [s["gpu_dur_ns"] for s in steps] == [57 * US, 41 * US, 41 * US]
+    assert [s["idle_ns"] for s in steps] == [19 * US, 3 * US, 3 * US]
+    assert [s["idle_by_class_ns"]["host"] for s in steps] == [17 * US, 0, 0]
+    assert [s["gpu_busy_ns"] for s in steps] == [38 * US] * 3
+    assert [(s["blocking_reads"], s["kernels"]) for s in steps] == [(0, 3)] * 3
+    assert result["syncs"] == []  # the per-step readback polls never block
+    summary = result["summary"]
+    assert summary["gpu_step_ns_per_step"] == round((57 + 41 + 41) * US / 3)
+    assert summary["gpu_step_ns_median"] == 41 * US
+    assert summary["gpu_busy_ns_per_step"] == 38 * US
+
+
+def test_run_ahead_timeline_draws_the_steps_own_gpu_work(tmp_path: Path) -> None:
+    timeline = _analyze(scenarios.run_ahead(), tmp_path)["timeline"]
+    # All host windows last 30 µs: the median step is step 1 (host [30,60), GPU [57,98)).
+    assert timeline["step"] == 1
+    assert (timeline["host_start_ns"], timeline["host_dur_ns"]) == (30 * US, 30 * US)
+    assert (timeline["gpu_start_ns"], timeline["gpu_dur_ns"]) == (57 * US, 41 * US)
+    assert (timeline["start_ns"], timeline["dur_ns"]) == (30 * US, 68 * US)
+    gpu_slices = sorted(
+        (s["start_ns"], s["dur_ns"]) for s in timeline["slices"] if s["lane"].startswith("GPU")
+    )
+    # Step 1's replay, not step 0's kernels that run during step 1's host window.
+    assert gpu_slices == [(58 * US, 20 * US), (79 * US, 12 * US), (92 * US, 6 * US)]
+    host_names = {s["name"] for s in timeline["slices"] if s["lane"] == "host"}
+    assert host_names == {"cudaGraphLaunch", "cudaEventQuery"}
+    assert sorted((g["start_ns"], g["class"]) for g in timeline["gaps"]) == [
+        (57 * US, "launch"),
+        (78 * US, "launch"),
+        (91 * US, "launch"),
+    ]
 
 
 def test_legacy_format_analyses_like_modern(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Invariants on random decode-like traces: busy + idle = span, classes partition idle, no gap overlaps
-a GPU op, HTA buckets partition each stream's idle, step busy + idle = step duration."""
+a GPU op, HTA buckets partition each stream's idle, step GPU intervals tile [B_0, E_last) and each
+step's busy + idle = its GPU interval, the rest of the span being `outside`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.detect.idle_gaps import device_busy_intervals
+from bubblescope.trace.steps import launch_times_ns, step_index_of
 from bubblescope.trace.tables import build_tables
 from tests.trace.builder import US, TraceBuilder
 
@@ -73,7 +76,40 @@ def test_accounting_invariants(specs, step_cuts) -> None:
     assert set(gaps.loc[outside, "class"]) <= {"outside"}
     assert "outside" not in set(gaps.loc[~outside, "class"])
     for step in result["steps"]:
-        assert step["gpu_busy_ns"] + step["idle_ns"] == step["dur_ns"]
+        assert step["gpu_busy_ns"] + step["idle_ns"] == step["gpu_dur_ns"]
         assert sum(step["idle_by_class_ns"].values()) == step["idle_ns"]
+    _check_step_intervals(rank, result)
     sync_bubbles = sum(s["bubble_ns"] for s in result["syncs"])
     assert sync_bubbles == sum(d["idle_by_class_ns"]["sync"] for d in result["devices"])
+
+
+def _check_step_intervals(rank, result: dict) -> None:
+    """Recompute each step's GPU interval and busy time from the ops, independently of the analysis."""
+    (device,) = result["devices"]
+    steps = result["steps"]
+    origin = rank.tables.origin_ns
+    bounds = [steps[0]["gpu_start_ns"]] + [s["gpu_start_ns"] + s["gpu_dur_ns"] for s in steps]
+    # The intervals tile [B_0, E_last): each starts where the previous one ended.
+    assert [s["gpu_start_ns"] for s in steps[1:]] == bounds[1:-1]
+    assert all(s["gpu_dur_ns"] >= 0 for s in steps)
+    gpu = rank.gpu
+    starts, ends = gpu["start_ns"].to_numpy() - origin, gpu["end_ns"].to_numpy() - origin
+    op_steps = step_index_of(launch_times_ns(gpu), rank.steps)
+    for i in range(len(steps)):
+        mine = op_steps == i
+        # E_i is the latest end of the work launched in steps <= i (and between their windows).
+        launched_by_then = launch_times_ns(gpu) < rank.steps.end_ns[i]
+        if mine.any():
+            assert ends[mine].max() <= bounds[i + 1]
+        if launched_by_then.any():
+            assert bounds[i + 1] == max(ends[launched_by_then].max(), bounds[0])
+    merged_starts, merged_ends = device_busy_intervals(starts, ends)
+    for i, step in enumerate(steps):
+        lo, hi = bounds[i], bounds[i + 1]
+        busy = np.clip(merged_ends, lo, hi) - np.clip(merged_starts, lo, hi)
+        assert int(busy.sum()) == step["gpu_busy_ns"]
+    span_start = min(int(starts.min()), int(rank.steps.start_ns[0] - origin))
+    assert bounds[0] >= span_start and bounds[-1] <= span_start + device["span_ns"]
+    outside_busy = device["busy_ns"] - sum(s["gpu_busy_ns"] for s in steps)
+    outside_span = device["span_ns"] - (bounds[-1] - bounds[0])
+    assert outside_span == device["idle_by_class_ns"]["outside"] + outside_busy

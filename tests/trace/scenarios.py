@@ -1,7 +1,9 @@
 """Built trace scenarios, one per gap class or format quirk, with the numbers a correct analysis gives.
 
 Each function returns a TraceBuilder; the expected values are worked out by hand in the docstrings
-(times in µs). `python -m tests.trace.scenarios` rewrites tests/data/<scenario>/trace.json.
+(times in µs). A step's GPU interval runs from B_0 (its host start, for step 0) or the end of the
+previous step's GPU work to the end of the last op launched in its host window (E_i); idle outside
+[B_0, E_last) is `outside`. `python -m tests.trace.scenarios` rewrites tests/data/<scenario>/trace.json.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ ITEM_OPS = ["aten::item", "aten::_local_scalar_dense"]
 def item_sync(builder: TraceBuilder | None = None, step_name: str = "bubblescope.step") -> TraceBuilder:
     """One step [0,100]: kA 12-40, `.item()` (copy 40-41, sync call 24-45), kC launched 60-65 runs 67-80.
 
-    Gaps: [0,12) host, [41,67) sync (blamed on app.py(12): step), [80,100) host.
-    busy 42, idle 58 = sync 26 + host 32. Read: blocked 21 (the sync call; the pinned copy is async),
-    GPU-side wait row 19.
+    GPU interval [0,80) (B_0 = host start 0, E_0 = end of kC). Gaps: [0,12) host, [41,67) sync (blamed
+    on app.py(12): step), [80,100) outside (after the step's last GPU work).
+    busy 42, idle 58 = sync 26 + host 12 + outside 20; step: gpu_dur 80 = busy 42 + idle 38.
+    Read: blocked 21 (the sync call; the pinned copy is async), GPU-side wait row 19.
     """
     b = builder or TraceBuilder()
     b.annotation(step_name, 0, 100 * US) if not b.legacy else b.op(step_name, 0, 100 * US)
@@ -36,7 +39,8 @@ def regained_lead() -> TraceBuilder:
     (launch ends 55, device free at 100) -> the host regained its lead, launch gap [100,101); k3
     host-bound after that -> plain host gap [110,137) blamed on aten::add.
 
-    sync 26, launch 1, host 5 + 27 + 50 = 82, busy 91.
+    GPU interval [0,150) (k3 ends last); [150,200) is outside.
+    sync 26, launch 1, host 5 + 27 = 32, outside 50, busy 91; step: gpu_dur 150 = 91 + 59.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 200 * US)
@@ -53,8 +57,8 @@ def regained_lead() -> TraceBuilder:
 def graph_replay() -> TraceBuilder:
     """Step [0,100]: one cudaGraphLaunch 5-40 whose three kernels run 45-50, 51-60, 62-70.
 
-    Gaps: [0,45) host, [50,51) and [60,62) launch (inside the replay), [70,100) host.
-    host 75, launch 3, busy 22; all three kernels map to the one launch.
+    Gaps: [0,45) host, [50,51) and [60,62) launch (inside the replay), [70,100) outside (GPU interval
+    [0,70)). host 45, launch 3, outside 30, busy 22; all three kernels map to the one launch.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
@@ -66,7 +70,8 @@ def two_streams() -> TraceBuilder:
     """Step [0,200]; stream 7: kA 5-50, kA2 74-80 (launched 70-72), kA3 81-90, kA4 130-135 (queued);
     stream 8: kB 53-60, queued behind an event wait on kA.
 
-    Device: host 5 + 14 + 65 = 84, dependency [50,53) = 3, launch 1 + 40 = 41, busy 72.
+    GPU interval [0,135) (kA4 ends last). Device: host [0,5) + [60,74) = 19, dependency [50,53) = 3,
+    launch 1 + 40 = 41, outside [135,200) = 65, busy 72.
     Stream 7 (HTA view): span 130, busy 65, host wait 24, kernel wait 1, other 40.
     """
     b = TraceBuilder()
@@ -85,8 +90,10 @@ def two_streams() -> TraceBuilder:
 def outside_steps() -> TraceBuilder:
     """Steps [0,50] and [70,120]; k 5-40, k2 launched 80-85 runs 90-110.
 
-    The gap [40,90) is host-bound: [40,50) host (step 0), [50,70) outside, [70,90) host (step 1).
-    host 5 + 10 + 20 + 10 = 45, outside 20, busy 55, span 120.
+    GPU intervals: step 0 [0,40) (B_0 = 0, E_0 = end of k), step 1 [40,110) (E_1 = end of k2). The
+    host-bound gap [40,90) between the steps' host windows delays k2, so it is step 1's, whole:
+    host 50 there; [0,5) host in step 0; [110,120) outside. host 55, outside 10, busy 55, span 120.
+    Steps: gpu_dur 40 = busy 35 + idle 5, gpu_dur 70 = busy 20 + idle 50.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 50 * US)
@@ -99,7 +106,8 @@ def outside_steps() -> TraceBuilder:
 def copies_and_nonzero() -> TraceBuilder:
     """Step [0,100]: aten::nonzero (copy 20-21, sync call 14-25) and aten::to to pageable memory at
     53-60 (no sync call: the pageable copy itself blocks). The gap [21,55) before the copy is host-bound
-    after the nonzero read with no regained lead: sync 34 blamed on nonzero; [0,5) and [56,100) host.
+    after the nonzero read with no regained lead: sync 34 blamed on nonzero; [0,5) host; GPU interval
+    [0,56) (the pageable copy ends last), so [56,100) is outside.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
@@ -134,6 +142,57 @@ def quirks(legacy: bool) -> TraceBuilder:
     return b
 
 
+def event_polls() -> TraceBuilder:
+    """Step [0,100]: kA launched 2-5 runs 10-30; inside aten::mm (8-12) the caching allocator polls
+    with cudaEventQuery 8-10, and the host polls cudaStreamQuery 13-14, each paired by CUPTI with an
+    "Event Sync" row; then cudaEventSynchronize 15-31 (Event Sync row 16-30) really waits; kB launched
+    40-45 runs 47-60.
+
+    Reads: only the cudaEventSynchronize (kind event, blocked 16, wait 14, site app.py(20): step);
+    the polls return at once whatever the device state. GPU interval [0,60): [0,10) host, [30,47)
+    sync 17 (kB launched after the wait returned, no regained lead), [60,100) outside 40; busy 33.
+    """
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.frame("/home/user/app.py(20): step", 0, 100 * US)
+    b.kernel("kA", (2 * US, 5 * US), (10 * US, 30 * US))
+    b.runtime("cudaEventRecord", 6 * US, 7 * US)
+    b.op("aten::mm", 8 * US, 12 * US)
+    query = b.runtime("cudaEventQuery", 8 * US, 10 * US)
+    b.wait_row("Event Sync", 8500, 9500, query, stream=-1)
+    stream_query = b.runtime("cudaStreamQuery", 13 * US, 14 * US)
+    b.wait_row("Event Sync", 13200, 13800, stream_query, stream=-1)
+    wait = b.runtime("cudaEventSynchronize", 15 * US, 31 * US)
+    b.wait_row("Event Sync", 16 * US, 30 * US, wait, stream=-1)
+    b.kernel("kB", (40 * US, 45 * US), (47 * US, 60 * US))
+    return b
+
+
+def run_ahead() -> TraceBuilder:
+    """Host run-ahead: steps [0,30], [30,60], [60,90] each replay one graph of three kernels (launches
+    5-15, 35-45, 65-75) and poll the pinned readback (cudaEventQuery + Event Sync row: not a read).
+    The host enqueues step k+1 before the GPU finished step k:
+        step 0 kernels 17-37, 38-50, 51-57; step 1 58-78, 79-91, 92-98; step 2 99-119, 120-132, 133-139.
+
+    GPU intervals by launch: B_0 = 0, E_0 = 57, E_1 = 98, E_2 = 139 -> step 0 [0,57), step 1 [57,98),
+    step 2 [98,139). Gaps: [0,17) host (step 0); launch gaps of 1 at 37, 50 (step 0), 57, 78, 91
+    (step 1), 98, 119, 132 (step 2); the first kernel of replays 1 and 2 was queued (launch returned at
+    45 <= 57, 75 <= 98) so those gaps are launch too. Steps: gpu_dur 57/41/41, idle 19/3/3 (host
+    17 in step 0), busy 38 each. Device: span 139, busy 114, host 17, launch 8, outside 0.
+    Host windows alone would show step 1 busy 28 of 30 µs although the GPU needs 41 µs per step.
+    """
+    b = TraceBuilder()
+    kernels = [(17, 37), (38, 50), (51, 57), (58, 78), (79, 91), (92, 98), (99, 119), (120, 132), (133, 139)]
+    for k in range(3):
+        host_ns = k * 30 * US
+        b.annotation("bubblescope.step", host_ns, host_ns + 30 * US)
+        runs = [(start * US, end * US) for start, end in kernels[3 * k : 3 * k + 3]]
+        b.graph_replay((host_ns + 5 * US, host_ns + 15 * US), runs)
+        poll = b.runtime("cudaEventQuery", host_ns + 20 * US, host_ns + 22 * US)
+        b.wait_row("Event Sync", host_ns + 20500, host_ns + 21500, poll, stream=-1)
+    return b
+
+
 def graph_without_kernels() -> TraceBuilder:
     """Three cudaGraphLaunch calls and no GPU kernels: implausible, GPU idle must not be reported."""
     b = TraceBuilder()
@@ -152,6 +211,8 @@ SCENARIOS = {
     "copies_and_nonzero": copies_and_nonzero,
     "legacy_format": lambda: quirks(legacy=True),
     "graph_without_kernels": graph_without_kernels,
+    "event_polls": event_polls,
+    "run_ahead": run_ahead,
 }
 
 
