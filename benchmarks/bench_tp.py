@@ -10,7 +10,8 @@ Parts (each in try/except; each writes <out>/<part>.json on rank 0 as soon as it
   tpot_tiny   ling3-tiny eager TPOT at TP=N (rank 0's step loop, ranks in lockstep): baseline, each
               switch alone, all on; and TP=1 on GPU 0 for comparison.
   flash       ling3-flash (full, ~124 GB per GPU at TP=2): shard build time, a few decode steps,
-              eager TPOT baseline / fast_allreduce / all on.
+              TPOT on the fast path with every switch off / alone / all on, and speculative decoding
+              (DSpark-shaped draft, oracle acceptance --spec-accept-len, eager verify) on the same shard.
   tpot_tiny and flash also capture one decode step in a CUDA graph (both all-reduces per layer and
   the argmax all-gather inside) with NCCL and with fast_allreduce: the replay must give the eager
   token, and the median replay time is one step's device time with no host in the loop.
@@ -199,6 +200,10 @@ def _tp_path(comm: Any, preset: str, path: str, args: argparse.Namespace, steps:
     result["tpot"] = _tpot_sweep(workload, ablation_configs(names), steps)
     if path == "eager" and not args.cpu_smoke:
         result["graph_step"] = _graph_sweep(workload, comm, args.graph_replays)
+    if path == "eager":
+        # back to the baseline weights and NCCL: the spec workload keeps the module weights as masters
+        workload.prepare(frozenset())
+        result["spec"] = _spec_tpot(comm, preset, workload.model, args, steps)
     del workload
     _free_memory()
     return result
@@ -214,6 +219,34 @@ def _tp1_path(preset: str, device: Any, path: str, steps: int) -> dict[str, Any]
     )
     result = _tpot_sweep(workload, ablation_configs(names), steps)
     del workload
+    _free_memory()
+    return result
+
+
+def _spec_tpot(comm: Any, preset: str, model: Any, args: argparse.Namespace, steps: int) -> dict[str, Any]:
+    """Speculative decoding at TP (DSpark-shaped draft, oracle acceptance, eager verify) on `model`."""
+    from bubblescope.reference_model.tp.spec import make_tp_spec_workload
+
+    try:
+        workload = make_tp_spec_workload(
+            comm,
+            preset,
+            spec="dspark",
+            block=args.spec_block,
+            accept_len=args.spec_accept_len,
+            max_steps=4 * steps + 16,
+            model=model,
+        )
+        configs = {"baseline": (), "bf16_gate+bf16_lm_head": ("bf16_gate", "bf16_lm_head")}
+        result = {
+            "spec": "dspark",
+            "block": args.spec_block,
+            "accept_len": args.spec_accept_len,
+            "tpot": _tpot_sweep(workload, configs, steps),
+        }
+        del workload
+    except Exception as exc:  # noqa: BLE001 - keep the rest of the part
+        result = {"error": f"{type(exc).__name__}: {exc}"}
     _free_memory()
     return result
 
@@ -265,6 +298,9 @@ def part_flash(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     result["tpot"] = _tpot_sweep(workload, ablation_configs(names), args.flash_steps)
     if not args.cpu_smoke:
         result["graph_step_eager"] = _graph_sweep(workload, comm, args.graph_replays)
+    # back to the baseline weights and NCCL: the spec workload keeps the module weights as masters
+    workload.prepare(frozenset())
+    result["spec"] = _spec_tpot(comm, args.flash_preset, workload.model, args, args.flash_steps)
     del workload
     _free_memory()
     return result
@@ -340,6 +376,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32, help="timed steps per repeat (tiny)")
     parser.add_argument("--flash-steps", type=int, default=12, help="timed steps per repeat (flash)")
     parser.add_argument("--replays", type=int, default=200)
+    parser.add_argument("--spec-block", type=int, default=8, help="DSpark block (verify window block + 1)")
+    parser.add_argument("--spec-accept-len", type=float, default=4.68, help="oracle mean accept length")
     parser.add_argument("--graph-replays", type=int, default=50, help="replays of a graphed decode step")
     parser.add_argument(
         "--timeout-s", type=int, default=600, help="collective timeout (a dead peer ends the run)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import get_preset
+from ..model import LingForCausalLM
 from ..spec.workload import SpecWorkload
 from .build import build_tp_model
 from .comm import TPComm
@@ -43,13 +44,15 @@ def make_tp_spec_workload(
     seed: int = 0,
     prompt_len: int = 16,
     max_steps: int = 256,
+    model: LingForCausalLM | None = None,
 ) -> TPSpecWorkload:
     """This rank's speculative-decoding workload at TP = comm.world_size (eager verify and draft).
 
-    Args: as `spec.workload.make_spec_workload`; the target is `build_tp_model(preset, comm, seed)`.
+    Args: as `spec.workload.make_spec_workload`; the target is `build_tp_model(preset, comm, seed)`,
+        or `model` when given (a TP model of that preset, e.g. shared with a greedy workload).
     """
     config = get_preset(preset)
-    model = build_tp_model(config, comm, seed=seed)
+    model = model if model is not None else build_tp_model(config, comm, seed=seed)
     return TPSpecWorkload(
         config,
         str(comm.device),
