@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import TraceError
-from bubblescope.trace.fastscan import EventColumns, scan_events
+from bubblescope.trace.fastscan import EventColumns, event_at, scan_events
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
 # Small enough that one chunk's strings reuse the same heap pages chunk after chunk (measured on the
@@ -268,7 +268,7 @@ class StreamedTrace:
             events, idx = cut
             self.event_count += len(events)
             yield events
-        tail = self._fast_tail(text, idx) if self._fast else None
+        tail = self._fast_tail(text, idx) if self._fast and event_at(text, idx) else None
         if tail is not None:
             columns, end = tail
             self.event_count += len(columns)
@@ -288,11 +288,12 @@ class StreamedTrace:
         return None
 
     def _cut_after(self, text: str, start: int, target: int) -> tuple[list[Any] | EventColumns, int] | None:
+        fast = self._fast and event_at(text, start)
         for attempt, match in enumerate(_EVENT_BOUNDARY.finditer(text, target)):
             if attempt >= _MAX_CUT_ATTEMPTS:
                 return None
             # Whole events in the fast grammar are valid JSON: json.loads would accept this cut too.
-            columns = scan_events(text[start : match.start() + 1]) if self._fast else None
+            columns = scan_events(text[start : match.start() + 1]) if fast else None
             if columns is not None:
                 return columns, match.end() - 1
             try:
