@@ -19,8 +19,10 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import gc
+import itertools
 import json
 import platform
 import statistics
@@ -222,8 +224,14 @@ def measure_eager(
     return row
 
 
-def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[str, Any]:
-    """Build once, then every configuration and the eager path, each in its own try/except."""
+def run_preset(
+    plan: Plan, bandwidth_gbps: float, deadline: float, log, kda_v_splits: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    """Build once, then every configuration and the eager path, each in its own try/except.
+
+    kda_v_splits: extra KDA decode splits to measure each configuration with (key suffix `@kda_nvN`);
+    the decoder's default split is measured under the plain key.
+    """
     result: dict[str, Any] = {"preset": plan.preset, "plan": plan.__dict__, "rows": [], "errors": []}
     started = time.perf_counter()
     max_steps = plan.warmup + plan.steps + plan.profile_steps + 8
@@ -234,9 +242,14 @@ def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[
     log(f"{plan.preset}: built in {result['build_s']:.1f} s")
     reference: list[int] | None = None
     seconds_per_config = 0.0
-    for key, enabled in configurations():
+    default_splits = workload.decoder.kda_v_splits
+    result["kda_v_splits_default"] = default_splits
+    variants = [(default_splits, "")] + [(n, f"@kda_nv{n}") for n in kda_v_splits if n != default_splits]
+    for (key, enabled), (splits, suffix) in itertools.product(configurations(), variants):
         if plan.keys is not None and key not in plan.keys:
             continue
+        workload.decoder.kda_v_splits = splits
+        key = key + suffix
         if time.perf_counter() + seconds_per_config > deadline:
             result["errors"].append({"key": key, "error": "skipped: time budget"})
             log(f"{plan.preset} {key}: skipped (time budget)")
@@ -249,6 +262,7 @@ def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[
             )
             log(f"{plan.preset} {key}: FAILED {type(exc).__name__}: {exc}")
             continue
+        row["kda_v_splits"] = splits
         reference = row["tokens"] if reference is None and key == "off" else reference
         seconds_per_config = max(seconds_per_config, row["seconds"])
         result["rows"].append(row)
@@ -256,7 +270,8 @@ def run_preset(plan: Plan, bandwidth_gbps: float, deadline: float, log) -> dict[
             f"{plan.preset} {key}: TPOT {row['tpot_ms']:.3f} ms, floor x{row['tpot_over_floor']:.2f}, "
             f"{row['kernels_per_step']:.0f} kernels/step, {row['seconds']:.0f} s"
         )
-    if time.perf_counter() < deadline:
+    workload.decoder.kda_v_splits = default_splits
+    if time.perf_counter() < deadline and plan.eager_steps > 0:
         try:
             row = measure_eager(workload, plan, bandwidth_gbps, reference or [])
             result["rows"].append(row)
@@ -353,7 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--budget-s", type=float, default=400.0, help="stop starting configurations after this"
     )
+    parser.add_argument(
+        "--keys", default="", help="comma-separated configuration keys (off, all_on, a switch)"
+    )
+    parser.add_argument(
+        "--kda-v-splits", default="", help="comma-separated KDA decode splits to measure besides the default"
+    )
+    parser.add_argument("--no-eager", action="store_true", help="skip the eager-path row")
     args = parser.parse_args(argv)
+    keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) or None
+    splits = tuple(int(n) for n in args.kda_v_splits.split(",") if n.strip())
     if not torch.cuda.is_available():
         print("bench_decode: needs a CUDA device", file=sys.stderr)
         return 2
@@ -386,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{name}: skipped (time budget)")
             continue
         try:
-            report["presets"].append(run_preset(PLANS[name], bandwidth_gbps, preset_deadline, log))
+            plan = PLANS[name]
+            if keys is not None and name != "debug":
+                plan = dataclasses.replace(plan, keys=keys)
+            if args.no_eager:
+                plan = dataclasses.replace(plan, eager_steps=0)
+            report["presets"].append(run_preset(plan, bandwidth_gbps, preset_deadline, log, splits))
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory building e256: keep the rest
             report["presets"].append(
                 {

@@ -60,6 +60,8 @@ class StepOptions:
         bf16_lm_head: lm_head GEMV on the bf16 copy of lm_head.
         eps: RMSNorm epsilon of the model.
         mla_scale: softmax scale 1/sqrt(nope + rope).
+        kda_v_splits: programs per KDA head in the decode kernel (1 = one program per head; more
+            spread the 64 KB fp32 state of a head over several SMs: split_kernel.py).
     """
 
     use_pdl: bool
@@ -68,6 +70,7 @@ class StepOptions:
     bf16_lm_head: bool
     eps: float
     mla_scale: float
+    kda_v_splits: int = 1
 
 
 def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
@@ -75,7 +78,19 @@ def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.T
     # [1, 5W + H]: q, k, v, f, g, b as column slices (the kernel takes row strides).
     proj = gemv(normed, pack.in_proj, use_pdl=opts.use_pdl)
     q, k, v, f, g, b = proj.split(pack.widths, dim=1)
-    out = kda_decode(q, k, v, f, b, g, pack.weights, pack.state, eps=opts.eps, use_pdl=opts.use_pdl)
+    out = kda_decode(
+        q,
+        k,
+        v,
+        f,
+        b,
+        g,
+        pack.weights,
+        pack.state,
+        eps=opts.eps,
+        use_pdl=opts.use_pdl,
+        v_splits=opts.kda_v_splits,
+    )
     return gemv(out, pack.o_proj, use_pdl=opts.use_pdl)
 
 

@@ -29,9 +29,23 @@ from .metadata import LENGTH, TOKEN, DecodeMetadata
 from .packing import MLAPack, pack_model
 from .step import FastForward, step_options
 
+# The KDA decode kernel runs one program per (batch, head) unless split: at batch 1 that is 16-32
+# programs on a 132-SM H200, latency-bound on each head's 64 KB fp32 state. Splitting V gives at
+# least this many programs (the interpreter pays per program, so it keeps 1).
+KDA_MIN_PROGRAMS = 64
+KDA_MAX_V_SPLITS = 8
+
 # Eager warm-up runs before capture: the first compiles every Triton kernel, the second settles
 # the allocator (torch's own CUDA-graph recipe warms up on a side stream the same way).
 WARMUP_RUNS = 2
+
+
+def auto_kda_v_splits(heads: int, on_gpu: bool) -> int:
+    """Smallest power-of-two split (<= KDA_MAX_V_SPLITS) giving KDA_MIN_PROGRAMS batch-1 programs."""
+    splits = 1
+    while on_gpu and heads * splits < KDA_MIN_PROGRAMS and splits < KDA_MAX_V_SPLITS:
+        splits *= 2
+    return splits
 
 
 class FastDecoder:
@@ -41,11 +55,14 @@ class FastDecoder:
         model: a LingForCausalLM (its weights are re-pointed into packed tensors, not copied).
         cache: the ModelCache prefill fills; the step reads and writes the same tensors.
 
+        kda_v_splits: programs per KDA head; None = auto (enough for KDA_MIN_PROGRAMS on CUDA, 1 on
+            the interpreter). A tuning choice, not a switch: same math, other work split.
+
     Raises:
         ConfigError: the device cannot run the Triton kernels (CPU without TRITON_INTERPRET=1).
     """
 
-    def __init__(self, model: LingForCausalLM, cache: ModelCache) -> None:
+    def __init__(self, model: LingForCausalLM, cache: ModelCache, kda_v_splits: int | None = None) -> None:
         from bubblescope.kernels._pdl import is_interpreting
 
         device = model.lm_head.weight.device
@@ -58,6 +75,10 @@ class FastDecoder:
         self.capacity = mla.cache.shape[1]
         rope = next(layer for layer in model.main_layers if layer.is_mla).attention.rope
         self.meta = DecodeMetadata(rope.inv_freq, self.capacity, device)
+        self.kda_v_splits = kda_v_splits or auto_kda_v_splits(
+            model.config.num_attention_heads, self.use_graphs
+        )
+        self._built_v_splits = self.kda_v_splits
         self.switches = LingSwitches()
         self.forward: FastForward | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -91,7 +112,11 @@ class FastDecoder:
     def configure(self, switches: LingSwitches) -> None:
         """Build the step for these switches: new options, workspaces and CUDA graph, but only when the
         captured step changes (a host-loop-only change keeps the graph); weights are never touched."""
-        unchanged = self.forward is not None and self.graph_key(switches) == self.graph_key(self.switches)
+        unchanged = (
+            self.forward is not None
+            and self.graph_key(switches) == self.graph_key(self.switches)
+            and self._built_v_splits == self.kda_v_splits
+        )
         self.switches = switches
         if unchanged:
             return
@@ -101,7 +126,9 @@ class FastDecoder:
             fused_moe=switches.fused_moe,
             bf16_gate=switches.bf16_gate,
             bf16_lm_head=switches.bf16_lm_head,
+            kda_v_splits=self.kda_v_splits,
         )
+        self._built_v_splits = self.kda_v_splits
         self.graph = None
         self.forward = FastForward(self.pack, self.meta, opts)
         if self.use_graphs:

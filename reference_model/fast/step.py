@@ -21,9 +21,16 @@ from .packing import KDAPack, LayerPack, ModelPack, MoEPack
 
 
 def step_options(
-    pack: ModelPack, *, pdl: bool, fused_moe: bool, bf16_gate: bool, bf16_lm_head: bool
+    pack: ModelPack,
+    *,
+    pdl: bool,
+    fused_moe: bool,
+    bf16_gate: bool,
+    bf16_lm_head: bool,
+    kda_v_splits: int = 1,
 ) -> StepOptions:
-    """StepOptions of a model for the given kernel-level switches."""
+    """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
+    a switch: it changes which programs do the work, not the math)."""
     config = pack.config
     return StepOptions(
         use_pdl=pdl,
@@ -32,6 +39,7 @@ def step_options(
         bf16_lm_head=bf16_lm_head,
         eps=config.rms_norm_eps,
         mla_scale=1.0 / math.sqrt(config.qk_head_dim),
+        kda_v_splits=kda_v_splits,
     )
 
 

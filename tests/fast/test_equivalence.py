@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from bubblescope.reference_model.fast.decoder import auto_kda_v_splits
 from bubblescope.reference_model.fast.workload import FastLingWorkload
 from bubblescope.reference_model.workload import make_workload
 
@@ -61,6 +62,27 @@ def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseli
 def test_prepare_restores_the_baseline_after_switches(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     decode(trimmed, frozenset({"bf16_gate", "fused_moe"}), 2)
     assert decode(trimmed, frozenset(), 4) == baseline[:5]
+
+
+def test_split_kda_decode_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
+    # The GPU default splits each KDA head's V over programs (decoder.auto_kda_v_splits); the
+    # interpreter keeps 1, so the split step is forced here. 3 does not divide V: ragged last slice.
+    steps = STEPS // 4
+    decoder = trimmed.decoder
+    assert decoder is not None and decoder.kda_v_splits == 1
+    try:
+        for splits in (2, 3):
+            decoder.kda_v_splits = splits
+            assert decode(trimmed, frozenset(), steps) == baseline[: steps + 1], f"v_splits={splits}"
+            assert decoder.forward is not None and decoder.forward.opts.kda_v_splits == splits
+    finally:
+        decoder.kda_v_splits = 1
+        trimmed.prepare(frozenset())
+
+
+def test_auto_kda_v_splits_reaches_the_program_target() -> None:
+    assert [auto_kda_v_splits(heads, True) for heads in (2, 16, 32, 64, 128)] == [8, 4, 2, 1, 1]
+    assert auto_kda_v_splits(16, False) == 1
 
 
 def test_fast_path_matches_eager_reference_on_debug() -> None:

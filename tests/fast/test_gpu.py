@@ -8,23 +8,46 @@ variants: fast and eager within 1.5x of each other). A configuration passes when
 err(config) <= 2 * noise + 1e-2.
 - `no_readback`, `graph_metadata`, `pdl` move work, not math: logits within 1e-5 of all-off and the
   same 32 greedy tokens.
+- `bf16_gate` changes the math discontinuously: where two experts' biased scores nearly tie, the bf16
+  router legitimately picks the other one (H200 2026-11-30: against the fp32-router truth this failed
+  the rule above). So a bf16-router configuration is held to the rule against the truth WITH the same
+  bf16 router (the fp32 copy whose router weight is the bf16 copy, as the eager switch runs it), with
+  the eager bf16 model under the same router setting the noise.
+- Separately, the switch's own effect on the fp32 model is bounded over the prompt + first token.
+  The eager path's rule (tests/test_generate.py, on `debug`: median per-position max |diff| <= 0.01,
+  >= 90 % of positions within 0.05) does NOT hold at ling3-tiny's shape, for the eager model itself:
+  measured on the CPU (fp32, ling3-tiny with 32 experts to fit RAM, 33 positions): bf16 router scores
+  move by up to 2.8e-3 while 3 of 23 layers' top-k margins are 1.1-1.4e-3; once a position's routing
+  flips, the KDA/MLA states carry it to every later position. Per-position max |diff| had median
+  0.032 (64 % within 0.05); per-position relative RMS was 2e-4 before the first flip, 0.4-0.8 % on
+  unflipped positions after it, 5-18 % on flipped ones (median 6.8e-3, max 0.18). Stated here, in the
+  scale-free metric: median per-position relative RMS <= ROUTER_MEDIAN_REL, every position <=
+  ROUTER_MAX_REL. A broken router (wrong experts, wrong weights) moves logits by O(1), not tens of %.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
 from bubblescope.reference_model.fast.workload import FastLingWorkload
 from bubblescope.reference_model.generate import decode_step, new_cache, prefill
+from bubblescope.reference_model.moe import MoERouter
 from bubblescope.reference_model.workload import FAST_SWITCHES, make_workload
+from torch import nn
 
 pytestmark = pytest.mark.gpu
 
 STEPS = 32
 EXACT = ("no_readback", "graph_metadata", "pdl")
 EXACT_TOLERANCE = 1e-5
+# bf16 router vs fp32 router on the fp32 model, per-position relative RMS of the logits (see above;
+# 128 experts flip more often than the 32 measured on the CPU, hence the margin).
+ROUTER_MEDIAN_REL = 5e-2
+ROUTER_MAX_REL = 0.5
 
 
 def relative_rms(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -54,28 +77,72 @@ def baseline(tiny: FastLingWorkload) -> tuple[torch.Tensor, list[int]]:
     return run(tiny, frozenset(), STEPS)
 
 
+@contextmanager
+def bf16_routers(model: nn.Module) -> Iterator[None]:
+    """Every MoE router weight swapped for its bf16 copy (as the eager `bf16_gate` does), then restored."""
+    routers = [module for module in model.modules() if isinstance(module, MoERouter)]
+    masters = [router.weight for router in routers]
+    try:
+        for router, master in zip(routers, masters, strict=True):
+            router.weight = nn.Parameter(master.detach().to(torch.bfloat16), requires_grad=False)
+        yield
+    finally:
+        for router, master in zip(routers, masters, strict=True):
+            router.weight = master
+
+
+def first_step_logits(
+    model: nn.Module, prompt_ids: torch.Tensor, token: torch.Tensor, capacity: int
+) -> torch.Tensor:
+    """[1, V] fp32 logits of one decode step of `token` after prefilling `prompt_ids` (fresh cache)."""
+    cache = new_cache(model, capacity)
+    prefill(model, prompt_ids, cache)
+    return decode_step(model, token, cache)
+
+
 @pytest.fixture(scope="module")
 def references(tiny: FastLingWorkload, baseline) -> dict[str, torch.Tensor]:
-    """First-step logits of the eager bf16 model and of its fp32 copy, from the same first token."""
-    first_token = baseline[1][0]
-    cache = tiny.cache
-    cache.reset()
+    """First-step logits from the same first token: the eager bf16 model and its fp32 copy, each with
+    the fp32 router ("eager", "truth") and with the bf16 router ("eager_gate", "truth_gate"); and the
+    fp32 copy's full-sequence logits with each router ("seq_truth", "seq_truth_gate") for the eager rule."""
+    token = torch.tensor([[baseline[1][0]]], device="cuda")
+    capacity = tiny.cache.mla[tiny.config.mla_layers[0]].capacity
+    sequence = torch.cat([tiny.prompt_ids, token], dim=1)
+    refs: dict[str, torch.Tensor] = {}
     with torch.no_grad():
-        prefill(tiny.model, tiny.prompt_ids, cache)
-        token = torch.tensor([[first_token]], device="cuda")
-        eager = decode_step(tiny.model, token, cache)
+        refs["eager"] = first_step_logits(tiny.model, tiny.prompt_ids, token, capacity)
+        with bf16_routers(tiny.model):
+            refs["eager_gate"] = first_step_logits(tiny.model, tiny.prompt_ids, token, capacity)
         model32 = copy.deepcopy(tiny.model).float()
-        cache32 = new_cache(model32, cache.mla[tiny.config.mla_layers[0]].capacity)
-        prefill(model32, tiny.prompt_ids, cache32)
-        truth = decode_step(model32, token, cache32)
-    del model32, cache32
+        refs["truth"] = first_step_logits(model32, tiny.prompt_ids, token, capacity)
+        refs["seq_truth"] = model32(sequence)[0]
+        with bf16_routers(model32):
+            refs["truth_gate"] = first_step_logits(model32, tiny.prompt_ids, token, capacity)
+            refs["seq_truth_gate"] = model32(sequence)[0]
+    del model32
     torch.cuda.empty_cache()
     tiny.reset()
-    return {"eager": eager, "truth": truth}
+    return refs
 
 
-def allowed_error(references: dict[str, torch.Tensor]) -> float:
-    return 2 * relative_rms(references["eager"], references["truth"]) + 1e-2
+def allowed_error(references: dict[str, torch.Tensor], gate: bool = False) -> float:
+    """2 x the eager bf16 model's distance from its truth (same router dtype) + 1e-2."""
+    suffix = "_gate" if gate else ""
+    return 2 * relative_rms(references["eager" + suffix], references["truth" + suffix]) + 1e-2
+
+
+def report(logits: torch.Tensor, references: dict[str, torch.Tensor]) -> str:
+    """Relative RMS of `logits` and of both eager models against each truth, for failure messages."""
+    parts = [
+        f"{name} vs {truth}: {relative_rms(got, references[truth]):.2e}"
+        for name, got in (
+            ("fast", logits),
+            ("eager", references["eager"]),
+            ("eager_gate", references["eager_gate"]),
+        )
+        for truth in ("truth", "truth_gate")
+    ]
+    return "; ".join(parts)
 
 
 def test_step_is_one_cuda_graph(tiny: FastLingWorkload, baseline) -> None:
@@ -99,16 +166,32 @@ def test_switch_logits_within_tolerance(tiny: FastLingWorkload, baseline, refere
         assert error <= EXACT_TOLERANCE, f"{switch}: relative RMS {error:.2e} vs all-off"
         assert tokens == base_tokens, f"{switch} changed the greedy tokens"
     else:
-        error = relative_rms(logits, references["truth"])
-        assert error <= allowed_error(references), f"{switch}: {error:.2e} from fp32"
+        gate = switch == "bf16_gate"
+        truth = references["truth_gate" if gate else "truth"]
+        error = relative_rms(logits, truth)
+        assert error <= allowed_error(references, gate), f"{switch}: {report(logits, references)}"
+    print(f"{switch}: {report(logits, references)}")
     assert tokens[0] == base_tokens[0]
 
 
 def test_all_on_logits_within_tolerance(tiny: FastLingWorkload, baseline, references) -> None:
     logits, tokens = run(tiny, frozenset(FAST_SWITCHES), STEPS)
-    error = relative_rms(logits, references["truth"])
-    assert error <= allowed_error(references), f"all on: {error:.2e} from fp32"
+    error = relative_rms(logits, references["truth_gate"])
+    print(f"all on: {report(logits, references)}")
+    assert error <= allowed_error(references, gate=True), f"all on: {report(logits, references)}"
     assert tokens[0] == baseline[1][0]
+
+
+def test_bf16_router_moves_fp32_logits_within_the_stated_rule(references) -> None:
+    """The fp32 copy with bf16 vs fp32 router, over the prompt + first token (rule in the docstring)."""
+    truth = references["seq_truth"].double()
+    per_position = (references["seq_truth_gate"].double() - truth).norm(dim=-1) / truth.norm(dim=-1)
+    median, worst = per_position.median().item(), per_position.max().item()
+    values = " ".join(f"{v:.4f}" for v in per_position.tolist())
+    print(f"bf16 router, per-position relative RMS: {values}")
+    assert worst > 0, "the bf16 router changed nothing"
+    assert median <= ROUTER_MEDIAN_REL, f"median {median:.3e}; per position: {values}"
+    assert worst <= ROUTER_MAX_REL, f"max {worst:.3e}; per position: {values}"
 
 
 def test_no_readback_steps_never_synchronize(tiny: FastLingWorkload) -> None:
