@@ -30,7 +30,7 @@ kernel_specs = st.lists(
 )
 
 
-def _random_trace(specs, step_cuts: list[int]) -> TraceBuilder:
+def _random_trace(specs, step_cuts: list[int], margin_ns: int = US) -> TraceBuilder:
     b = TraceBuilder()
     host_ns = 0
     stream_free = {7: 0, 8: 0}
@@ -49,15 +49,20 @@ def _random_trace(specs, step_cuts: list[int]) -> TraceBuilder:
     end_ns = max(host_ns, *stream_free.values()) + 5 * US
     cuts = sorted({min(c, end_ns) for c in step_cuts} | {0, end_ns})
     for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-        if hi - lo > 2 * US:
-            b.annotation("bubblescope.step", lo + US, hi - US)  # leaves room for `outside`
+        if hi - lo > 2 * margin_ns:
+            # Room between windows: `outside`, and launches made between two steps.
+            b.annotation("bubblescope.step", lo + margin_ns, hi - margin_ns)
     return b
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(specs=kernel_specs, step_cuts=st.lists(st.integers(0, 2000 * US), max_size=4))
-def test_accounting_invariants(specs, step_cuts) -> None:
-    trace = _random_trace(specs, step_cuts).trace()
+@given(
+    specs=kernel_specs,
+    step_cuts=st.lists(st.integers(0, 2000 * US), max_size=4),
+    margin_ns=st.integers(1, 40).map(lambda us: us * US),
+)
+def test_accounting_invariants(specs, step_cuts, margin_ns) -> None:
+    trace = _random_trace(specs, step_cuts, margin_ns).trace()
     tables = build_tables(trace["traceEvents"], {}, Path("random.json"), rank=0)
     rank = analyze_rank(tables)
     result = analysis_dict([rank])
