@@ -7,12 +7,14 @@ programs, each owning a [K, V/NV] slice of the state. Two things couple the slic
   recomputes them from the conv state WITHOUT writing it; shifting the shared q/k conv state would
   race with slices still reading it.
 - the gated output RMSNorm reduces over all of V. Each program stores its unnormalised o slice
-  (fp32) in a workspace and adds its sum of squares into a per-head accumulator.
+  (fp32) in a workspace; the last program sums the squares of the whole row itself, in a fixed
+  order (an atomic per-slice accumulator would add in arrival order: fp32 results that change from
+  run to run, which broke the fast path's bit-stable switch checks on the H200).
 Each program then takes a ticket from a per-head counter (acq_rel, after a barrier so all of its
 threads' writes and reads are done). The program that draws the last ticket has seen every other
 slice's writes and every slice has finished reading the old q/k conv state: it shifts that state,
-normalises and gates the whole head's output, and re-arms counter and accumulator to zero for the
-next call (or CUDA-graph replay). No program ever waits for another, so nothing can deadlock.
+normalises and gates the whole head's output, and re-arms the counter to zero for the next call
+(or CUDA-graph replay). No program ever waits for another, so nothing can deadlock.
 The v conv state is per channel, so each slice shifts its own part in place.
 """
 
@@ -49,7 +51,6 @@ def shift_conv_state(p_x, p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.const
 @triton.jit
 def finish_head(
     p_ws_o,
-    p_ws_sq,
     p_ws_count,
     p_gate_row,
     p_o_norm,
@@ -60,18 +61,17 @@ def finish_head(
     eps,
     BLOCK_V: tl.constexpr,
 ):
-    """Last slice of a head: RMSNorm of the whole o row with the summed squares, gate, store; re-arm."""
+    """Last slice of a head: RMSNorm of the whole o row (squares summed here), gate, store; re-arm."""
     o_v = tl.arange(0, BLOCK_V)
     m_v = o_v < V
     # .cg: read at L2, where the other SMs' writes are; never a stale L1 line from an earlier call.
     b_o = tl.load(p_ws_o + i_bh * V + o_v, mask=m_v, other=0.0, cache_modifier=".cg")
-    b_sq = tl.load(p_ws_sq + i_bh, cache_modifier=".cg")
+    b_sq = tl.sum(b_o * b_o, axis=0)
     b_gate = tl.load(p_gate_row + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
     b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
     b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)
     b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
     tl.store(p_out_row + i_h * V + o_v, b_out.to(p_out_row.dtype.element_ty), mask=m_v)
-    tl.store(p_ws_sq + i_bh, 0.0)
     tl.atomic_xchg(p_ws_count + i_bh, 0, sem="relaxed")
 
 
@@ -102,7 +102,6 @@ def kda_decode_split_kernel(
     p_out,
     stride_ob,
     p_ws_o,
-    p_ws_sq,
     p_ws_count,
     H,
     K,
@@ -162,7 +161,6 @@ def kda_decode_split_kernel(
     b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
 
     tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
-    tl.atomic_add(p_ws_sq + i_bh, tl.sum(b_o * b_o, axis=0), sem="relaxed")
     # Every thread's stores (and q/k conv-state reads) must be done before this slice's ticket.
     tl.debug_barrier()
     ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="acq_rel")
@@ -172,7 +170,6 @@ def kda_decode_split_kernel(
         shift_conv_state(p_k + i_b * stride_kb, p_k_state_b, o_t_k, m_k, KW, BLOCK_T)
         finish_head(
             p_ws_o,
-            p_ws_sq,
             p_ws_count,
             p_gate + i_b * stride_gb,
             p_o_norm,

@@ -17,12 +17,10 @@ class KDASplitWorkspace:
     workspace serves every layer and step that runs in stream order (not two streams at once).
 
     Attributes:
-        o: `[B*H*V]` fp32 unnormalised outputs; sq: `[B*H]` fp32 sums of squares;
-        count: `[B*H]` int32 tickets.
+        o: `[B*H*V]` fp32 unnormalised outputs; count: `[B*H]` int32 tickets.
     """
 
     o: torch.Tensor
-    sq: torch.Tensor
     count: torch.Tensor
 
     @classmethod
@@ -30,7 +28,6 @@ class KDASplitWorkspace:
         rows = batch * heads
         return cls(
             o=torch.zeros(rows * value_dim, dtype=torch.float32, device=device),
-            sq=torch.zeros(rows, dtype=torch.float32, device=device),
             count=torch.zeros(rows, dtype=torch.int32, device=device),
         )
 
@@ -95,7 +92,6 @@ def launch_kda_decode_split(
         out,
         out.stride(0),
         workspace.o,
-        workspace.sq,
         workspace.count,
         heads,
         key_dim,
