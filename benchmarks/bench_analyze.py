@@ -10,9 +10,10 @@ Rows: bubblescope as installed (regex fast path); with `--json-path`, the same w
 (e.g. an older commit: `git archive <sha> bubblescope | tar -x -C DIR`); with `--hta-python`, HTA.
 
 Each measurement runs in a fresh subprocess. Peak RSS is the child's VmHWM (/proc/self/status), not
-ru_maxrss: Linux carries ru_maxrss over exec from the forked parent, which holds the generated trace. The
-trace mimics an eager decode loop profiled with `with_stack=True`: per kernel a Python frame, an ATen
-op pair, a cudaLaunchKernel, the kernel and its two ac2g flow events; per step a `bubblescope.step`
+ru_maxrss: Linux carries ru_maxrss over exec from the forked parent, which holds the generated trace.
+
+The trace mimics an eager decode loop profiled with `with_stack=True`: per kernel a Python frame, an
+ATen op pair, a cudaLaunchKernel, the kernel and an ac2g flow event; per step a `bubblescope.step`
 annotation and one `.item()` read (memcpy + stream sync + cuda_sync row). A correctness check on a
 small trace of the same generator runs first: no speed claim without it.
 """
