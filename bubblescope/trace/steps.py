@@ -136,7 +136,7 @@ def launch_times_ns(gpu: pd.DataFrame) -> np.ndarray:
 def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
     """Per-step GPU interval bounds of one device: [B_0, E_0, ..., E_last]. [n_steps + 1] int64.
 
-    Step i's GPU interval is (bounds[i], bounds[i + 1]]. E_i is the end of the last op launched before
+    Step i's GPU interval is [bounds[i], bounds[i + 1]). E_i is the end of the last op launched before
     step i's host window ended (ops launched in steps <= i, or between windows before it; cumulative
     max, so under host run-ahead step k's kernels, running during later host windows, still count for
     k). B_0 = max(host start of step 0, end of the ops launched before step 0). Empty steps get an
