@@ -81,7 +81,7 @@ def test_split_kda_decode_keeps_greedy_tokens(trimmed: FastLingWorkload, baselin
 
 
 def test_auto_kda_v_splits_reaches_the_program_target() -> None:
-    assert [auto_kda_v_splits(heads, True) for heads in (2, 16, 32, 64, 128)] == [8, 4, 2, 1, 1]
+    assert [auto_kda_v_splits(heads, True) for heads in (2, 16, 32, 64, 128, 256)] == [8, 8, 4, 2, 1, 1]
     assert auto_kda_v_splits(16, False) == 1
 
 

@@ -20,6 +20,19 @@ from bubblescope.reference_model.spec.target_verify import (
 from bubblescope.reference_model.spec.workload import SpecWorkload
 
 SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
+# Conv windows hold bf16 pre-conv projections; the verify computes them from hidden states that took
+# another path through the layers below ([T, D] GEMMs, the verify MoE), sequential decode from [1, D]
+# GEMVs. Measured (2026-11-30), relative error of a verified token's column per KDA layer:
+#   H200, fast verify vs sequential eager:   layer 0 bit-exact (so GEMM vs GEMV order alone is not
+#     it), 0.3 % at layer 1 growing to 1.2 % at layer 20 (median 1-2 ulps, p99 ~100-150: drift of
+#     the hidden states), then 3.3 % (median 6 ulps) at layer 21, right after layer 20's MoE: the
+#     step of a routing flip (a near-tied expert picked differently), not of rounding.
+#   CPU, eager [9, D] forward vs 9 eager [1, D] steps (ling3-tiny, 32 experts): the same shape,
+#     0.1 % at layer 1, 0.7 % at layer 10, a flip's jump to 2.0 % at layer 12, 2.3 % at layer 22.
+# So: up to one flip's worth (CONV_TOLERANCE, 1.5x the H200 worst), and a median of at most
+# CONV_MEDIAN_ULPS ulps per element (drift); a misplaced or stale window is O(1) off, median >> 16.
+CONV_TOLERANCE = 5e-2
+CONV_MEDIAN_ULPS = 16.0
 
 
 def settings() -> list[frozenset[str]]:
@@ -51,6 +64,35 @@ def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-12)).item()
 
 
+def _ulps(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """|got - want| in units of the bf16 ulp of `want` (2^(exponent - 7))."""
+    exponent = torch.floor(torch.log2(want.float().abs().clamp_min(1e-30)))
+    return (got.float() - want.float()).abs() / torch.exp2(exponent - 7)
+
+
+def _check_conv_window(got: torch.Tensor, want: torch.Tensor, accepted: int, label: str) -> None:
+    """Conv window [B, 3, W, KW-1] after committing tokens 0..accepted: column j holds the pre-conv
+    input of token accepted - (KW-2) + j. Columns of prompt tokens (index < 0) come from the same
+    prefill on both sides and must be bit-equal (a misplaced window fails here, O(1) off); columns of
+    verified tokens may differ by the drift and routing flips described at CONV_TOLERANCE."""
+    taps = got.shape[-1]
+    for column in range(taps):
+        token = accepted - (taps - 1) + column
+        got_col, want_col = got[..., column], want[..., column]
+        if token < 0:
+            assert torch.equal(got_col, want_col), f"{label}: prompt column {column} differs"
+            continue
+        error = _relative(got_col, want_col)
+        ulps = _ulps(got_col, want_col).flatten()
+        stats = (
+            f"rel {error:.4f}, {float((ulps > 0).float().mean()):.0%} of elements differ, ulps median "
+            f"{float(ulps.median()):.1f} p99 {float(ulps.quantile(0.99)):.1f} max {float(ulps.max()):.0f}"
+        )
+        print(f"{label} token {token}: {stats}")
+        assert error < CONV_TOLERANCE, f"{label} token {token}: {stats}"
+        assert float(ulps.median()) <= CONV_MEDIAN_ULPS, f"{label} token {token}: {stats}"
+
+
 @pytest.mark.gpu
 def test_tiny_commit_matches_sequential_decode_bf16() -> None:
     config = get_preset("ling3-tiny")
@@ -78,7 +120,7 @@ def test_tiny_commit_matches_sequential_decode_bf16() -> None:
             label = f"staged={staged} fused={fused} a={accepted}"
             for index, state in want.kda.items():
                 assert _relative(got.kda[index].recurrent, state.recurrent) < 3e-2, f"{label} layer {index}"
-                assert _relative(got.kda[index].conv, state.conv) < 1e-2, f"{label} conv {index}"
+                _check_conv_window(got.kda[index].conv, state.conv, accepted, f"{label} conv {index}")
             rows = 12 + accepted + 1
             for index in config.mla_layers:
                 assert _relative(got.mla[index].buffer[:, :rows], want.mla[index].buffer[:, :rows]) < 3e-2
