@@ -74,7 +74,7 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
         the trace path.
     """
     import torch
-    from torch.profiler import profile, record_function
+    from torch.profiler import profile, record_function, schedule
 
     on_cuda = str(getattr(workload, "device", "cpu")).startswith("cuda") and torch.cuda.is_available()
     nvtx_range = _nvtx_range_factory(on_cuda)
@@ -83,12 +83,19 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
         workload.step()
     if on_cuda:
         torch.cuda.synchronize()
-    with profile(**_profiler_kwargs(torch, on_cuda)) as prof:
-        for _ in range(steps):
+    # One step inside the profiler but outside the recorded window: CUPTI allocates its activity
+    # buffers during the first profiled launch (2.5 ms on the H200), and a run-ahead loop needs a step
+    # to refill the launch queue after the synchronize above. Recording it would put that start-up
+    # idle into step 0.
+    window = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(**_profiler_kwargs(torch, on_cuda), schedule=window) as prof:
+        for index in range(steps + 1):
             with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
                 workload.step()
-        if on_cuda:
-            torch.cuda.synchronize()
+            if index == steps and on_cuda:
+                # Drain before the window closes so the last steps' GPU work is recorded.
+                torch.cuda.synchronize()
+            prof.step()
     target = Path(trace_path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, raw_name = tempfile.mkstemp(prefix=".trace.", suffix=".json", dir=target.parent)
