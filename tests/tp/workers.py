@@ -14,6 +14,20 @@ PROMPT = list(range(3, 19))
 
 
 FAST_STEPS = 2
+
+
+def exit_without_teardown() -> None:
+    """End a rank that finished its work (results on disk, group destroyed) with exit code 0.
+
+    With Triton loaded, about one exit in four aborts in C++ static destruction ("terminate called
+    without an active exception", no Python frame) after everything is done; the launcher's ranks
+    leave the same way (capture/launch_tp.py).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 # (spec kind, oracle accept length or None = the draft's own acceptance), block 4, SPEC_STEPS steps
 SPEC_CASES = (("dspark", 4.0), ("dspark", None), ("nextn", None))
 SPEC_STEPS = 4
@@ -91,12 +105,7 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
-    if fast:
-        # With the Triton interpreter loaded, ~1 exit in 4 aborts in C++ static destruction ("terminate
-        # called without an active exception", no Python frame) after all work is done; leave without it.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    exit_without_teardown()
 
 
 def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
@@ -151,6 +160,7 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
+    exit_without_teardown()
 
 
 def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
@@ -165,13 +175,19 @@ def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     )
     from functools import partial
 
+    from bubblescope.reference_model.spec.workload import make_spec_workload
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
     from bubblescope.reference_model.tp.spec import make_tp_spec_workload
 
     comm = init_tp_from_env("cpu")
     try:
         make_spec = partial(make_tp_spec_workload, comm, "debug")
-        tokens = [spec_tokens(make_spec, case) for case in SPEC_CASES]
-        Path(out_dir, f"rank{rank}.json").write_text(json.dumps({"rank": rank, "spec_tokens": tokens}))
+        result: dict = {"rank": rank, "spec_tokens": [spec_tokens(make_spec, case) for case in SPEC_CASES]}
+        if rank == 0:
+            # TP=1: the plain one-GPU spec workload, here too (pytest's process runs Triton interpreted)
+            make_plain = partial(make_spec_workload, "debug", "cpu")
+            result["tp1_spec_tokens"] = [spec_tokens(make_plain, case) for case in SPEC_CASES]
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
+    exit_without_teardown()
