@@ -88,6 +88,7 @@ def check_request(request: TPRunRequest) -> None:
         raise ConfigError("use either --toggle or --all, not both")
     from bubblescope.capture.setup import check_usable
 
+    RunSettings(**request.settings)
     on_cuda = torch.cuda.is_available()
     if request.path not in ("auto", "eager", "fast"):
         raise ConfigError(f"unknown path {request.path!r}; valid paths: auto, eager, fast")
@@ -98,7 +99,6 @@ def check_request(request: TPRunRequest) -> None:
         return
     infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
     check_usable(parse_toggles(request.toggle, infos), infos, on_cuda)
-    RunSettings(**request.settings)
 
 
 def _resolve_enabled(request: TPRunRequest, workload: Any) -> tuple[frozenset[str], list[str]]:
