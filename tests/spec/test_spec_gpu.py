@@ -23,16 +23,21 @@ SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
 # Conv windows hold bf16 pre-conv projections; the verify computes them from hidden states that took
 # another path through the layers below ([T, D] GEMMs, the verify MoE), sequential decode from [1, D]
 # GEMVs. Measured (2026-11-30), relative error of a verified token's column per KDA layer:
-#   H200, fast verify vs sequential eager:   layer 0 bit-exact (so GEMM vs GEMV order alone is not
-#     it), 0.3 % at layer 1 growing to 1.2 % at layer 20 (median 1-2 ulps, p99 ~100-150: drift of
-#     the hidden states), then 3.3 % (median 6 ulps) at layer 21, right after layer 20's MoE: the
-#     step of a routing flip (a near-tied expert picked differently), not of rounding.
+#   H200, fast verify vs sequential eager: layer 0 bit-exact (so GEMM vs GEMV order alone is not
+#     it); 0.2-0.3 % at layer 1 growing to 1.2 % at layer 20 (median 1-2 ulps, p99 ~100-150: drift
+#     of the hidden states). On top, jumps right after an MoE layer: a=0 token 0 3.3 % at layer 21
+#     (median 6 ulps); a=4 token 4 3.2 % at layer 9, token 2 5.1 % at layer 10 (median 9 ulps):
+#     the step of a routing flip (a near-tied expert picked differently), not of rounding, and
+#     flips add up with depth.
 #   CPU, eager [9, D] forward vs 9 eager [1, D] steps (ling3-tiny, 32 experts): the same shape,
-#     0.1 % at layer 1, 0.7 % at layer 10, a flip's jump to 2.0 % at layer 12, 2.3 % at layer 22.
-# So: up to one flip's worth (CONV_TOLERANCE, 1.5x the H200 worst), and a median of at most
-# CONV_MEDIAN_ULPS ulps per element (drift); a misplaced or stale window is O(1) off, median >> 16.
-CONV_TOLERANCE = 5e-2
-CONV_MEDIAN_ULPS = 16.0
+#     0.1 % at layer 1, 0.7 % at layer 10, a flip's jump to 2.0 % at layer 12, 2.3 % at layer 22;
+#     its recurrent states reach 4.3 % (layer 21) in the eager model itself.
+# So: a few flips' worth (CONV_TOLERANCE ~ 3 x the 5.1 % seen), and a median of at most
+# CONV_MEDIAN_ULPS ulps per element; a misplaced or stale window is O(1) off (median ~ 100+ ulps).
+CONV_TOLERANCE = 0.15
+CONV_MEDIAN_ULPS = 32.0
+# Recurrent states integrate the same inputs: 1.5x the eager model's own 4.3 % (CPU, above).
+RECURRENT_TOLERANCE = 6e-2
 
 
 def settings() -> list[frozenset[str]]:
@@ -119,7 +124,8 @@ def test_tiny_commit_matches_sequential_decode_bf16() -> None:
                 commit_verify(model, got, result, torch.tensor(accepted, device="cuda"), options, checkpoint)
             label = f"staged={staged} fused={fused} a={accepted}"
             for index, state in want.kda.items():
-                assert _relative(got.kda[index].recurrent, state.recurrent) < 3e-2, f"{label} layer {index}"
+                error = _relative(got.kda[index].recurrent, state.recurrent)
+                assert error < RECURRENT_TOLERANCE, f"{label} layer {index}: recurrent rel {error:.4f}"
                 _check_conv_window(got.kda[index].conv, state.conv, accepted, f"{label} conv {index}")
             rows = 12 + accepted + 1
             for index in config.mla_layers:
