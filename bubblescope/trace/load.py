@@ -62,12 +62,21 @@ class RawTrace:
 
 
 def expand_trace_paths(paths: list[str | os.PathLike[str]]) -> list[Path]:
-    """Files to load: each path as given, or each `*.json` / `*.json.gz` inside a folder (sorted)."""
+    """Files to load: each path as given, or the traces inside a folder (sorted).
+
+    In a folder, files named like traces (`*trace*.json[.gz]`, as `bubblescope run` writes them beside
+    its record.json and analysis.json) are taken when there are any; otherwise every `*.json` /
+    `*.json.gz` (a folder of one trace per rank under other names). Hidden files are skipped.
+    """
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")))
+            candidates = sorted(
+                p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".")
+            )
+            traces = [p for p in candidates if "trace" in p.name]
+            found = traces or candidates
             if not found:
                 raise TraceError(f"{path}: folder holds no .json or .json.gz trace")
             files.extend(found)

@@ -180,3 +180,19 @@ def test_truncated_plain_json_and_trailing_garbage(tmp_path: Path) -> None:
     extra = tmp_path / "extra.json"
     extra.write_text(text + " {}")
     assert "extra data" in _error(extra)
+
+
+def test_run_folder_expands_to_its_traces_only(tmp_path: Path) -> None:
+    from bubblescope.trace.load import expand_trace_paths
+
+    for name in ("record.json", "analysis.json", "trace.rank0.json.gz", "trace.rank1.json.gz", ".x.tmp.json"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in expand_trace_paths([tmp_path])] == ["trace.rank0.json.gz", "trace.rank1.json.gz"]
+
+
+def test_folder_without_trace_names_takes_every_json(tmp_path: Path) -> None:
+    from bubblescope.trace.load import expand_trace_paths
+
+    for name in ("rank0.json", "rank1.json.gz"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in expand_trace_paths([tmp_path])] == ["rank0.json", "rank1.json.gz"]
