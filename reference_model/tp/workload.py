@@ -24,12 +24,8 @@ from .build import build_tp_model, can_skip_mtp
 from .comm import TPComm
 from .decode import new_tp_cache, tp_decode_step, tp_prefill
 
-FAST_ALLREDUCE = SwitchInfo(
-    "fast_allreduce",
-    "one-shot all-reduce over peer memory (PyTorch symmetric memory, no NVLink multicast)",
-    "NCCL all-reduce of each 5 KB hidden row (~18 us per call in a CUDA graph on two H200s, 84 per token)",
-    needs_gpu=True,
-)
+# The switch's description lives with every other switch; TP workloads are the ones that offer it.
+FAST_ALLREDUCE = next(info for info in SWITCH_INFO if info.name == "fast_allreduce")
 # Switches of the eager reference path that TP keeps, plus TP's own.
 EAGER_SWITCHES = ("bf16_gate", "bf16_lm_head")
 TP_SWITCHES = (*EAGER_SWITCHES, FAST_ALLREDUCE.name)
