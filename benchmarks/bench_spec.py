@@ -58,9 +58,12 @@ def block_for(accept_len: float, default_block: int) -> int:
     return max(default_block, math.ceil(accept_len - 1.0))
 
 
-def switch_settings() -> list[frozenset[str]]:
+def switch_settings(extremes_only: bool = False) -> list[frozenset[str]]:
     """All 8 settings of the three switches; pdl, bf16_gate and bf16_lm_head always on (as in the
-    non-speculative all-on reference)."""
+    non-speculative all-on reference). `extremes_only`: just all-on first, then all-off (for a short
+    GPU budget)."""
+    if extremes_only:
+        return [frozenset({*ALWAYS_ON, *KDA_SWITCHES}), frozenset(ALWAYS_ON)]
     settings = []
     for bits in itertools.product((False, True), repeat=len(KDA_SWITCHES)):
         chosen = (name for name, on in zip(KDA_SWITCHES, bits, strict=True) if on)
@@ -164,7 +167,7 @@ def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
             model=model,
         )
         reference_tokens = None
-        for enabled in switch_settings():
+        for enabled in switch_settings(args.extremes_only):
             row = {"spec": spec, "accept_target": accept, "block": block, "switches": key_of(enabled)}
             if time.monotonic() > deadline:
                 report["errors"].append(f"time budget: skipped {row}")
@@ -304,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, default=480.0, help="stop starting new configurations after this"
     )
     parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
+    parser.add_argument(
+        "--extremes-only", action="store_true", help="per accept length only all-on, then all-off (short budgets)"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.preset, args.steps, args.warmup, args.repeats, args.share_steps = "debug", 3, 1, 1, 2
