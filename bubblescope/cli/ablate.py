@@ -118,6 +118,12 @@ def register(app: typer.Typer) -> None:
             typer.Option("--out", help="Ablation folder; rerunning with the same folder resumes."),
         ] = None,
         output_format: str = typer.Option("table", "--format", help="table or json (prints ablation.json)."),
+        reanalyze: bool = typer.Option(
+            False,
+            "--reanalyze",
+            help="Measure nothing: re-analyse the stored traces of the ablation in --out and rebuild its "
+            "attribution and report (after an analysis fix or upgrade).",
+        ),
         spec: SpecOption = None,
         block: BlockOption = 8,
         accept_len: AcceptLenOption = None,
@@ -142,6 +148,19 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+        if reanalyze:
+            if out is None:
+                raise ConfigError("--reanalyze needs --out DIR, the ablation to re-analyse")
+            from bubblescope.ablate.reanalyze import reanalyze_ablation
+
+            attribution = reanalyze_ablation(out)
+            html_notice = _write_html(out)
+            if output_format == "json":
+                typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
+                return
+            print_ablation_summary(Console(), attribution or {}, [html_notice] if html_notice else [])
+            typer.echo(f"re-analysed {out}")
+            return
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
         built = build_workload(
             workload,
