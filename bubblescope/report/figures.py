@@ -202,20 +202,24 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
     """Measured TPOT against the speed-of-light floor (bytes per token ÷ HBM bandwidth).
 
     Args:
-        rows: [{label, tpot_ms, lo, hi}] one bar each (a run, or each ablation config).
+        rows: [{label, tpot_ms, lo, hi, floor_ms?}] one bar each (a run, or each ablation config); a
+            row's own `floor_ms` (its switches may read fewer bytes) overrides `floor_ms`.
         floor_ms: the floor; None draws the bars without it.
     Returns:
-        horizontal bars with 95% intervals, a floor line and TPOT ÷ floor in each label.
+        horizontal bars with 95% intervals, the floor (one line, or a marker per bar when the floors
+        differ) and TPOT ÷ that bar's floor in each label.
     """
     floor_ms = _num(floor_ms) or None
-    labels, tpot_ms, err_hi, err_lo, texts = [], [], [], [], []
+    labels, tpot_ms, err_hi, err_lo, texts, row_floors = [], [], [], [], [], []
     for row in rows:
         tpot = _num(row.get("tpot_ms"))
+        own_floor = _num(row.get("floor_ms")) or floor_ms
         labels.append(plot_text(row.get("label")))
         tpot_ms.append(tpot)
+        row_floors.append(own_floor)
         err_hi.append(max(_num(row.get("hi"), tpot) - tpot, 0.0))
         err_lo.append(max(tpot - _num(row.get("lo"), tpot), 0.0))
-        ratio = f" · {tpot / floor_ms:.2f}× floor" if floor_ms else ""
+        ratio = f" · {tpot / own_floor:.2f}× floor" if own_floor else ""
         texts.append(f"{tpot:.3f} ms{ratio}")
     fig = go.Figure(
         go.Bar(
@@ -231,7 +235,23 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
             error_x={"type": "data", "symmetric": False, "array": err_hi, "arrayminus": err_lo},
         )
     )
-    if floor_ms:
+    distinct_floors = {round(value, 6) for value in row_floors if value}
+    if len(distinct_floors) > 1:
+        fig.add_trace(
+            go.Scatter(
+                y=labels,
+                x=row_floors,
+                mode="markers",
+                name="floor",
+                marker={"color": "#2ca02c", "symbol": "line-ns-open", "size": 18, "line": {"width": 3}},
+                hovertext=[
+                    f"{lab}<br>floor {value:.3f} ms" for lab, value in zip(labels, row_floors, strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
+    elif distinct_floors:
+        floor_ms = next(iter(distinct_floors))
         fig.add_vline(
             x=floor_ms,
             line={"color": "#2ca02c", "width": 3, "dash": "dash"},

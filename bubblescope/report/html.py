@@ -294,7 +294,17 @@ def _ablation_config_sections(
             continue
         summary = record.get("summary") or {}
         ci = tpot_interval_ms(summary)
-        rows.append({"label": config.get("key"), "tpot_ms": summary.get("tpot_ms"), "lo": ci[0], "hi": ci[1]})
+        # Each configuration has its own floor: bf16 router / lm_head switches read fewer bytes.
+        own_floor = (record.get("floor") or {}).get("floor_ms")
+        rows.append(
+            {
+                "label": config.get("key"),
+                "tpot_ms": summary.get("tpot_ms"),
+                "lo": ci[0],
+                "hi": ci[1],
+                "floor_ms": own_floor,
+            }
+        )
         stats = record.get("analysis") or {}
         if stats.get("idle_by_class_ns_per_step"):
             idle_rows.append(
