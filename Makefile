@@ -28,8 +28,8 @@ test: setup
 	$(PY) -m pytest -q $(ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check bubblescope reference_model kernels tests benchmarks
-	$(VENV)/bin/ruff format --check bubblescope reference_model kernels tests benchmarks
+	$(VENV)/bin/ruff check bubblescope reference_model kernels tests benchmarks tools
+	$(VENV)/bin/ruff format --check bubblescope reference_model kernels tests benchmarks tools
 
 clean:
 	rm -rf $(VENV) build *.egg-info

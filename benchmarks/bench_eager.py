@@ -1,8 +1,8 @@
-"""Stock-eager TPOT of the plain PyTorch reference decoder (issue 2 §5): the baseline the fast path is judged on.
+"""Stock-eager TPOT of the plain PyTorch reference decoder: the baseline the fast path is judged on.
 
-Builds a preset once on the device (random seeded weights), prefills a prompt, then times greedy decode steps of
-the eager workload (each step reads its token back with `.item()`, as a stock eager loop does) for the router /
-lm_head dtype switches. Prints one line per config and writes `<out>/eager_<preset>.json`.
+Builds a preset once on the device (random seeded weights), prefills a prompt, then times greedy decode
+steps of the eager workload (each step reads its token back with `.item()`, as a stock eager loop does)
+for the router / lm_head dtype switches. Prints one line per config and writes `<out>/eager_<preset>.json`.
 
     python benchmarks/bench_eager.py --preset ling3-tiny --out OUT [--steps 64 --repeats 3]
 """
@@ -10,21 +10,20 @@ lm_head dtype switches. Prints one line per config and writes `<out>/eager_<pres
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 
 import torch
+from bubblescope.reference_model.workload import make_workload
 
 from bubblescope.atomic import write_json_atomic
-from bubblescope.reference_model.workload import make_workload
 
 CONFIGS: tuple[tuple[str, ...], ...] = ((), ("bf16_gate",), ("bf16_lm_head",), ("bf16_gate", "bf16_lm_head"))
 
 
 def time_steps_ms(workload, steps: int, device: str) -> list[float]:
-    """Per-step wall ms of the host loop (each step ends in a blocking .item(), so no extra sync is needed)."""
+    """Per-step wall ms of the host loop (each step ends in a blocking .item(): no extra sync needed)."""
     samples = []
     for _ in range(steps):
         start = time.perf_counter_ns()
@@ -47,8 +46,12 @@ def main() -> None:
 
     build_start = time.perf_counter()
     workload = make_workload(
-        args.preset, args.device, seed=0, prompt_len=32,
-        max_steps=(args.steps + args.warmup) * args.repeats * len(CONFIGS) + 8, path="eager",
+        args.preset,
+        args.device,
+        seed=0,
+        prompt_len=32,
+        max_steps=(args.steps + args.warmup) * args.repeats * len(CONFIGS) + 8,
+        path="eager",
     )
     build_s = time.perf_counter() - build_start
     rows = []
@@ -56,7 +59,9 @@ def main() -> None:
         workload.prepare(frozenset(enabled))
         for _ in range(args.warmup):
             workload.step()
-        medians = [statistics.median(time_steps_ms(workload, args.steps, args.device)) for _ in range(args.repeats)]
+        medians = [
+            statistics.median(time_steps_ms(workload, args.steps, args.device)) for _ in range(args.repeats)
+        ]
         row = {
             "switches": list(enabled),
             "tpot_ms_median": statistics.median(medians),
@@ -64,13 +69,21 @@ def main() -> None:
             "bytes_per_token": workload.bytes_per_token(frozenset(enabled)),
         }
         rows.append(row)
-        print(f"{args.preset} {args.device} {'+'.join(enabled) or 'all-off'}: "
-              f"{row['tpot_ms_median']:.3f} ms/token (repeats {[round(m, 3) for m in medians]})", flush=True)
+        print(
+            f"{args.preset} {args.device} {'+'.join(enabled) or 'all-off'}: "
+            f"{row['tpot_ms_median']:.3f} ms/token (repeats {[round(m, 3) for m in medians]})",
+            flush=True,
+        )
     result = {
-        "preset": args.preset, "device": args.device,
+        "preset": args.preset,
+        "device": args.device,
         "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-        "torch": torch.__version__, "build_s": build_s, "steps": args.steps, "repeats": args.repeats,
-        "rows": rows, "tokens_head": workload.tokens()[:16],
+        "torch": torch.__version__,
+        "build_s": build_s,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "rows": rows,
+        "tokens_head": workload.tokens()[:16],
     }
     write_json_atomic(args.out / f"eager_{args.preset}.json", result)
 

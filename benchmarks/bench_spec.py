@@ -308,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
     parser.add_argument(
-        "--extremes-only", action="store_true", help="per accept length only all-on, then all-off (short budgets)"
+        "--extremes-only",
+        action="store_true",
+        help="per accept length only all-on, then all-off (short budgets)",
     )
     args = parser.parse_args(argv)
     if args.smoke:

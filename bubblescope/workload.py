@@ -51,7 +51,9 @@ class Workload(Protocol):
     def bytes_per_token(self, enabled: frozenset[str]) -> int: ...
 
 
-def parse_toggles(text: str | None, available: Iterable[SwitchInfo], *, all_on: bool = False) -> frozenset[str]:
+def parse_toggles(
+    text: str | None, available: Iterable[SwitchInfo], *, all_on: bool = False
+) -> frozenset[str]:
     """Turn `--toggle a,b` (or `--all`) into a set of switch names, rejecting unknown ones.
 
     Raises:

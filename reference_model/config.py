@@ -56,12 +56,16 @@ class LingConfig:
 
     def __post_init__(self) -> None:
         if self.num_experts % self.n_group:
-            raise ConfigError(f"{self.name}: {self.num_experts} experts do not split into {self.n_group} groups")
+            raise ConfigError(
+                f"{self.name}: {self.num_experts} experts do not split into {self.n_group} groups"
+            )
         if not 0 < self.topk_group <= self.n_group:
             raise ConfigError(f"{self.name}: topk_group must be in 1..n_group")
         per_group = self.num_experts // self.n_group
         if self.num_experts_per_tok > self.topk_group * per_group:
-            raise ConfigError(f"{self.name}: top-{self.num_experts_per_tok} exceeds the experts in kept groups")
+            raise ConfigError(
+                f"{self.name}: top-{self.num_experts_per_tok} exceeds the experts in kept groups"
+            )
         for name in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list"):
             if len(getattr(self, name)) != self.num_hidden_layers:
                 raise ConfigError(f"{self.name}: {name} needs {self.num_hidden_layers} entries")
@@ -117,7 +121,8 @@ class LingConfig:
 
 
 def _flash_limits(layers: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    # notes §1.1: routed experts clamp at 4.0 on layers 35-41; the shared expert at 5.0 on 34-39, 7.0 on 40-41.
+    # notes §1.1: routed experts clamp at 4.0 on layers 35-41; the shared expert at 5.0 on 34-39
+    # and 7.0 on 40-41.
     routed = tuple(4.0 if i >= 35 else 0.0 for i in range(layers))
     shared = tuple(7.0 if i >= 40 else 5.0 if i >= 34 else 0.0 for i in range(layers))
     return routed, shared

@@ -73,7 +73,9 @@ def expand_trace_paths(paths: list[str | os.PathLike[str]]) -> list[Path]:
         path = Path(raw)
         if path.is_dir():
             candidates = sorted(
-                p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".")
+                p
+                for p in path.iterdir()
+                if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".")
             )
             traces = [p for p in candidates if "trace" in p.name]
             found = traces or candidates
