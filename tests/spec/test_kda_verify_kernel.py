@@ -7,18 +7,7 @@ import torch
 from bubblescope.kernels.kda_verify import KDAVerifyInputError, kda_verify, kda_verify_naive
 from bubblescope.kernels.kda_verify.naive import delta_rule_verify
 
-
-def assert_close(name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> None:
-    got64, want64 = got.detach().double().cpu(), want.detach().double().cpu()
-    assert got64.shape == want64.shape, f"{name}: shape {tuple(got64.shape)} != {tuple(want64.shape)}"
-    assert not torch.isnan(got64).any(), f"{name}: NaN left (an output slot was never written)"
-    diff = (got64 - want64).abs()
-    rel = diff / want64.abs().clamp_min(1e-6)
-    bad = diff > atol + rtol * want64.abs()
-    assert not bad.any(), (
-        f"{name}: {int(bad.sum())}/{diff.numel()} off; max abs diff {diff.max().item():.3e}, "
-        f"max rel err {rel.max().item():.3e}"
-    )
+from tests.kernels.helpers import assert_close
 
 
 def make_inputs(batch, seq_len, heads, key_dim, taps=4, dtype=torch.float32, device="cpu", seed=0):
