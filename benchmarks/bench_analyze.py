@@ -46,6 +46,14 @@ except (OSError, StopIteration):
 out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
        "peak_rss_mb": peak_kb / 1024}
 """
+# Both bubblescope children end alike: counts from `result`, the result itself to argv[2] when given.
+_ANALYSIS_TAIL = """
+out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
+if len(sys.argv) > 2:
+    with open(sys.argv[2], "w") as handle:
+        json.dump(result, handle, sort_keys=True)
+print(json.dumps(out))
+"""
 _ANALYZE_CHILD = (
     """
 import json, resource, sys, time
@@ -55,13 +63,7 @@ from bubblescope.analysis import analyze_traces
 result = analyze_traces([sys.argv[1]])
 """
     + _REPORT
-    + """
-out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
-if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as handle:
-        json.dump(result, handle, sort_keys=True)
-print(json.dumps(out))
-"""
+    + _ANALYSIS_TAIL
 )
 # The pipeline of analysis.analyze_ranks with the regex fast path off (every chunk via json.loads).
 _JSON_PATH_CHILD = (
@@ -81,13 +83,7 @@ del streamed
 result = analysis_dict([analyze_rank(tables)])
 """
     + _REPORT
-    + """
-out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
-if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as handle:
-        json.dump(result, handle, sort_keys=True)
-print(json.dumps(out))
-"""
+    + _ANALYSIS_TAIL
 )
 _HTA_CHILD = (
     """
