@@ -13,34 +13,23 @@ import bubblescope
 _REPO_ROOT = Path(bubblescope.__file__).resolve().parent.parent
 
 
-def _git_sha() -> str | None:
+def _stdout_of(command: list[str], timeout_s: float) -> str | None:
+    """Stripped stdout of `command` when it ran and exited 0; None when it is missing, fails or hangs."""
     try:
-        done = subprocess.run(
-            ["git", "-C", str(_REPO_ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and sha else None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _git_sha() -> str | None:
+    return _stdout_of(["git", "-C", str(_REPO_ROOT), "rev-parse", "HEAD"], timeout_s=5) or None
 
 
 def _driver_version() -> str | None:
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = done.stdout.strip().splitlines()
-    return lines[0].strip() if done.returncode == 0 and lines else None
+    stdout = _stdout_of(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], timeout_s=10)
+    lines = (stdout or "").splitlines()
+    return lines[0].strip() if lines else None
 
 
 def capture_environment(device: str) -> dict[str, Any]:
