@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import triton
 from bubblescope.kernels._pdl import launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import (
     FLOAT_DTYPES,
@@ -14,7 +13,12 @@ from bubblescope.kernels.gemv.checks import (
     check_shape,
 )
 from bubblescope.kernels.kda_decode.kernel import kda_decode_kernel
-from bubblescope.kernels.kda_decode.params import KDALayerState, KDALayerWeights
+from bubblescope.kernels.kda_decode.params import (
+    KDALayerState,
+    KDALayerWeights,
+    decode_block_sizes,
+    decode_kernel_args,
+)
 from bubblescope.kernels.kda_decode.split_launch import (
     KDASplitWorkspace,
     launch_kda_decode_split,
@@ -86,44 +90,16 @@ def launch_kda_decode(
     num_warps: int | None,
 ) -> None:
     """Grid (B, H) launch of kda_decode_kernel on validated inputs."""
-    q, k, v, f, b, gate = (acts[name] for name in ("q", "k", "v", "f", "b", "gate"))
     batch, heads, key_dim, value_dim = state.recurrent.shape
-    kw = weights.q_conv.shape[1]
     kda_decode_kernel[(batch, heads)](
-        q,
-        k,
-        v,
-        f,
-        b,
-        gate,
-        q.stride(0),
-        k.stride(0),
-        v.stride(0),
-        f.stride(0),
-        b.stride(0),
-        gate.stride(0),
-        weights.q_conv,
-        weights.k_conv,
-        weights.v_conv,
-        weights.a_log,
-        weights.dt_bias,
-        weights.o_norm,
-        state.q_conv,
-        state.k_conv,
-        state.v_conv,
-        state.recurrent,
-        out,
-        out.stride(0),
+        *decode_kernel_args(acts, weights, state, out),
         heads,
         key_dim,
         value_dim,
         float(weights.lower_bound),
         key_dim**-0.5,
         eps,
-        KW=kw,
-        BLOCK_T=max(2, triton.next_power_of_2(kw - 1)),
-        BLOCK_K=triton.next_power_of_2(key_dim),
-        BLOCK_V=triton.next_power_of_2(value_dim),
+        **decode_block_sizes(weights.q_conv.shape[1], key_dim, value_dim),
         USE_PDL=pdl,
         num_warps=num_warps or (8 if key_dim * value_dim >= 8192 else 4),
         **launch_options(pdl),

@@ -1,10 +1,11 @@
-"""Containers for one KDA layer's decode-time weights and state (what the kernel reads besides x)."""
+"""One KDA layer's decode-time weights and state, and the arguments both decode kernels take."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
+import triton
 
 
 @dataclass
@@ -44,3 +45,40 @@ class KDALayerState:
     k_conv: torch.Tensor
     v_conv: torch.Tensor
     recurrent: torch.Tensor
+
+
+def decode_kernel_args(
+    acts: dict[str, torch.Tensor], weights: KDALayerWeights, state: KDALayerState, out: torch.Tensor
+) -> tuple:
+    """The positional arguments both KDA decode kernels start with, in their order.
+
+    Activations q, k, v, f, b, gate, then their row strides, the layer weights, the conv and
+    recurrent states, and out with its row stride.
+    """
+    activations = tuple(acts[name] for name in ("q", "k", "v", "f", "b", "gate"))
+    return (
+        *activations,
+        *(tensor.stride(0) for tensor in activations),
+        weights.q_conv,
+        weights.k_conv,
+        weights.v_conv,
+        weights.a_log,
+        weights.dt_bias,
+        weights.o_norm,
+        state.q_conv,
+        state.k_conv,
+        state.v_conv,
+        state.recurrent,
+        out,
+        out.stride(0),
+    )
+
+
+def decode_block_sizes(taps: int, key_dim: int, value_dim: int) -> dict[str, int]:
+    """Constexpr sizes both KDA decode kernels take: KW and the conv-state, K and V blocks."""
+    return dict(
+        KW=taps,
+        BLOCK_T=max(2, triton.next_power_of_2(taps - 1)),
+        BLOCK_K=triton.next_power_of_2(key_dim),
+        BLOCK_V=triton.next_power_of_2(value_dim),
+    )
