@@ -319,8 +319,8 @@ def build_cases() -> dict[str, Callable[[], dict]]:
     return cases
 
 
-def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
-    case = build()
+def checked_row(name: str, case: dict) -> dict:
+    """A result row's size and correctness fields; with an "error" when the check failed (not timed)."""
     row = {
         "kernel": name,
         "bytes_per_call": case["bytes"],
@@ -329,6 +329,14 @@ def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
     }
     if not case["ok"]:
         return row | {"error": "correctness check failed; not timed"}
+    return row
+
+
+def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
+    case = build()
+    row = checked_row(name, case)
+    if "error" in row:
+        return row
     for label, pdl in (("graph", False), ("graph_pdl", True)):
         row[f"{label}_us"] = time_graph_us(case["calls"](pdl))
     row["eager_us"] = time_eager_us(case["calls"](False)[0])

@@ -118,14 +118,9 @@ def other_cases() -> dict[str, Callable[[], dict]]:
 
 def time_case(name: str, build: Callable[[], dict]) -> dict:
     case = build()
-    row = {
-        "kernel": name,
-        "bytes_per_call": case["bytes"],
-        "correct": bool(case["ok"]),
-        "max_rel_err": case["err"],
-    }
-    if not case["ok"]:
-        return row | {"error": "correctness check failed; not timed"}
+    row = bench.checked_row(name, case)
+    if "error" in row:
+        return row
     row["graph_us"] = bench.time_graph_us(case["calls"](False), replays=20)
     row["graph_pdl_us"] = bench.time_graph_us(case["calls"](True), replays=20)
     row["tbps"] = case["bytes"] / (min(row["graph_us"], row["graph_pdl_us"]) * 1e-6) / 1e12
