@@ -18,12 +18,28 @@ from bubblescope.kernels.mla_decode import mla_decode, mla_decode_naive
 from bubblescope.kernels.moe import MoEWeights, MoEWorkspace, RoutingRule, moe_fused, moe_naive, moe_unfused
 from bubblescope.kernels.rmsnorm import add_rmsnorm, add_rmsnorm_naive
 
-from tests.kernels.helpers import assert_close
+from tests.kernels.helpers import assert_close, poison
 
 pytestmark = pytest.mark.gpu
 MODES = ["eager", "pdl", "graph", "graph_pdl"]
 BF16_TOL = 2e-2
 FP32_TOL = 2e-3
+
+
+def capture_graph(launch: Callable[[], object]) -> tuple[torch.cuda.CUDAGraph, object]:
+    """Run launch() once on a side stream (compiles, and runs it), then capture it in a CUDA graph.
+
+    Returns the graph (not yet replayed) and what the captured call returned.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = launch()
+    return graph, result
 
 
 def run_mode(mode: str, launch: Callable[[bool], object], outputs: tuple[torch.Tensor, ...] = ()) -> object:
@@ -36,16 +52,9 @@ def run_mode(mode: str, launch: Callable[[bool], object], outputs: tuple[torch.T
         result = launch(use_pdl)
         torch.cuda.synchronize()
         return result
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        launch(use_pdl)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        result = launch(use_pdl)
+    graph, result = capture_graph(lambda: launch(use_pdl))
     for tensor in outputs:
-        tensor.fill_(float("nan") if tensor.is_floating_point() else -1)
+        poison(tensor)
     graph.replay()
     torch.cuda.synchronize()
     return result
@@ -141,14 +150,7 @@ def test_kda_decode_split_graph_replays_chain_layers_and_steps(v_splits):
         for (acts, weights, state), out in zip(layers, outs, strict=True):
             kda_decode(**acts, weights=weights, state=state, use_pdl=pdl, out=out, v_splits=v_splits)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        launch(True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        launch(True)
+    graph, _ = capture_graph(lambda: launch(True))
     # Warm-up advanced the states once; capture ran nothing. Replay 4 more steps.
     steps = 1 + 4
     for _ in range(4):
