@@ -57,6 +57,32 @@ def check_kda_inputs(
         raise KDAInputError("KDA: inputs must be floating point")
 
 
+def delta_rule_step(
+    state: torch.Tensor,
+    q_t: torch.Tensor,
+    k_t: torch.Tensor,
+    v_t: torch.Tensor,
+    g_t: torch.Tensor,
+    beta_t: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token of the gated delta rule for every batch and head.
+
+    S <- diag(exp(g)) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = S^T q (q already scaled).
+
+    Args:
+        state: `[B, H, K, V]`; q_t, k_t, g_t: `[B, H, K]`; v_t: `[B, H, V]`; beta_t: `[B, H]`.
+
+    Returns:
+        The new state `[B, H, K, V]` and o `[B, H, V]`.
+    """
+    state = state * g_t.exp().unsqueeze(-1)
+    # [B, H, V]: what the decayed state already predicts for this key
+    predicted = torch.einsum("bhkv,bhk->bhv", state, k_t)
+    update = beta_t.unsqueeze(-1) * (v_t - predicted)
+    state = state + k_t.unsqueeze(-1) * update.unsqueeze(-2)
+    return state, torch.einsum("bhkv,bhk->bhv", state, q_t)
+
+
 def recurrent_kda(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -103,11 +129,7 @@ def recurrent_kda(
     # [B, T, H, V]
     out = v.new_zeros(batch, seq_len, heads, value_dim)
     for step in range(seq_len):
-        q_t, k_t, v_t = q[:, step], k[:, step], v[:, step]
-        state = state * g[:, step].exp().unsqueeze(-1)
-        # [B, H, V]: what the decayed state already predicts for this key
-        predicted = torch.einsum("bhkv,bhk->bhv", state, k_t)
-        update = beta[:, step].unsqueeze(-1) * (v_t - predicted)
-        state = state + k_t.unsqueeze(-1) * update.unsqueeze(-2)
-        out[:, step] = torch.einsum("bhkv,bhk->bhv", state, q_t)
+        state, out[:, step] = delta_rule_step(
+            state, q[:, step], k[:, step], v[:, step], g[:, step], beta[:, step]
+        )
     return out.to(out_dtype), (state if output_final_state else None)

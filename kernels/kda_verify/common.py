@@ -1,4 +1,4 @@
-"""What every KDA verify path shares: input checks, the compute dtype, one delta-rule step in Triton."""
+"""What every KDA verify path shares: input checks, and the gate, L2 norm and delta-rule step in Triton."""
 
 from __future__ import annotations
 
@@ -11,11 +11,6 @@ from bubblescope.errors import BubblescopeError
 
 class KDAVerifyInputError(BubblescopeError):
     """KDA verify inputs with inconsistent shapes, dtypes or devices."""
-
-
-def compute_dtype_for(*tensors: torch.Tensor) -> torch.dtype:
-    """fp64 when any input is fp64 (tests), else fp32: the recurrence never runs in bf16."""
-    return torch.float64 if any(x.dtype == torch.float64 for x in tensors) else torch.float32
 
 
 def _expect(tensor: torch.Tensor, name: str, shape: tuple[int, ...]) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from bubblescope.kernels.kda_verify.common import compute_dtype_for, validate_verify_inputs
+from bubblescope.kernels.kda.naive import compute_dtype_for, delta_rule_step
+from bubblescope.kernels.kda_verify.common import validate_verify_inputs
 
 # FLA convention: eps inside the square root (notes §3.1 step 3).
 L2_EPS = 1e-6
@@ -110,12 +111,9 @@ def delta_rule_verify(
     out = q.new_empty(batch, seq_len, heads, v.shape[-1])
     states = initial_state.new_empty(batch, seq_len, heads, key_dim, v.shape[-1])
     for step in range(seq_len):
-        state = state * g[:, step].exp().unsqueeze(-1)
-        # [B, H, V]: what the decayed state already predicts for this key
-        predicted = torch.einsum("bhkv,bhk->bhv", state, k[:, step])
-        update = beta[:, step].unsqueeze(-1) * (v[:, step] - predicted)
-        state = state + k[:, step].unsqueeze(-1) * update.unsqueeze(-2)
-        out[:, step] = torch.einsum("bhkv,bhk->bhv", state, q[:, step])
+        state, out[:, step] = delta_rule_step(
+            state, q[:, step], k[:, step], v[:, step], g[:, step], beta[:, step]
+        )
         states[:, step] = state.to(initial_state.dtype)
     return out.to(initial_state.dtype), states
 
