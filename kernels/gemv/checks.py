@@ -44,3 +44,11 @@ def check_contiguous(op: str, **tensors: torch.Tensor) -> None:
     for name, tensor in tensors.items():
         if not tensor.is_contiguous():
             raise KernelInputError(f"{op}: {name} must be contiguous (call .contiguous() first)")
+
+
+def check_powers_of_two(op: str, config: object, names: tuple[str, ...]) -> None:
+    """Raise unless each named field of a tile config is a power of two (Triton block sizes)."""
+    for name in names:
+        size = getattr(config, name)
+        if size < 1 or size & (size - 1):
+            raise KernelInputError(f"{op}: {type(config).__name__}.{name} must be a power of two; got {size}")

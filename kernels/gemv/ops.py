@@ -11,6 +11,7 @@ from bubblescope.kernels.gemv.checks import (
     FLOAT_DTYPES,
     KernelInputError,
     check_dtype,
+    check_powers_of_two,
     check_same_device,
 )
 from bubblescope.kernels.gemv.kernel import gemv_kernel
@@ -74,10 +75,7 @@ def check_gemv_inputs(x: torch.Tensor, weight: torch.Tensor, op: str = "gemv") -
 
 def check_config(config: GemvConfig, rows: int) -> None:
     """Tiles must be powers of two; tl.dot (rows > 1) needs block_n and block_k >= 16."""
-    for name in ("block_n", "block_k"):
-        size = getattr(config, name)
-        if size < 1 or size & (size - 1):
-            raise KernelInputError(f"gemv: GemvConfig.{name} must be a power of two; got {size}")
+    check_powers_of_two("gemv", config, ("block_n", "block_k"))
     if rows > 1 and min(config.block_n, config.block_k) < 16:
         raise KernelInputError(f"gemv: with {rows} rows block_n and block_k must be >= 16; got {config}")
     if config.pdl_trigger not in (0, 1, 2):

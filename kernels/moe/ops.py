@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 from bubblescope.kernels._pdl import resolve_pdl
-from bubblescope.kernels.gemv.checks import KernelInputError, check_dtype, check_same_device, check_shape
+from bubblescope.kernels.gemv.checks import (
+    KernelInputError,
+    check_dtype,
+    check_powers_of_two,
+    check_same_device,
+    check_shape,
+)
 from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config, launch_gemv
 from bubblescope.kernels.moe.launch import launch_fused_moe, launch_routing, launch_swiglu_experts
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
@@ -139,10 +145,7 @@ def moe_fused(
     check_moe_inputs(x, weights, rule, workspace)
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     cfg = config or FusedMoEConfig()
-    for name in ("block_i", "block_d", "block_dout", "router_block_n"):
-        size = getattr(cfg, name)
-        if size < 1 or size & (size - 1):
-            raise KernelInputError(f"{OP}: FusedMoEConfig.{name} must be a power of two; got {size}")
+    check_powers_of_two(OP, cfg, ("block_i", "block_d", "block_dout", "router_block_n"))
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
     if out is None:
