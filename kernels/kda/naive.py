@@ -23,6 +23,11 @@ def compute_dtype_for(*tensors: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(x.dtype == torch.float64 for x in tensors) else torch.float32
 
 
+def l2_normalize_naive(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(sum(x^2) + eps) over the last dim (eps inside the sqrt: FLA convention)."""
+    return x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
 def check_kda_inputs(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -7,7 +7,7 @@ Math: shared/notes/ling3_flash.md §3.1 steps 2-7. The delta rule itself is the 
 from __future__ import annotations
 
 import torch
-from bubblescope.kernels.kda.naive import recurrent_kda
+from bubblescope.kernels.kda.naive import l2_normalize_naive, recurrent_kda
 from bubblescope.kernels.kda_decode.params import KDALayerState, KDALayerWeights
 
 
@@ -29,11 +29,6 @@ def short_conv_step_naive(x: torch.Tensor, conv_state: torch.Tensor, weight: tor
     # Drop the oldest input, append this token's.
     conv_state.copy_(torch.cat([conv_state[:, :, 1:], x.unsqueeze(-1).to(conv_state.dtype)], dim=-1))
     return out * torch.sigmoid(out)
-
-
-def l2_normalize_naive(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / sqrt(sum(x^2) + eps) over the last dim (eps inside the sqrt: FLA convention)."""
-    return x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
 def kda_decode_naive(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from bubblescope.kernels.kda.naive import compute_dtype_for, delta_rule_step
+from bubblescope.kernels.kda.naive import compute_dtype_for, delta_rule_step, l2_normalize_naive
 from bubblescope.kernels.kda_verify.common import validate_verify_inputs
 
 # FLA convention: eps inside the square root (notes §3.1 step 3).
@@ -78,8 +78,8 @@ def kda_verify_gates(
     heads = b_pre.shape[-1]
     dtype = compute_dtype_for(qkv, f_pre)
     q, k, v = (qkv[:, :, index].to(dtype).reshape(batch, seq_len, heads, -1) for index in range(3))
-    q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + L2_EPS) * scale
-    k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + L2_EPS)
+    q = l2_normalize_naive(q, L2_EPS) * scale
+    k = l2_normalize_naive(k, L2_EPS)
     decay_rate = a_log.to(dtype).exp().view(1, 1, heads, 1)
     gate_in = (f_pre.to(dtype) + dt_bias.to(dtype)).reshape(batch, seq_len, heads, -1)
     g = lower_bound * torch.sigmoid(decay_rate * gate_in)
