@@ -19,7 +19,45 @@ from ..workload import FAST_SWITCHES, LingWorkload
 from .decoder import FastDecoder
 
 
-class FastLingWorkload(LingWorkload):
+class FastDecoderSteps:
+    """The workload methods every fast-path workload routes to its `decoder` (eager or TP prefill).
+
+    Mixed in before the workload base: `describe` adds the fast-path keys to the base's.
+    """
+
+    decoder: FastDecoder | None = None
+    max_steps: int
+    _tokens: list[int]
+
+    @torch.no_grad()
+    def step(self) -> int:
+        """One fast decode step with its host work; returns the tokens emitted (1).
+
+        Raises:
+            ConfigError: max_steps steps since the last reset().
+        """
+        assert self.decoder is not None
+        if self.decoder.steps_taken >= self.max_steps:
+            raise ConfigError(f"ling3 workload ran {self.max_steps} steps; call reset() or raise max_steps")
+        return self.decoder.step()
+
+    def tokens(self) -> list[int]:
+        """Generated ids since the last reset (the prefill's token first); waits for tokens in flight."""
+        assert self.decoder is not None
+        return self._tokens[:1] + self.decoder.tokens()
+
+    def context_length(self) -> int:
+        assert self.decoder is not None
+        return self.decoder.length_host
+
+    def describe(self) -> dict[str, object]:
+        assert self.decoder is not None
+        # The workload base that follows this mixin in the MRO supplies describe().
+        base = super().describe()  # type: ignore[misc]
+        return {**base, "path": "fast", "cuda_graphs": self.decoder.use_graphs}
+
+
+class FastLingWorkload(FastDecoderSteps, LingWorkload):
     """Greedy batch-1 decode of a randomly initialised Ling-3.0 preset on the fast path.
 
     Args: as LingWorkload (config, device, seed, prompt_len, max_steps).
@@ -27,8 +65,6 @@ class FastLingWorkload(LingWorkload):
     Raises:
         ConfigError: CPU device without TRITON_INTERPRET=1; a config the fast step cannot run.
     """
-
-    decoder: FastDecoder | None = None
 
     def __init__(
         self, config: LingConfig, device: str, *, seed: int, prompt_len: int, max_steps: int
@@ -70,28 +106,3 @@ class FastLingWorkload(LingWorkload):
         first = int(logits[0].argmax().item())
         self._tokens = [first]
         self.decoder.start(first, self.cache.length)
-
-    @torch.no_grad()
-    def step(self) -> int:
-        """One fast decode step with its host work; returns the tokens emitted (1).
-
-        Raises:
-            ConfigError: max_steps steps since the last reset().
-        """
-        assert self.decoder is not None
-        if self.decoder.steps_taken >= self.max_steps:
-            raise ConfigError(f"ling3 workload ran {self.max_steps} steps; call reset() or raise max_steps")
-        return self.decoder.step()
-
-    def tokens(self) -> list[int]:
-        """Generated ids since the last reset (the prefill's token first); waits for tokens in flight."""
-        assert self.decoder is not None
-        return self._tokens[:1] + self.decoder.tokens()
-
-    def context_length(self) -> int:
-        assert self.decoder is not None
-        return self.decoder.length_host
-
-    def describe(self) -> dict[str, object]:
-        assert self.decoder is not None
-        return {**super().describe(), "path": "fast", "cuda_graphs": self.decoder.use_graphs}

@@ -22,6 +22,7 @@ from ..fast.decoder import WARMUP_RUNS, FastDecoder
 from ..fast.metadata import DecodeMetadata
 from ..fast.packing import KDAPack, LayerPack, ModelPack, MoEPack
 from ..fast.step import FastForward, step_options
+from ..fast.workload import FastDecoderSteps
 from ..model import LingForCausalLM
 from ..switches import LingSwitches
 from ..workload import FAST_SWITCHES
@@ -112,7 +113,7 @@ class TPFastDecoder(FastDecoder):
 TP_FAST_SWITCHES = (*FAST_SWITCHES, FAST_ALLREDUCE.name)
 
 
-class TPFastWorkload(TPLingWorkload):
+class TPFastWorkload(FastDecoderSteps, TPLingWorkload):
     """One rank of the fast decode path at TP = N: eager TP prefill, then TPFastDecoder steps.
 
     Args: as TPLingWorkload.
@@ -156,22 +157,3 @@ class TPFastWorkload(TPLingWorkload):
         first = int(tp_prefill(self.model, self.prompt_ids, self.cache).item())
         self._tokens = [first]
         self.decoder.start(first, self.cache.length)
-
-    @torch.no_grad()
-    def step(self) -> int:
-        assert self.decoder is not None
-        if self.decoder.steps_taken >= self.max_steps:
-            raise ConfigError(f"ling3 workload ran {self.max_steps} steps; call reset() or raise max_steps")
-        return self.decoder.step()
-
-    def tokens(self) -> list[int]:
-        assert self.decoder is not None
-        return self._tokens[:1] + self.decoder.tokens()
-
-    def context_length(self) -> int:
-        assert self.decoder is not None
-        return self.decoder.length_host
-
-    def describe(self) -> dict[str, object]:
-        assert self.decoder is not None
-        return {**super().describe(), "path": "fast", "cuda_graphs": self.decoder.use_graphs}
