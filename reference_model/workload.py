@@ -12,6 +12,8 @@ never reloaded by prepare().
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 from torch.profiler import record_function
@@ -31,6 +33,29 @@ IMPLEMENTED_SWITCHES = ("bf16_gate", "bf16_lm_head")
 # Switches the fast path implements (SWITCH_INFO order); the speculative ones belong to --spec.
 FAST_SWITCHES = ("no_readback", "pdl", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata")
 PATHS = ("auto", "fast", "eager")
+
+
+def apply_weight_dtypes(
+    switches: LingSwitches,
+    routers: Sequence[MoERouter],
+    router_masters: Sequence[torch.Tensor],
+    lm_head: nn.Module,
+    lm_head_master: torch.Tensor,
+) -> None:
+    """Set the router and lm_head weights for bf16_gate / bf16_lm_head from their fp32 masters.
+
+    Args:
+        switches: only bf16_gate and bf16_lm_head are read.
+        routers: the MoE routers whose weights are replaced, in the order of `router_masters`.
+        router_masters: their original weights (a bf16 copy when bf16_gate, else the master itself).
+        lm_head: the module whose `weight` is replaced.
+        lm_head_master: its original weight (a bf16 copy when bf16_lm_head, else the master itself).
+    """
+    router_dtype = torch.bfloat16 if switches.bf16_gate else router_masters[0].dtype
+    for router, master in zip(routers, router_masters, strict=True):
+        router.weight = nn.Parameter(master.to(router_dtype), requires_grad=False)
+    lm_head_dtype = torch.bfloat16 if switches.bf16_lm_head else lm_head_master.dtype
+    lm_head.weight = nn.Parameter(lm_head_master.to(lm_head_dtype), requires_grad=False)
 
 
 class LingWorkload:
@@ -91,11 +116,9 @@ class LingWorkload:
                 f"CUDA device has it); available here: {valid}"
             )
         switches = LingSwitches.from_names(enabled)
-        router_dtype = torch.bfloat16 if switches.bf16_gate else self._router_masters[0].dtype
-        for router, master in zip(self._routers, self._router_masters, strict=True):
-            router.weight = nn.Parameter(master.to(router_dtype), requires_grad=False)
-        lm_head_dtype = torch.bfloat16 if switches.bf16_lm_head else self._lm_head_master.dtype
-        self.model.lm_head.weight = nn.Parameter(self._lm_head_master.to(lm_head_dtype), requires_grad=False)
+        apply_weight_dtypes(
+            switches, self._routers, self._router_masters, self.model.lm_head, self._lm_head_master
+        )
         self.enabled = switches.enabled()
         self.reset()
 

@@ -10,7 +10,6 @@ fp32 masters, weights never reloaded) and `fast_allreduce` (which all-reduce the
 from __future__ import annotations
 
 import torch
-from torch import nn
 from torch.profiler import record_function
 
 from bubblescope.errors import ConfigError
@@ -20,14 +19,15 @@ from ..cache import ModelCache
 from ..config import LingConfig
 from ..moe import MoERouter, StackedExperts
 from ..switches import SWITCH_INFO, LingSwitches
+from ..workload import IMPLEMENTED_SWITCHES, apply_weight_dtypes
 from .build import build_tp_model, can_skip_mtp
 from .comm import TPComm
 from .decode import new_tp_cache, tp_decode_step, tp_prefill
 
 # The switch's description lives with every other switch; TP workloads are the ones that offer it.
 FAST_ALLREDUCE = next(info for info in SWITCH_INFO if info.name == "fast_allreduce")
-# Switches of the eager reference path that TP keeps, plus TP's own.
-EAGER_SWITCHES = ("bf16_gate", "bf16_lm_head")
+# Switches of the eager reference path that TP keeps (all of them), plus TP's own.
+EAGER_SWITCHES = IMPLEMENTED_SWITCHES
 TP_SWITCHES = (*EAGER_SWITCHES, FAST_ALLREDUCE.name)
 
 
@@ -90,11 +90,9 @@ class TPLingWorkload:
                 f"switch {', '.join(unknown)} is not implemented by ling3 at TP; available: {valid}"
             )
         switches = LingSwitches.from_names(set(enabled) & set(EAGER_SWITCHES))
-        router_dtype = torch.bfloat16 if switches.bf16_gate else self._router_masters[0].dtype
-        for router, master in zip(self._routers, self._router_masters, strict=True):
-            router.weight = nn.Parameter(master.to(router_dtype), requires_grad=False)
-        lm_head_dtype = torch.bfloat16 if switches.bf16_lm_head else self._lm_head_master.dtype
-        self.model.lm_head.weight = nn.Parameter(self._lm_head_master.to(lm_head_dtype), requires_grad=False)
+        apply_weight_dtypes(
+            switches, self._routers, self._router_masters, self.model.lm_head, self._lm_head_master
+        )
         self.comm.use_fast(FAST_ALLREDUCE.name in enabled)
         self.enabled = frozenset(enabled)
         self.reset()
