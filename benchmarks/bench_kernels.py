@@ -164,9 +164,7 @@ def case_kda(num_warps: int | None = None, v_splits: int = 1) -> dict:
 
     layers = [layer() for _ in range(copies_for(bytes_per_call))]
     acts, weights, state = layers[0]
-    ref_state = KDALayerState(
-        *(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent))
-    )
+    ref_state = state.clone()
     want = kda_decode_naive(**acts, weights=weights, state=ref_state)
     err = max_rel_diff(kda_decode(**acts, weights=weights, state=state, v_splits=v_splits), want)
     return dict(

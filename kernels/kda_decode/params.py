@@ -46,6 +46,10 @@ class KDALayerState:
     v_conv: torch.Tensor
     recurrent: torch.Tensor
 
+    def clone(self) -> KDALayerState:
+        """A copy with every tensor cloned (a reference to step in place beside this state)."""
+        return KDALayerState(*(t.clone() for t in (self.q_conv, self.k_conv, self.v_conv, self.recurrent)))
+
 
 def decode_kernel_args(
     acts: dict[str, torch.Tensor], weights: KDALayerWeights, state: KDALayerState, out: torch.Tensor

@@ -115,10 +115,8 @@ def flash_kda_layer():
 @pytest.mark.parametrize("mode", MODES)
 def test_kda_decode_flash_layer(mode, v_splits):
     acts, weights, state = flash_kda_layer()
-    initial = KDALayerState(*(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent)))
-    want_state = KDALayerState(
-        *(t.clone() for t in (state.q_conv, state.k_conv, state.v_conv, state.recurrent))
-    )
+    initial = state.clone()
+    want_state = state.clone()
     want = kda_decode_naive(**acts, weights=weights, state=want_state)
     out = torch.full_like(want, float("nan"))
 
@@ -142,9 +140,7 @@ def test_kda_decode_split_graph_replays_chain_layers_and_steps(v_splits):
     graph and replayed step after step (the workspace must re-arm itself; states carry over)."""
     layers = [flash_kda_layer() for _ in range(3)]
     outs = [torch.full((1, 4096), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in layers]
-    naive_states = [
-        KDALayerState(*(t.clone() for t in (s.q_conv, s.k_conv, s.v_conv, s.recurrent))) for _, _, s in layers
-    ]
+    naive_states = [state.clone() for _, _, state in layers]
 
     def launch(pdl: bool) -> None:
         for (acts, weights, state), out in zip(layers, outs, strict=True):
