@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
-import os
 import sys
 import time
 import traceback
@@ -318,15 +317,10 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int) -> None:
     from bubblescope.kernels.allreduce import NO_MULTICAST_ENV, apply_no_multicast_env
 
     apply_no_multicast_env()
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(args.world_size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
     import torch
-    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, set_local_rank_env, shutdown
+
+    set_local_rank_env(rank, args.world_size, port)
 
     from bubblescope.atomic import write_json_atomic
 

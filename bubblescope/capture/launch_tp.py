@@ -185,15 +185,10 @@ def run_rank(request: TPRunRequest) -> None:
 
 def _spawned_rank(index: int, request_fields: dict[str, Any], master_port: int) -> None:
     from bubblescope.kernels.allreduce import apply_no_multicast_env
+    from bubblescope.reference_model.tp.distributed import set_local_rank_env
 
     apply_no_multicast_env()
-    os.environ.update(
-        RANK=str(index),
-        LOCAL_RANK=str(index),
-        WORLD_SIZE=str(request_fields["world_size"]),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(master_port),
-    )
+    set_local_rank_env(index, request_fields["world_size"], master_port)
     run_rank(TPRunRequest(**request_fields))
     # Success: every file is on disk and the group is gone. Skip the interpreter's C++ static
     # teardown, which can abort after the work is done (seen with the Triton interpreter loaded)

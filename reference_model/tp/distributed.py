@@ -30,6 +30,23 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def set_local_rank_env(rank: int, world_size: int, master_port: int) -> None:
+    """Give this process the torchrun-style variables of rank `rank` in a one-host group.
+
+    Args:
+        rank: this process's rank, also its LOCAL_RANK (its GPU index on CUDA).
+        world_size: ranks in the group.
+        master_port: the rendezvous port on 127.0.0.1 (e.g. from `free_port()` in the parent).
+    """
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(master_port),
+    )
+
+
 def _env_int(name: str) -> int:
     value = os.environ.get(name)
     if value is None:

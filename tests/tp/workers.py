@@ -110,20 +110,14 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
 
 def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
     """NCCL rank on cuda:<rank>: greedy tokens, a graphed step per all-reduce kind, kind equivalence."""
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
     import torch
     from bubblescope.reference_model.config import get_preset
     from bubblescope.reference_model.tp.build import build_tp_model
     from bubblescope.reference_model.tp.decode import new_tp_cache, tp_decode_step, tp_generate, tp_prefill
-    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, set_local_rank_env, shutdown
     from bubblescope.reference_model.tp.graph import capture_decode_step
 
+    set_local_rank_env(rank, world_size, port)
     comm = init_tp_from_env("cuda", timeout_s=300)
     try:
         model = build_tp_model(get_preset("debug"), comm, seed=0)
