@@ -112,3 +112,21 @@ class LingSwitches:
     def enabled(self) -> frozenset[str]:
         """Names of the switches that are on."""
         return frozenset(field.name for field in fields(self) if getattr(self, field.name))
+
+
+def require_implemented(enabled: Iterable[str], implemented: Iterable[str], implementer: str) -> None:
+    """Refuse switches a workload does not implement, naming them and the ones it does.
+
+    Args:
+        enabled: the switch names asked for.
+        implemented: the names this workload implements, in the order the message lists them.
+        implementer: who refuses, as the message says it ("ling3's fast path", "ling3 at TP").
+
+    Raises:
+        ConfigError: some of `enabled` are not in `implemented`.
+    """
+    available = list(implemented)
+    missing = sorted(set(enabled) - set(available))
+    if missing:
+        names, valid = ", ".join(missing), ", ".join(available)
+        raise ConfigError(f"switch {names} is not implemented by {implementer}; available: {valid}")

@@ -51,11 +51,12 @@ def apply_weight_dtypes(
         lm_head: the module whose `weight` is replaced.
         lm_head_master: its original weight (a bf16 copy when bf16_lm_head, else the master itself).
     """
-    router_dtype = torch.bfloat16 if switches.bf16_gate else router_masters[0].dtype
+    # A model's routers share one dtype (LingForCausalLM's router_dtype), so "off" is each master as is.
     for router, master in zip(routers, router_masters, strict=True):
-        router.weight = nn.Parameter(master.to(router_dtype), requires_grad=False)
-    lm_head_dtype = torch.bfloat16 if switches.bf16_lm_head else lm_head_master.dtype
-    lm_head.weight = nn.Parameter(lm_head_master.to(lm_head_dtype), requires_grad=False)
+        weight = master.to(torch.bfloat16) if switches.bf16_gate else master
+        router.weight = nn.Parameter(weight, requires_grad=False)
+    lm_head_weight = lm_head_master.to(torch.bfloat16) if switches.bf16_lm_head else lm_head_master
+    lm_head.weight = nn.Parameter(lm_head_weight, requires_grad=False)
 
 
 class LingWorkload:

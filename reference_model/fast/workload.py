@@ -14,7 +14,7 @@ from bubblescope.workload import SwitchInfo
 
 from ..config import LingConfig
 from ..generate import prefill
-from ..switches import SWITCH_INFO, LingSwitches
+from ..switches import SWITCH_INFO, LingSwitches, require_implemented
 from ..workload import FAST_SWITCHES, LingWorkload
 from .decoder import FastDecoder
 
@@ -84,12 +84,7 @@ class FastLingWorkload(FastDecoderSteps, LingWorkload):
             ConfigError: an unknown switch, or one the fast path does not implement.
         """
         switches = LingSwitches.from_names(enabled)
-        missing = sorted(set(enabled) - set(FAST_SWITCHES))
-        if missing:
-            raise ConfigError(
-                f"switch {', '.join(missing)} is not implemented by ling3's fast path; "
-                f"available: {', '.join(FAST_SWITCHES)}"
-            )
+        require_implemented(enabled, FAST_SWITCHES, "ling3's fast path")
         assert self.decoder is not None
         self.decoder.configure(switches)
         self.enabled = switches.enabled()

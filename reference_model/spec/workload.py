@@ -9,7 +9,6 @@ non-speculative workloads: bf16 copies of the fp32 router / lm_head masters).
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo
@@ -19,7 +18,8 @@ from ..generate import new_cache
 from ..init import build_model
 from ..model import LingForCausalLM
 from ..moe import MoERouter
-from ..switches import SWITCH_INFO, LingSwitches
+from ..switches import SWITCH_INFO, LingSwitches, require_implemented
+from ..workload import apply_weight_dtypes
 from .acceptance import OracleAcceptance
 from .decoder import SpecDecoder
 from .dspark_draft import DSparkDraft, load_dspark_weights
@@ -129,12 +129,7 @@ class SpecWorkload:
         Raises:
             ConfigError: a switch this workload does not implement.
         """
-        missing = sorted(set(enabled) - set(SPEC_SWITCHES))
-        if missing:
-            raise ConfigError(
-                f"switch {', '.join(missing)} is not implemented by {self.name}; "
-                f"available: {', '.join(SPEC_SWITCHES)}"
-            )
+        require_implemented(enabled, SPEC_SWITCHES, self.name)
         switches = LingSwitches.from_names(enabled)
         options = VerifyOptions(
             staged_kda=switches.staged_kda, fused_kda_verify=switches.fused_kda_verify, use_pdl=switches.pdl
@@ -144,7 +139,9 @@ class SpecWorkload:
             # Seeded and restarted at every reset: each switch setting sees the same accepted lengths.
             oracle = OracleAcceptance(self.accept_len_target, self.block, self.device, seed=self.seed)
         self.probe.records.clear()
-        self._apply_dtypes(switches)
+        apply_weight_dtypes(
+            switches, self._routers, self._router_masters, self.model.lm_head, self._lm_head_master
+        )
         if self.moe_runner is not None:
             self.moe_runner.use_pdl = switches.pdl
             self.moe_runner.bf16_gate = switches.bf16_gate
@@ -162,14 +159,6 @@ class SpecWorkload:
         )
         self.enabled = switches.enabled()
         self.decoder.reset(self.prompt_ids)
-
-    def _apply_dtypes(self, switches: LingSwitches) -> None:
-        """bf16_gate / bf16_lm_head: bf16 copies of the fp32 router / lm_head masters (or the masters)."""
-        for router, master in zip(self._routers, self._router_masters, strict=True):
-            weight = master.to(torch.bfloat16) if switches.bf16_gate else master
-            router.weight = nn.Parameter(weight, requires_grad=False)
-        lm_head = self._lm_head_master.to(torch.bfloat16) if switches.bf16_lm_head else self._lm_head_master
-        self.model.lm_head.weight = nn.Parameter(lm_head, requires_grad=False)
 
     def reset(self) -> None:
         """Prefill the prompt again (between timed repeats)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 
-from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo
 
 from ..cache import ModelCache
@@ -24,7 +23,7 @@ from ..fast.packing import KDAPack, LayerPack, ModelPack, MoEPack
 from ..fast.step import FastForward, step_options
 from ..fast.workload import FastDecoderSteps
 from ..model import LingForCausalLM
-from ..switches import LingSwitches
+from ..switches import LingSwitches, require_implemented
 from ..workload import FAST_SWITCHES
 from .comm import TPComm
 from .decode import tp_prefill
@@ -136,12 +135,7 @@ class TPFastWorkload(FastDecoderSteps, TPLingWorkload):
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Select the all-reduce, rebuild the step (recapture) for the kernel switches, re-prefill."""
-        unknown = sorted(set(enabled) - set(TP_FAST_SWITCHES))
-        if unknown:
-            valid = ", ".join(TP_FAST_SWITCHES)
-            raise ConfigError(
-                f"switch {', '.join(unknown)} is not implemented by ling3 fast at TP; available: {valid}"
-            )
+        require_implemented(enabled, TP_FAST_SWITCHES, "ling3 fast at TP")
         assert self.decoder is not None
         self.comm.use_fast(FAST_ALLREDUCE.name in enabled)
         self.decoder.configure(LingSwitches.from_names(set(enabled) - {FAST_ALLREDUCE.name}))

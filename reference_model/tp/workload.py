@@ -18,7 +18,7 @@ from bubblescope.workload import SwitchInfo
 from ..cache import ModelCache
 from ..config import LingConfig
 from ..moe import MoERouter, StackedExperts
-from ..switches import SWITCH_INFO, LingSwitches
+from ..switches import SWITCH_INFO, LingSwitches, require_implemented
 from ..workload import IMPLEMENTED_SWITCHES, apply_weight_dtypes
 from .build import build_tp_model, can_skip_mtp
 from .comm import TPComm
@@ -83,12 +83,7 @@ class TPLingWorkload:
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Apply router / lm_head dtypes and the all-reduce choice, then re-prefill (on every rank)."""
-        unknown = sorted(set(enabled) - set(TP_SWITCHES))
-        if unknown:
-            valid = ", ".join(TP_SWITCHES)
-            raise ConfigError(
-                f"switch {', '.join(unknown)} is not implemented by ling3 at TP; available: {valid}"
-            )
+        require_implemented(enabled, TP_SWITCHES, "ling3 at TP")
         switches = LingSwitches.from_names(set(enabled) & set(EAGER_SWITCHES))
         apply_weight_dtypes(
             switches, self._routers, self._router_masters, self.model.lm_head, self._lm_head_master
