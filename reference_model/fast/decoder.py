@@ -63,6 +63,9 @@ class FastDecoder:
         ConfigError: the device cannot run the Triton kernels (CPU without TRITON_INTERPRET=1).
     """
 
+    # torch.cuda.graph's default; the TP decoder captures "thread_local" while NCCL's watchdog polls.
+    capture_error_mode = "global"
+
     def __init__(self, model: LingForCausalLM, cache: ModelCache, kda_v_splits: int | None = None) -> None:
         from bubblescope.kernels._pdl import is_interpreting
 
@@ -153,7 +156,7 @@ class FastDecoder:
                 self._graph_body()
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode=self.capture_error_mode):
             self._graph_body()
         self.graph = graph
 

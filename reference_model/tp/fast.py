@@ -17,7 +17,7 @@ from bubblescope.workload import SwitchInfo
 from ..cache import ModelCache
 from ..config import LingConfig
 from ..fast.blocks import StepOptions, dense_block, kda_block, mla_block, moe_block
-from ..fast.decoder import WARMUP_RUNS, FastDecoder
+from ..fast.decoder import FastDecoder
 from ..fast.metadata import DecodeMetadata
 from ..fast.packing import KDAPack, LayerPack, ModelPack, MoEPack
 from ..fast.step import FastForward, step_options
@@ -65,7 +65,13 @@ class TPFastForward(FastForward):
 
 
 class TPFastDecoder(FastDecoder):
-    """FastDecoder whose step is TPFastForward; the graph is rebuilt when the all-reduce changes."""
+    """FastDecoder whose step is TPFastForward; the graph is rebuilt when the all-reduce changes.
+
+    The inherited warm-up runs every rank in lockstep (kernels compile, symmetric buffers are made).
+    """
+
+    # NCCL's watchdog thread keeps polling while the step is captured.
+    capture_error_mode = "thread_local"
 
     def __init__(self, model: LingForCausalLM, cache: ModelCache, comm: TPComm) -> None:
         self.comm = comm
@@ -92,21 +98,6 @@ class TPFastDecoder(FastDecoder):
         self._graph_allreduce = self.comm.fast
         if self.use_graphs:
             self._capture()
-
-    def _capture(self) -> None:
-        """Warm up on a side stream (every rank in lockstep: kernels compile, symmetric buffers are
-        made), then capture with thread-local error mode (NCCL's watchdog thread polls meanwhile)."""
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_RUNS):
-                self.meta.prepare()
-                self._graph_body()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self._graph_body()
-        self.graph = graph
 
 
 TP_FAST_SWITCHES = (*FAST_SWITCHES, FAST_ALLREDUCE.name)
