@@ -95,17 +95,24 @@ def test_fast_path_matches_eager_reference_on_debug() -> None:
     assert fast.tokens() == eager.tokens()
 
 
-def test_fast_logits_match_eager_decode_step() -> None:
+def _first_step_logits(workload: FastLingWorkload) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fast, eager) logits of the first decode step after the same prefill.
+
+    The eager reference runs on the packed (re-pointed) weights, which serve both paths.
+    """
     from bubblescope.reference_model.generate import decode_step, prefill
 
-    workload = FastLingWorkload(TRIMMED, "cpu", seed=1, prompt_len=5, max_steps=2)
     workload.step()
     fast_logits = workload.decoder.forward.logits.clone()
-    # Eager reference from the same prefill: the packed (re-pointed) weights serve both paths.
     cache = workload.cache
     cache.reset()
     first = prefill(workload.model, workload.prompt_ids, cache)[0].argmax()
-    eager_logits = decode_step(workload.model, first.view(1, 1), cache)
+    return fast_logits, decode_step(workload.model, first.view(1, 1), cache)
+
+
+def test_fast_logits_match_eager_decode_step() -> None:
+    workload = FastLingWorkload(TRIMMED, "cpu", seed=1, prompt_len=5, max_steps=2)
+    fast_logits, eager_logits = _first_step_logits(workload)
     diff = (fast_logits - eager_logits).abs().max().item()
     scale = eager_logits.abs().max().item()
     assert diff <= 1e-4 * scale, f"max abs diff {diff:.3e} vs logit scale {scale:.3e}"
@@ -115,18 +122,11 @@ def test_fast_logits_match_eager_decode_step() -> None:
 
 @pytest.mark.parametrize("enabled", [(), tuple(CPU_SWITCHES)], ids=["all_off", "cpu_switches_on"])
 def test_bf16_q_lora_variant_tracks_the_eager_model(enabled: tuple[str, ...]) -> None:
-    from bubblescope.reference_model.generate import decode_step, prefill
-
     # bf16 activations and a q LoRA (ling3-tiny's MLA query form): the mixed-dtype paths the GPU runs.
     config = TRIMMED.with_(dtype="bfloat16", q_lora_rank=16)
     workload = FastLingWorkload(config, "cpu", seed=1, prompt_len=5, max_steps=2)
     workload.prepare(frozenset(enabled))
-    workload.step()
-    fast_logits = workload.decoder.forward.logits.clone()
-    cache = workload.cache
-    cache.reset()
-    first = prefill(workload.model, workload.prompt_ids, cache)[0].argmax()
-    eager_logits = decode_step(workload.model, first.view(1, 1), cache)
+    fast_logits, eager_logits = _first_step_logits(workload)
     error = float((fast_logits.double() - eager_logits.double()).norm() / eager_logits.double().norm())
     # bf16 roundings sit in different places (fused norms, fp32 GEMV outputs): ~1 % measured.
     assert error <= 3e-2, f"relative RMS {error:.2e}"
