@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from planted import with_plants
+
 from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.measure import RunSettings, measure_config
 from bubblescope.capture.setup import build_workload
@@ -53,9 +55,10 @@ def _measure(workload: Any, enabled: frozenset[str], settings: RunSettings, path
     return path
 
 
-def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     built = build_workload(args.workload, args.preset, seed=0, max_steps=args.warmup + args.steps)
-    workload = built.workload
+    # A workload without the planted switches (the reference decoder) gets them from a wrapper.
+    workload = with_plants(built.workload)
     info = {"name": getattr(workload, "name", "workload"), "factory": built.factory, "preset": built.preset}
     settings = RunSettings(steps=args.steps, warmup=args.warmup, repeats=args.repeats, profile_steps=2)
     names = {s.name for s in workload.switches()}
@@ -93,10 +96,15 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                         for t in THRESHOLDS
                     }
                 )
-            print(
-                f"pair {pair + 1}/{args.pairs} done ({time.perf_counter() - started:.0f} s)", file=sys.stderr
-            )
-    return _summarise(args, built, step_ns, verdicts, baseline_tpots_ms, time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            print(f"pair {pair + 1}/{args.pairs} done ({elapsed:.0f} s)", file=sys.stderr)
+            # Written after every pair: a run cut short (device time, a timeout) keeps what it has.
+            partial = _summarise(args, built, step_ns, verdicts, baseline_tpots_ms, elapsed)
+            write_json_atomic(out, partial)
+            if args.budget_s and elapsed * (pair + 2) / (pair + 1) > args.budget_s:
+                print(f"stopping after {pair + 1} pairs: --budget-s {args.budget_s:.0f}", file=sys.stderr)
+                break
+    return partial
 
 
 def _rate(rows: list[dict[str, Any]], threshold: str, check: str | None) -> float:
@@ -144,7 +152,8 @@ def _summarise(
         "cpu_threads": torch.get_num_threads(),
         "workload": built.factory,
         "preset": built.preset,
-        "pairs": args.pairs,
+        "pairs": len(tpots_ms) // max(1, len(verdicts)),
+        "planted": "built in" if hasattr(built.workload, "set_planted_sleep_ns") else "benchmarks/planted.py",
         "settings": {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats},
         "baseline_step_ms": step_ns / 1e6,
         "rates": rates,
@@ -198,16 +207,18 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch CPU threads (1: less noise on shared cores)"
     )
     parser.add_argument(
+        "--budget-s", type=float, default=0, help="stop after the pair that would overrun this (0: no limit)"
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="JSON result (default reports/bench/gate_trust-<ts>.json)"
     )
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
-    result = run_bench(args)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or Path("reports") / "bench" / f"gate_trust-{stamp}.json"
-    write_json_atomic(out, result)
+    result = run_bench(args, out)
     _print_table(result)
     print(f"written to {out}")
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: tests (GPU test suite of the fast/spec/capture paths), spec-tests, trace (the real trace kept under
-# tests/data/h200_recorded/), ablate-tiny, ablate-e256, eager-e256, spec-e256. Big folders come back as
-# one tarball each (the device tool returns at most 8 files).
+# Stages: tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
+# spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
+# eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
+# trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny). Big folders come back as
+# one tarball each (the device tool returns at most 8 files). Stages that use one GPU can run side by
+# side under different CUDA_VISIBLE_DEVICES.
 set -u
 out=$1; shift
 mkdir -p "$out"
@@ -34,6 +37,26 @@ for stage in "$@"; do
     spec-e256)
       timeout 170 python3 benchmarks/bench_spec.py "$out/spec" --spec dspark nextn --accept 9.95 4 --block 9 \
         --skip-baseline --skip-extras --extremes-only --budget-s 100 2>&1 | tail -30 ;;
+    suite)
+      timeout 290 python3 -m pytest -q -p no:cacheprovider --durations=15 tests > "$out/suite.log" 2>&1
+      tail -25 "$out/suite.log" ;;
+    spec-e256-rest)
+      timeout 140 python3 benchmarks/bench_spec.py "$out/spec1" --spec dspark nextn --accept 1 --block 8 \
+        --skip-baseline --skip-extras --extremes-only --budget-s 90 2>&1 | tail -12
+      timeout 280 python3 benchmarks/bench_spec.py "$out/specmix" --spec dspark nextn --accept 9.95 --block 9 \
+        --budget-s 200 2>&1 | tail -30 ;;
+    gate-toy)
+      timeout 150 python3 benchmarks/bench_gate_trust.py --pairs 24 --budget-s 130 --out "$out/gate_toy.json" \
+        2>&1 | grep -v USDT | tail -14 ;;
+    gate-tiny)
+      timeout 200 python3 benchmarks/bench_gate_trust.py --workload bubblescope.reference_model.workload:make_workload \
+        --preset ling3-tiny --pairs 20 --steps 32 --repeats 3 --budget-s 150 --out "$out/gate_tiny.json" \
+        2>&1 | grep -v USDT | tail -14 ;;
+    tp-tests)
+      timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/tp 2>&1 | tail -15 | tee "$out/tp_tests.log" ;;
+    tp-tiny)
+      timeout 260 python3 benchmarks/bench_tp.py --world-size 2 --parts tokens,tpot_tiny --out "$out/tp" 2>&1 | tail -8
+      tar -czf "$out/tp_tiny.tar.gz" -C "$out" tp && rm -rf "$out/tp" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
