@@ -6,7 +6,7 @@ interruption (Ctrl-C, a crash, a preempted machine) loses at most the configurat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict
 from typing import Any
 
@@ -14,6 +14,7 @@ from bubblescope.ablate.attribution import attribute
 from bubblescope.ablate.plan import AblationPlan, PlannedConfig
 from bubblescope.ablate.store import AblationStore
 from bubblescope.capture.measure import RunSettings, measure_config
+from bubblescope.errors import ConfigError
 from bubblescope.records import RunRecord
 
 
@@ -33,6 +34,7 @@ def run_ablation(
     on_start: Callable[[int, int], None] | None = None,
     on_config: Callable[[PlannedConfig, RunRecord, bool], None] | None = None,
     on_repeat: Callable[[int], None] | None = None,
+    only_keys: Collection[str] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, RunRecord], list[str]]:
     """Measure the configurations of `plan` not yet on disk, then attribute.
 
@@ -40,12 +42,21 @@ def run_ablation(
         on_start: called with (configs already done, configs to measure) before measuring.
         on_config: called after each configuration with (config, record, was_resumed).
         on_repeat: forwarded to the timed run (progress inside a configuration).
+        only_keys: measure exactly these configurations (plan order), whatever is on disk; the
+            tensor-parallel driver passes the list rank 0 decided so every rank measures the same.
     Returns:
-        (attribution block, records by key, notices).
+        (attribution block, or None while some configuration has no record; records by key; notices).
     """
     identity = ablation_identity(workload_info, settings)
     done, notices = store.load_done(plan, identity)
-    pending = [c for c in plan.configs if c.key not in done]
+    if only_keys is None:
+        pending = [c for c in plan.configs if c.key not in done]
+    else:
+        unknown = sorted(set(only_keys) - {c.key for c in plan.configs})
+        if unknown:
+            raise ConfigError(f"configurations not in this ablation's plan: {', '.join(unknown)}")
+        pending = [c for c in plan.configs if c.key in set(only_keys)]
+        done = {key: record for key, record in done.items() if key not in set(only_keys)}
     if on_start is not None:
         on_start(len(done), len(pending))
     store.write_manifest(plan, identity, done, None)
@@ -68,6 +79,7 @@ def run_ablation(
         store.write_manifest(plan, identity, done, None)
         if on_config is not None:
             on_config(config, record, False)
-    attribution = attribute(plan, done)
+    complete = all(config.key in done for config in plan.configs)
+    attribution = attribute(plan, done) if complete else None
     store.write_manifest(plan, identity, done, attribution)
     return attribution, done, notices

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -116,8 +117,12 @@ def _resolve_enabled(request: TPRunRequest, workload: Any) -> tuple[frozenset[st
     return enabled, []
 
 
-def _make_rank_workload(comm: Any, request: TPRunRequest, settings: RunSettings) -> Any:
-    """The reference workload of this rank: greedy (eager or fast path) or speculative (eager)."""
+def make_rank_workload(comm: Any, request: Any, settings: RunSettings) -> Any:
+    """The reference workload of this rank: greedy (eager or fast path) or speculative (eager).
+
+    Args:
+        request: a TPRunRequest or anything with its preset / seed / path / spec / block / accept_len.
+    """
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
     steps = settings.warmup + settings.steps
@@ -142,35 +147,22 @@ def _write_status(out_dir: Path, rank: int, status: dict[str, Any]) -> None:
     write_json_atomic(out_dir / STATUS_NAME.format(rank=rank), status)
 
 
-def run_rank(request: TPRunRequest) -> None:
-    """One rank's whole run (this process must carry RANK / WORLD_SIZE / MASTER_* in its environment)."""
-    from bubblescope.capture.floor import resolve_floor_bandwidth
-    from bubblescope.capture.measure import measure_config
+def run_in_rank(out_dir: Path, body: Callable[[Any], list[str]]) -> None:
+    """Join the group, run `body(comm)` and leave; the rank's outcome goes to its status file.
+
+    The status file (`.rank<r>.status.json` in out_dir) carries {"ok": true, "notices": [...]} or
+    {"ok": false, "error": one line}; the launcher turns the first failure into the user's error.
+    This process must carry RANK / WORLD_SIZE / MASTER_* in its environment.
+    """
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
 
-    out_dir = Path(request.out_dir)
     rank = int(os.environ["RANK"])
+    with contextlib.suppress(FileNotFoundError):
+        (out_dir / STATUS_NAME.format(rank=rank)).unlink()  # an earlier launch's outcome
     try:
         comm = init_tp_from_env()
-        settings = RunSettings(**request.settings)
-        workload = _make_rank_workload(comm, request, settings)
-        enabled, notices = _resolve_enabled(request, workload)
-        info = {
-            "name": workload.name,
-            "factory": "bubblescope.reference_model.tp."
-            + ("spec:make_tp_spec_workload" if request.spec else "workload:make_tp_workload"),
-            "preset": request.preset,
-        }
-        _record, run_notices = measure_config(
-            workload,
-            enabled,
-            settings=settings,
-            record_path=out_dir / f"rank{rank}.json",
-            workload_info=info,
-            bandwidth=resolve_floor_bandwidth(),
-            html=request.html and rank == 0,
-        )
-        _write_status(out_dir, rank, {"ok": True, "notices": notices + run_notices})
+        notices = body(comm)
+        _write_status(out_dir, rank, {"ok": True, "notices": notices})
         # Nobody leaves before every rank's files are on disk: rank 0 merges them next.
         comm.barrier()
     except BubblescopeError as exc:
@@ -183,19 +175,66 @@ def run_rank(request: TPRunRequest) -> None:
         shutdown()
 
 
-def _spawned_rank(index: int, request_fields: dict[str, Any], master_port: int) -> None:
+def run_rank(request: TPRunRequest) -> None:
+    """One rank of `run --tp` (the process carries RANK / WORLD_SIZE / MASTER_* in its environment)."""
+    from bubblescope.capture.floor import resolve_floor_bandwidth
+    from bubblescope.capture.measure import measure_config
+
+    out_dir = Path(request.out_dir)
+    rank = int(os.environ["RANK"])
+
+    def body(comm: Any) -> list[str]:
+        settings = RunSettings(**request.settings)
+        workload = make_rank_workload(comm, request, settings)
+        enabled, notices = _resolve_enabled(request, workload)
+        _record, run_notices = measure_config(
+            workload,
+            enabled,
+            settings=settings,
+            record_path=out_dir / f"rank{rank}.json",
+            workload_info=rank_workload_info(workload, request),
+            bandwidth=resolve_floor_bandwidth(),
+            html=request.html and rank == 0,
+        )
+        return notices + run_notices
+
+    run_in_rank(out_dir, body)
+
+
+def rank_workload_info(workload: Any, request: Any) -> dict[str, Any]:
+    """The `workload` block every rank's records carry (same on every rank: name, factory, preset)."""
+    return {
+        "name": workload.name,
+        "factory": "bubblescope.reference_model.tp."
+        + ("spec:make_tp_spec_workload" if request.spec else "workload:make_tp_workload"),
+        "preset": request.preset,
+    }
+
+
+def enter_spawned_rank(index: int, world_size: int, master_port: int) -> None:
+    """First thing in a spawned rank: NVLink multicast off and torchrun-style environment variables."""
     from bubblescope.kernels.allreduce import apply_no_multicast_env
     from bubblescope.reference_model.tp.distributed import set_local_rank_env
 
     apply_no_multicast_env()
-    set_local_rank_env(index, request_fields["world_size"], master_port)
-    run_rank(TPRunRequest(**request_fields))
-    # Success: every file is on disk and the group is gone. Skip the interpreter's C++ static
-    # teardown, which can abort after the work is done (seen with the Triton interpreter loaded)
-    # and would turn a finished run into a failed one.
+    set_local_rank_env(index, world_size, master_port)
+
+
+def exit_spawned_rank() -> None:
+    """Leave a spawned rank that finished: every file is on disk and the group is gone.
+
+    Skips the interpreter's C++ static teardown, which can abort after the work is done (seen with
+    the Triton interpreter loaded) and would turn a finished run into a failed one.
+    """
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _spawned_rank(index: int, request_fields: dict[str, Any], master_port: int) -> None:
+    enter_spawned_rank(index, request_fields["world_size"], master_port)
+    run_rank(TPRunRequest(**request_fields))
+    exit_spawned_rank()
 
 
 def _rank_error(out_dir: Path, world_size: int) -> str:
@@ -209,34 +248,68 @@ def _rank_error(out_dir: Path, world_size: int) -> str:
     return "a rank died without a message (killed, or out of host memory?)"
 
 
-def spawn_ranks(request: TPRunRequest) -> None:
-    """Start world_size processes running `run_rank` and wait for all; a failure ends all of them."""
+def clear_status_files(out_dir: Path, world_size: int) -> None:
+    """Remove status files of an earlier launch into the same folder (a resumed ablation), so a rank
+    that dies silently is not mistaken for one that finished."""
+    for rank in range(world_size):
+        with contextlib.suppress(FileNotFoundError):
+            (out_dir / STATUS_NAME.format(rank=rank)).unlink()
+
+
+def rank_notices(out_dir: Path, world_size: int) -> list[str]:
+    """Every rank's notices from the status files, without repeats, rank order."""
+    notices: list[str] = []
+    for rank in range(world_size):
+        with contextlib.suppress(OSError, ValueError):
+            status = json.loads((out_dir / STATUS_NAME.format(rank=rank)).read_text())
+            notices += [n for n in status.get("notices", []) if n not in notices]
+    return notices
+
+
+def spawn_processes(
+    entry: Callable[..., None], fields: dict[str, Any], world_size: int, out_dir: Path
+) -> None:
+    """Start world_size spawned processes `entry(index, fields, master_port)` and wait for all.
+
+    A failure ends all of them and becomes the first failed rank's one-line BubblescopeError.
+    `fields` is plain data (JSON-able); `entry` must be a module-level function.
+    """
     import torch.multiprocessing as mp
 
     from bubblescope.kernels.allreduce import apply_no_multicast_env
     from bubblescope.reference_model.tp.distributed import free_port
 
+    clear_status_files(out_dir, world_size)
     # Children inherit this; set before any CUDA or NCCL initialisation in them.
     apply_no_multicast_env()
     try:
         mp.start_processes(
-            _spawned_rank,
-            args=(asdict(request), free_port()),
-            nprocs=request.world_size,
-            start_method="spawn",
-            join=True,
+            entry, args=(fields, free_port()), nprocs=world_size, start_method="spawn", join=True
         )
     except (mp.ProcessRaisedException, mp.ProcessExitedException):
-        raise BubblescopeError(_rank_error(Path(request.out_dir), request.world_size)) from None
+        raise BubblescopeError(_rank_error(out_dir, world_size)) from None
 
 
-def _rank_summary(rank: int, record: RunRecord) -> dict[str, Any]:
+def spawn_ranks(request: TPRunRequest) -> None:
+    """Start world_size processes running `run_rank` and wait for all; a failure ends all of them."""
+    spawn_processes(_spawned_rank, asdict(request), request.world_size, Path(request.out_dir))
+
+
+def rank_summary(rank: int, record: RunRecord, record_name: str, prefix: str = "") -> dict[str, Any]:
+    """One entry of `tp.ranks`: where the rank's files are, and its per-step numbers.
+
+    Args:
+        record_name: the rank's record, relative to the folder of the merged (rank 0) record.
+        prefix: the rank's folder relative to the merged record's (e.g. "../rank1/runs/"), put before
+            the trace and analysis file names the rank's record gives relative to its own folder.
+    """
     analysis = record.get("analysis") or {}
+    trace, analysis_file = record.get("trace"), record.get("analysis_file")
     return {
         "rank": rank,
-        "record": f"rank{rank}.json",
-        "trace": record.get("trace"),
-        "analysis_file": record.get("analysis_file"),
+        "record": record_name,
+        "trace": prefix + trace if trace else None,
+        "analysis_file": prefix + analysis_file if analysis_file else None,
         "device": (record.get("workload", {}).get("describe") or {}).get("device"),
         "tpot_ms": record["summary"]["tpot_ms"],
         "gpu_busy_ns_per_step": analysis.get("gpu_busy_ns_per_step"),
@@ -245,7 +318,7 @@ def _rank_summary(rank: int, record: RunRecord) -> dict[str, Any]:
     }
 
 
-def _slowest_rank(ranks: list[dict[str, Any]]) -> int:
+def slowest_rank(ranks: list[dict[str, Any]]) -> int:
     """The rank with the most GPU work per step when measured (the one the others wait for in each
     all-reduce), else the one with the largest TPOT on its own timeline."""
     if all(isinstance(r["gpu_busy_ns_per_step"], int) and r["gpu_busy_ns_per_step"] > 0 for r in ranks):
@@ -253,8 +326,24 @@ def _slowest_rank(ranks: list[dict[str, Any]]) -> int:
     return max(ranks, key=lambda r: r["tpot_ms"])["rank"]
 
 
-def _analyze_all(out_dir: Path, traces: list[str]) -> tuple[str | None, str | None]:
-    """analysis.json over every rank's trace together; (file name, warning)."""
+def tp_block(record0: RunRecord, ranks: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+    """The `tp` block of a merged record (schema: docs/SCHEMAS.md, tensor-parallel runs)."""
+    describe = record0.get("workload", {}).get("describe") or {}
+    return {
+        "world_size": len(ranks),
+        "backend": backend,
+        "allreduce": (describe.get("tp") or {}).get("allreduce"),
+        "timing_rank": 0,
+        "ranks": ranks,
+        "slowest_rank": slowest_rank(ranks),
+    }
+
+
+def analyze_all(
+    out_dir: Path, traces: list[str], name: str = "analysis.json"
+) -> tuple[str | None, str | None]:
+    """`out_dir/name`: one analysis over every rank's trace together (paths relative to out_dir);
+    returns (file name or None, warning or None)."""
     from bubblescope.capture.profiled import STEP_MARKER
 
     try:
@@ -265,8 +354,8 @@ def _analyze_all(out_dir: Path, traces: list[str]) -> tuple[str | None, str | No
         return None, f"per-rank analysis of all traces skipped: {exc}"
     except Exception as exc:  # noqa: BLE001 - the measurement is done; keep it and say what failed
         return None, f"per-rank analysis failed ({type(exc).__name__}: {exc})"
-    write_json_atomic(out_dir / "analysis.json", full)
-    return "analysis.json", None
+    write_json_atomic(out_dir / name, full)
+    return name, None
 
 
 def merge_rank_records(out_dir: Path, world_size: int, backend: str) -> tuple[RunRecord, list[str]]:
@@ -285,21 +374,13 @@ def merge_rank_records(out_dir: Path, world_size: int, backend: str) -> tuple[Ru
             record["trace"] = name
             save_record(record, out_dir / f"rank{rank}.json")
             traces.append(name)
-    ranks = [_rank_summary(rank, record) for rank, record in enumerate(records)]
+    ranks = [rank_summary(rank, record, f"rank{rank}.json") for rank, record in enumerate(records)]
     merged = dict(records[0])
     if traces:
-        merged["analysis_file"], warning = _analyze_all(out_dir, traces)
+        merged["analysis_file"], warning = analyze_all(out_dir, traces)
         notices += [warning] if warning else []
-    describe = merged.get("workload", {}).get("describe") or {}
     merged["traces"] = traces
-    merged["tp"] = {
-        "world_size": world_size,
-        "backend": backend,
-        "allreduce": (describe.get("tp") or {}).get("allreduce"),
-        "timing_rank": 0,
-        "ranks": ranks,
-        "slowest_rank": _slowest_rank(ranks),
-    }
+    merged["tp"] = tp_block(records[0], ranks, backend)
     save_record(merged, out_dir / "record.json")
     return merged, notices
 
@@ -325,11 +406,7 @@ def run_tensor_parallel(request: TPRunRequest) -> tuple[RunRecord, list[str]] | 
             return None
     else:
         spawn_ranks(request)
-    notices: list[str] = []
-    for rank in range(request.world_size):
-        with contextlib.suppress(OSError, ValueError):
-            status = json.loads((out_dir / STATUS_NAME.format(rank=rank)).read_text())
-            notices += [n for n in status.get("notices", []) if n not in notices]
+    notices = rank_notices(out_dir, request.world_size)
     import torch
 
     backend = "nccl" if torch.cuda.is_available() else "gloo"

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bubblescope.ablate.toggles import split_names, study_toggles
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -17,20 +18,6 @@ from bubblescope.cli.reference_options import (
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
-
-
-def _split(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
-
-
-def _toggles(toggles: str | None, all_on: bool, workload: Any) -> tuple[list[str], list[str]]:
-    """The switches under study, in the workload's order for --all, else as given."""
-    from bubblescope.cli.run import resolve_toggles
-
-    enabled, notices = resolve_toggles(toggles, all_on, workload)
-    if all_on:
-        return [i.name for i in workload.switches() if i.name in enabled], notices
-    return [name for name in _split(toggles) if name in enabled], notices
 
 
 def _write_html(out_dir: Path) -> str | None:
@@ -128,6 +115,11 @@ def register(app: typer.Typer) -> None:
         block: BlockOption = 8,
         accept_len: AcceptLenOption = None,
         path: PathOption = "auto",
+        tp: int = typer.Option(
+            1,
+            "--tp",
+            help="Tensor-parallel ranks of the reference model (one GPU each; gloo + debug preset on CPU).",
+        ),
     ) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
 
@@ -137,56 +129,160 @@ def register(app: typer.Typer) -> None:
         saving alone, removed from all-on, cumulative, Shapley (exact up to --max-exact-shapley
         switches by measuring every subset, sampled orderings beyond) and the interaction term, each
         with a bootstrap 95% interval.
-        """
-        from rich.console import Console
 
-        from bubblescope.ablate.plan import plan_ablation
+        With --tp N (reference workload only) N ranks (torchrun-compatible; gloo + debug preset on
+        CPU) each build their shard once and measure the same configurations in lockstep; rank 0's
+        records are the ablation and carry a "tp" block (every rank's TPOT, GPU busy, idle, reads per
+        step, slowest rank), rank r keeps its records and traces in rank<r>/runs/. Resuming a TP
+        ablation re-measures, on every rank, exactly the configurations rank 0 lacks.
+        """
         from bubblescope.capture.measure import RunSettings
-        from bubblescope.capture.setup import build_workload
-        from bubblescope.cli.run import default_out_dir
-        from bubblescope.report.run_console import print_ablation_summary
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+        if tp < 1:
+            raise ConfigError(f"--tp must be >= 1, got {tp}")
         if reanalyze:
-            if out is None:
-                raise ConfigError("--reanalyze needs --out DIR, the ablation to re-analyse")
-            from bubblescope.ablate.reanalyze import reanalyze_ablation
-
-            attribution = reanalyze_ablation(out)
-            html_notice = _write_html(out)
-            if output_format == "json":
-                typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
-                return
-            print_ablation_summary(Console(), attribution or {}, [html_notice] if html_notice else [])
-            typer.echo(f"re-analysed {out}")
+            if tp != 1:
+                raise ConfigError("--reanalyze re-analyses rank 0's traces only; leave out --tp")
+            _reanalyze(out, output_format)
             return
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
-        built = build_workload(
-            workload,
-            preset,
-            seed=seed,
-            max_steps=warmup + steps,
-            reference=reference_options(spec, block, accept_len, path),
-        )
-        names, notices = _toggles(toggles, all_on, built.workload)
-        plan = plan_ablation(names, _split(order) or None, max_exact=max_exact, permutations=permutations)
-        if built.notice:
-            typer.echo(built.notice, err=True)
-        out_dir = out or default_out_dir("ablations", built.preset, frozenset(names))
-        workload_info = {
-            "name": getattr(built.workload, "name", "workload"),
-            "factory": built.factory,
-            "preset": built.preset,
-        }
-        attribution, run_notices = _measure_with_progress(
-            built.workload, plan, out_dir, settings=settings, workload_info=workload_info
-        )
-        notices += run_notices
-        html_notice = _write_html(out_dir)
-        notices += [html_notice] if html_notice else []
-        if output_format == "json":
-            typer.echo((out_dir / "ablation.json").read_text(encoding="utf-8"))
+        study = {"toggles": toggles, "all_on": all_on, "order": order}
+        shapley = {"max_exact": max_exact, "permutations": permutations}
+        reference = {"spec": spec, "block": block, "accept_len": accept_len, "path": path}
+        if tp != 1:
+            if workload is not None:
+                raise ConfigError(
+                    "--tp runs the reference Ling workload; --workload cannot be combined with it"
+                )
+            out_dir = _ablate_tp(tp, preset, study, shapley, reference, settings=settings, seed=seed, out=out)
+            if out_dir is not None:
+                _finish(out_dir, None, [], output_format)
             return
-        print_ablation_summary(Console(), attribution or {}, notices)
-        typer.echo(f"written to {out_dir}")
+        out_dir, attribution, notices = _ablate_one_process(
+            workload, preset, study, shapley, reference, settings=settings, seed=seed, out=out
+        )
+        _finish(out_dir, attribution, notices, output_format)
+
+
+def _reanalyze(out: Path | None, output_format: str) -> None:
+    """`ablate --reanalyze --out DIR`: rebuild analyses, attribution and report from stored traces."""
+    from rich.console import Console
+
+    from bubblescope.ablate.reanalyze import reanalyze_ablation
+    from bubblescope.report.run_console import print_ablation_summary
+
+    if out is None:
+        raise ConfigError("--reanalyze needs --out DIR, the ablation to re-analyse")
+    attribution = reanalyze_ablation(out)
+    html_notice = _write_html(out)
+    if output_format == "json":
+        typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
+        return
+    print_ablation_summary(Console(), attribution or {}, [html_notice] if html_notice else [])
+    typer.echo(f"re-analysed {out}")
+
+
+def _ablate_one_process(
+    workload: str | None,
+    preset: str | None,
+    study: dict[str, Any],
+    shapley: dict[str, int],
+    reference: dict[str, Any],
+    *,
+    settings: Any,
+    seed: int,
+    out: Path | None,
+) -> tuple[Path, dict[str, Any] | None, list[str]]:
+    """The ablation in this process (any workload); returns (folder, attribution, notices)."""
+    from bubblescope.ablate.plan import plan_ablation
+    from bubblescope.capture.setup import build_workload
+    from bubblescope.cli.run import default_out_dir
+
+    built = build_workload(
+        workload,
+        preset,
+        seed=seed,
+        max_steps=settings.warmup + settings.steps,
+        reference=reference_options(**reference),
+    )
+    names, notices = study_toggles(study["toggles"], study["all_on"], built.workload)
+    plan = plan_ablation(names, split_names(study["order"]) or None, **shapley)
+    if built.notice:
+        typer.echo(built.notice, err=True)
+    out_dir = out or default_out_dir("ablations", built.preset, frozenset(names))
+    workload_info = {
+        "name": getattr(built.workload, "name", "workload"),
+        "factory": built.factory,
+        "preset": built.preset,
+    }
+    attribution, run_notices = _measure_with_progress(
+        built.workload, plan, out_dir, settings=settings, workload_info=workload_info
+    )
+    return out_dir, attribution, notices + run_notices
+
+
+def _ablate_tp(
+    world_size: int,
+    preset: str | None,
+    study: dict[str, Any],
+    shapley: dict[str, int],
+    reference: dict[str, Any],
+    *,
+    settings: Any,
+    seed: int,
+    out: Path | None,
+) -> Path | None:
+    """`ablate --tp N`: the ablation folder, or None on a torchrun rank other than 0 (rank 0 reports).
+
+    Notices of every rank are printed here (stderr) since the ranks cannot print to this console.
+    """
+    from dataclasses import asdict
+
+    from bubblescope.ablate.tp import TPAblateRequest, run_tp_ablation
+    from bubblescope.capture.launch_tp import choose_tp_preset
+    from bubblescope.cli.run import default_out_dir
+    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
+
+    if out is None and launched_by_torchrun():
+        raise ConfigError("under torchrun pass --out, so every rank writes into the same folder")
+    chosen = preset or choose_tp_preset(world_size)
+    names = frozenset(split_names(study["toggles"])) if not study["all_on"] else frozenset({"all"})
+    out_dir = out or default_out_dir("ablations", f"{chosen}-tp{world_size}", names)
+    request = TPAblateRequest(
+        world_size=world_size,
+        preset=chosen,
+        **study,
+        **shapley,
+        settings=asdict(settings),
+        seed=seed,
+        out_dir=str(out_dir),
+        **reference,
+    )
+    notices = run_tp_ablation(request)
+    if notices is None:
+        return None
+    for notice in notices:
+        typer.echo(f"note: {notice}", err=True)
+    return out_dir
+
+
+def _finish(
+    out_dir: Path, attribution: dict[str, Any] | None, notices: list[str], output_format: str
+) -> None:
+    """Write report.html, then print ablation.json or the summary (with the per-rank lines of a TP run)."""
+    from rich.console import Console
+
+    from bubblescope.ablate.store import load_ablation
+    from bubblescope.report.run_console import print_ablation_summary
+
+    html_notice = _write_html(out_dir)
+    notices = notices + ([html_notice] if html_notice else [])
+    if output_format == "json":
+        typer.echo((out_dir / "ablation.json").read_text(encoding="utf-8"))
+        return
+    manifest, records = load_ablation(out_dir)
+    attribution = attribution if attribution is not None else manifest.get("attribution")
+    print_ablation_summary(Console(), attribution or {}, notices, manifest=manifest, records=records)
+    typer.echo(f"written to {out_dir}")

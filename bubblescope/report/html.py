@@ -46,6 +46,14 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.tp_rows import (
+    SECTION_TITLE,
+    ablation_tp_rows,
+    rank_rows,
+    slowest_rank_text,
+    tp_of,
+    tp_summary_items,
+)
 
 SHORT_CELL_CHARS = 28
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -213,6 +221,7 @@ def add_run_sections(
         )
     )
     page.add(cards_html(run_summary_items(record, analysis)))
+    _tp_run_section(page, record)
     summary, floor = record.get("summary") or {}, record.get("floor") or {}
     page.add("<h2>Speed of light</h2>")
     if num(summary.get("tpot_ms")) is not None and floor:
@@ -240,6 +249,17 @@ def add_run_sections(
     page.add(table_html(switch_info_rows(record), "no switches"))
     page.add("<h2>Environment</h2>")
     page.add(table_html(environment_rows(record.get("environment")), "not recorded"))
+
+
+def _tp_run_section(page: Page, record: dict[str, Any]) -> None:
+    """Per-rank table of a tensor-parallel run, and which rank is slowest and why."""
+    tp = tp_of(record)
+    if tp is None:
+        return
+    page.add(f"<h2>{esc(SECTION_TITLE)}</h2>")
+    page.add(cards_html(tp_summary_items(tp)))
+    page.add(f'<p class="sub">{esc(slowest_rank_text(tp))}</p>')
+    page.add(table_html(rank_rows(tp)))
 
 
 def add_ablation_sections(
@@ -317,6 +337,10 @@ def _ablation_config_sections(
     if idle_rows:
         page.figure(figures.idle_by_class_figure(idle_rows))
     page.add(table_html(config_rows(ablation, records), "no configurations"))
+    tp_rows = ablation_tp_rows(ablation, records)
+    if tp_rows[1]:
+        page.add(f"<h2>{esc(SECTION_TITLE)} per configuration</h2>")
+        page.add(table_html(tp_rows))
 
 
 def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:

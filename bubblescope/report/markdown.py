@@ -401,7 +401,11 @@ def run_markdown(
         f"## Run: {md_cell(run_title(record))}",
         *_md_warnings(list(warnings or []) + ([note] if note else [])),
     ]
-    parts += [md_items(run_summary_items(record, analysis)), "### Host-blocking reads"]
+    # Imported here: tp_rows builds on this module's formatters.
+    from bubblescope.report.tp_rows import tp_markdown
+
+    parts += [md_items(run_summary_items(record, analysis)), *tp_markdown(record)]
+    parts += ["### Host-blocking reads"]
     parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
@@ -409,6 +413,12 @@ def run_markdown(
     parts += ["### Switches", md_table(switch_info_rows(record), "no switches")]
     parts += ["### Environment", md_table(environment_rows(record.get("environment")), "not recorded")]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _ablation_tp_markdown(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[str]:
+    from bubblescope.report.tp_rows import ablation_tp_markdown
+
+    return ablation_tp_markdown(ablation, records)
 
 
 def ablation_markdown(
@@ -436,6 +446,7 @@ def ablation_markdown(
         md_table((["step", "TPOT", "Δ", "95% CI (ms)"], waterfall), "no waterfall"),
     ]
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
+    parts += _ablation_tp_markdown(ablation, records)
     base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
     parts += ["### Host-blocking reads (baseline)"]
     parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))

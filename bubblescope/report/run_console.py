@@ -57,13 +57,48 @@ def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, no
         if analysis.get("gpu_measured"):
             idle = analysis["idle_by_class_ns_per_step"]
             console.print("idle µs / step: " + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.items()))
+    _print_tp_ranks(console, record)
     for notice in notices:
         console.print(f"[yellow]note:[/] {escape(notice)}")
     console.print(f"written to {escape(out_dir)}")
 
 
-def print_ablation_summary(console: Console, attribution: dict[str, Any], notices: list[str]) -> None:
-    """Per-switch savings with intervals, the interaction term and the waterfall."""
+def _print_tp_ranks(console: Console, record: dict[str, Any]) -> None:
+    """World size, slowest rank and why, and one line per rank (nothing for a single-process run)."""
+    from bubblescope.report.tp_rows import rank_rows, slowest_rank_text, tp_of
+
+    tp = tp_of(record)
+    if tp is None:
+        return
+    console.print(
+        f"tensor parallel: [bold]{escape(str(tp.get('world_size')))}[/] ranks "
+        f"({escape(str(tp.get('backend')))}) · slowest rank [bold]{escape(str(tp.get('slowest_rank')))}[/]"
+    )
+    console.print(escape(slowest_rank_text(tp)))
+    headers, rows = rank_rows(tp)
+    table = Table(*headers, box=None)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+
+
+def print_ablation_summary(
+    console: Console,
+    attribution: dict[str, Any],
+    notices: list[str],
+    *,
+    manifest: dict[str, Any] | None = None,
+    records: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """Per-switch savings with intervals, the interaction term and the waterfall; with the manifest and
+    records of a tensor-parallel ablation also the world size and each configuration's slowest rank."""
+    if manifest is not None:
+        _print_ablation_tp(console, manifest, records or {})
+    if not attribution:
+        console.print("[yellow]no attribution yet:[/] some configurations are not measured")
+        for notice in notices:
+            console.print(f"[yellow]note:[/] {escape(notice)}")
+        return
     console.print(
         f"baseline {attribution['baseline_tpot_ms']:.4f} ms → all on {attribution['all_on_tpot_ms']:.4f} ms; "
         f"saving {_interval(attribution['total_saving_ms'])}"
@@ -95,6 +130,21 @@ def print_ablation_summary(console: Console, attribution: dict[str, Any], notice
     )
     for notice in notices:
         console.print(f"[yellow]note:[/] {escape(notice)}")
+
+
+def _print_ablation_tp(
+    console: Console, manifest: dict[str, Any], records: dict[str, dict[str, Any]]
+) -> None:
+    from bubblescope.report.tp_rows import ablation_tp_rows
+
+    headers, rows = ablation_tp_rows(manifest, records)
+    if not rows:
+        return
+    console.print(f"tensor parallel: [bold]{escape(rows[0][1])}[/] ranks; slowest rank per configuration")
+    table = Table(*headers, box=None)
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
 
 
 def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
