@@ -3,7 +3,8 @@
 When the analysis improves (or a bug in it is fixed), the timed samples in each RunRecord stay valid;
 only what was derived from the profiled traces — blocking reads, idle by class, GPU busy — and the
 attribution built on it are stale. This recomputes them from the `*.trace.json.gz` files beside the
-records and rewrites records, analysis files and `ablation.json` atomically.
+records and rewrites records, analysis files and `ablation.json` atomically. A tensor-parallel
+ablation (`ablate --tp`) is re-analysed on every rank, and its `tp` blocks are rebuilt.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ def reanalyze_record(record: RunRecord, record_path: Path) -> RunRecord:
     return record
 
 
+def _reanalyze_config(record: RunRecord, record_path: Path) -> RunRecord:
+    """A configuration's record re-analysed; a tensor-parallel one with every rank's record and trace."""
+    if isinstance(record.get("tp"), dict):
+        from bubblescope.ablate.tp import reanalyze_tp_record
+
+        return reanalyze_tp_record(record, record_path)
+    return reanalyze_record(record, record_path)
+
+
 def reanalyze_ablation(root: str | Path) -> dict[str, Any]:
     """Re-analyse every measured configuration of the ablation at `root` and rebuild its attribution.
 
@@ -58,7 +68,7 @@ def reanalyze_ablation(root: str | Path) -> dict[str, Any]:
     store = AblationStore(root)
     manifest, records = load_ablation(root)
     plan = plan_of(manifest)
-    done = {key: reanalyze_record(record, store.record_path(key)) for key, record in records.items()}
+    done = {key: _reanalyze_config(record, store.record_path(key)) for key, record in records.items()}
     complete = all(config.key in done for config in plan.configs)
     attribution = attribute(plan, done) if complete else None
     identity = {key: manifest.get(key) for key in ("workload", "preset", "settings")}

@@ -26,7 +26,7 @@ from bubblescope.ablate.store import AblationStore
 from bubblescope.ablate.toggles import split_names, study_toggles
 from bubblescope.capture import launch_tp
 from bubblescope.capture.measure import RunSettings
-from bubblescope.errors import BubblescopeError, ConfigError
+from bubblescope.errors import BubblescopeError, ConfigError, RecordError
 from bubblescope.records import RunRecord, load_record, save_record
 
 
@@ -134,6 +134,25 @@ def merge_config_record(root: Path, key: str, record0: RunRecord, world_size: in
     merged["tp"] = launch_tp.tp_block(record0, ranks, backend)
     save_record(merged, runs / f"{key}.json")
     return notices
+
+
+def reanalyze_tp_record(record0: RunRecord, record_path: Path) -> RunRecord:
+    """Re-analyse every rank's record of one configuration from its own trace, then rebuild rank 0's
+    `tp` block and the all-ranks analysis (`ablate --reanalyze` of a TP ablation)."""
+    from bubblescope.ablate.reanalyze import reanalyze_record
+
+    root, key, tp = record_path.parent.parent, record_path.stem, record0["tp"]
+    world_size = tp.get("world_size")
+    if not isinstance(world_size, int) or world_size < 2:
+        raise RecordError(f"{record_path}: its tp block has no valid world_size")
+    for rank in range(1, world_size):
+        path = rank_folder(root, rank) / "runs" / f"{key}.json"
+        reanalyze_record(load_record(path), path)
+    # Rank 0's own analysis, then the all-ranks one the merged record points to.
+    record0 = {**record0, "analysis_file": f"{key}.analysis.json"}
+    record0 = reanalyze_record(record0, record_path)
+    merge_config_record(root, key, record0, world_size, str(tp.get("backend")))
+    return load_record(record_path)
 
 
 def _ablate_body(comm: Any, request: TPAblateRequest) -> list[str]:

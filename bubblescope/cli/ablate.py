@@ -144,7 +144,10 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--tp must be >= 1, got {tp}")
         if reanalyze:
             if tp != 1:
-                raise ConfigError("--reanalyze re-analyses rank 0's traces only; leave out --tp")
+                raise ConfigError(
+                    "--reanalyze starts no ranks; leave out --tp (a TP ablation's ranks are re-analysed "
+                    "from their records)"
+                )
             _reanalyze(out, output_format)
             return
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)

@@ -101,6 +101,21 @@ def test_tp4_ablate_one_toggle(tmp_path: Path) -> None:
             "bf16_gate.json",
         ]
     assert "tensor parallel: 4 ranks" in result.stdout
+    # Re-analysis (no ranks started) re-analyses every rank's trace and rebuilds the tp blocks.
+    (out / "runs" / "base.tp.analysis.json").unlink()
+    stale = load_record(out / "rank3" / "runs" / "base.json")
+    stale["analysis"]["blocking_reads_per_step"] = 99.0
+    save_record(stale, out / "rank3" / "runs" / "base.json")
+    again = CliRunner().invoke(app, ["ablate", "--reanalyze", "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    for key in ("base", "bf16_gate"):
+        _check_rank0_record(out, key, 4)
+    rank3 = load_record(out / "runs" / "base.json")["tp"]["ranks"][3]
+    assert rank3["blocking_reads_per_step"] != 99.0
+    assert (
+        rank3["blocking_reads_per_step"]
+        == load_record(out / "rank3" / "runs" / "base.json")["analysis"]["blocking_reads_per_step"]
+    )
 
 
 def test_rank0_refusing_its_store_ends_every_rank_with_one_line(tmp_path: Path) -> None:
