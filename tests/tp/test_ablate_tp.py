@@ -36,10 +36,10 @@ def _mark_old(out: Path, rank: int, key: str) -> None:
     save_record(record, _record_path(out, rank, key))
 
 
-def _check_rank0_record(out: Path, key: str, world_size: int) -> None:
+def _check_rank0_record(out: Path, key: str, world_size: int, backend: str = "gloo") -> dict:
     record = load_record(out / "runs" / f"{key}.json")
     tp = record["tp"]
-    assert tp["world_size"] == world_size and tp["backend"] == "gloo" and tp["timing_rank"] == 0
+    assert tp["world_size"] == world_size and tp["backend"] == backend and tp["timing_rank"] == 0
     assert [r["rank"] for r in tp["ranks"]] == list(range(world_size))
     assert tp["slowest_rank"] in range(world_size)
     assert record["traces"] == [r["trace"] for r in tp["ranks"]]
@@ -52,6 +52,7 @@ def _check_rank0_record(out: Path, key: str, world_size: int) -> None:
         assert entry["tpot_ms"] == rank_record["summary"]["tpot_ms"]
     analysis = json.loads((out / "runs" / record["analysis_file"]).read_text())
     assert [item["rank"] for item in analysis["inputs"]] == list(range(world_size))
+    return record
 
 
 def test_tp2_ablate_writes_tp_records_report_and_resumes_only_what_rank0_lacks(tmp_path: Path) -> None:
@@ -155,3 +156,34 @@ def test_bad_tp_ablate_options_are_one_line_errors(args: list[str], message: str
     assert result.exception.exit_code == 2
     assert message in str(result.exception) and "\n" not in str(result.exception)
     assert not (tmp_path / "x").exists(), "refused before any rank started"
+
+
+@pytest.mark.gpu
+def test_tp2_ablate_on_gpus_names_the_rank_with_most_gpu_work(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    out = tmp_path / "gpu"
+    gpu_fast = [
+        "--preset",
+        "debug",
+        "--steps",
+        "16",
+        "--warmup",
+        "4",
+        "--repeats",
+        "2",
+        "--profile-steps",
+        "4",
+    ]
+    args = ["ablate", *gpu_fast, "--tp", "2", "--toggles", "fast_allreduce,bf16_gate", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    for key in ("base", "fast_allreduce", "bf16_gate", "bf16_gate+fast_allreduce"):
+        tp = _check_rank0_record(out, key, 2, backend="nccl")["tp"]
+        busy = [r["gpu_busy_ns_per_step"] for r in tp["ranks"]]
+        assert all(isinstance(b, int) and b > 0 for b in busy), busy
+        assert tp["slowest_rank"] == busy.index(max(busy))
+        assert all(str(r["device"]).startswith("cuda") for r in tp["ranks"]), tp["ranks"]
+    assert "the other ranks wait for it in each all-reduce" in (out / "report.html").read_text()
