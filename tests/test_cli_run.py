@@ -24,6 +24,7 @@ def _exit_code(result) -> int:
     return result.exit_code
 
 
+@pytest.mark.cpu_only
 def test_run_writes_record_and_trace(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--toggle", "planted_sync", "--out", str(out)])
@@ -54,7 +55,9 @@ def test_run_json_prints_the_record(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--toggle", "nope"], "valid switches: no_readback, planted_sync, planted_sleep, graph_replay"),
-        (["--toggle", "graph_replay"], "graph_replay needs a CUDA device"),
+        pytest.param(
+            ["--toggle", "graph_replay"], "graph_replay needs a CUDA device", marks=pytest.mark.cpu_only
+        ),
         (["--steps", "0"], "--steps >= 1"),
         (["--format", "xml"], "--format"),
         (["--toggle", "no_readback", "--all"], "either --toggle or --all"),
@@ -67,6 +70,7 @@ def test_run_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) ->
     assert not (tmp_path / "r" / "record.json").exists()
 
 
+@pytest.mark.cpu_only
 def test_run_all_on_cpu_leaves_out_gpu_switches(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", *TOY, *FAST, "--all", "--out", str(tmp_path / "r")])
     assert _exit_code(result) == 0, result.output

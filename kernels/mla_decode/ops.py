@@ -100,7 +100,9 @@ def launch_mla_decode(
         BLOCK_R=max(16, triton.next_power_of_2(rope)),
         BLOCK_S=32 if block_c <= 512 else 16,
         USE_PDL=split_pdl,
-        DOT_FP32=is_interpreting(),
+        # fp32 caches get fp32 dots (a GPU's default tl.dot on fp32 is TF32, ~1e-3 off); the bf16
+        # production cache keeps the tensor-core path.
+        DOT_FP32=is_interpreting() or cache.dtype == torch.float32,
         num_warps=num_warps or 8,
         **launch_options(split_pdl),
     )

@@ -17,7 +17,7 @@ from bubblescope.examples.toy_workload import make_workload
 
 @pytest.fixture
 def toy():
-    return make_workload("tiny")
+    return make_workload("tiny", device="cpu")  # these tests describe the host-timed CPU run
 
 
 def test_timed_run_shapes_and_tokens(toy) -> None:

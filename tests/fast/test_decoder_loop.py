@@ -58,6 +58,7 @@ def fast() -> FastLingWorkload:
     return FastLingWorkload(TRIMMED, "cpu", seed=2, prompt_len=3, max_steps=2)
 
 
+@pytest.mark.interpreter
 def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: FastLingWorkload) -> None:
     fast.prepare(frozenset())
     step = fast.decoder.forward

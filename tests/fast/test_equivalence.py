@@ -41,11 +41,13 @@ def baseline(trimmed: FastLingWorkload) -> list[int]:
     return decode(trimmed, frozenset(), STEPS)
 
 
+@pytest.mark.interpreter
 def test_baseline_is_not_degenerate(baseline: list[int]) -> None:
     # A stuck model (one token forever) would make every equivalence test pass vacuously.
     assert len(set(baseline)) > STEPS // 4, baseline
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("switch", CPU_SWITCHES)
 def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[int], switch: str) -> None:
     tokens = decode(trimmed, frozenset({switch}), STEPS)
@@ -53,17 +55,20 @@ def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[in
     assert first_diff is None, f"{switch}: tokens differ from all-off at step {first_diff}"
 
 
+@pytest.mark.interpreter
 def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     # no_readback with graph_metadata puts the on-device advance inside the step body: its own combination.
     steps = STEPS // 4
     assert decode(trimmed, frozenset(CPU_SWITCHES), steps) == baseline[: steps + 1]
 
 
+@pytest.mark.interpreter
 def test_prepare_restores_the_baseline_after_switches(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     decode(trimmed, frozenset({"bf16_gate", "fused_moe"}), 2)
     assert decode(trimmed, frozenset(), 4) == baseline[:5]
 
 
+@pytest.mark.interpreter
 def test_split_kda_decode_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     # The GPU default splits each KDA head's V over programs (decoder.auto_kda_v_splits); the
     # interpreter keeps 1, so the split step is forced here. 3 does not divide V: ragged last slice.
@@ -85,6 +90,7 @@ def test_auto_kda_v_splits_reaches_the_program_target() -> None:
     assert auto_kda_v_splits(16, False) == 1
 
 
+@pytest.mark.interpreter
 def test_fast_path_matches_eager_reference_on_debug() -> None:
     steps = 3
     fast = make_workload("debug", device="cpu", seed=3, prompt_len=8, max_steps=steps, path="fast")
@@ -110,6 +116,7 @@ def _first_step_logits(workload: FastLingWorkload) -> tuple[torch.Tensor, torch.
     return fast_logits, decode_step(workload.model, first.view(1, 1), cache)
 
 
+@pytest.mark.interpreter
 def test_fast_logits_match_eager_decode_step() -> None:
     workload = FastLingWorkload(TRIMMED, "cpu", seed=1, prompt_len=5, max_steps=2)
     fast_logits, eager_logits = _first_step_logits(workload)
@@ -120,6 +127,7 @@ def test_fast_logits_match_eager_decode_step() -> None:
     assert torch.isfinite(fast_logits).all()
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("enabled", [(), tuple(CPU_SWITCHES)], ids=["all_off", "cpu_switches_on"])
 def test_bf16_q_lora_variant_tracks_the_eager_model(enabled: tuple[str, ...]) -> None:
     # bf16 activations and a q LoRA (ling3-tiny's MLA query form): the mixed-dtype paths the GPU runs.

@@ -19,6 +19,7 @@ def fast() -> FastLingWorkload:
     return FastLingWorkload(TRIMMED, "cpu", seed=0, prompt_len=4, max_steps=2)
 
 
+@pytest.mark.interpreter
 def test_fast_workload_offers_every_fast_switch(fast: FastLingWorkload) -> None:
     assert isinstance(fast, Workload)
     assert [info.name for info in fast.switches()] == list(FAST_SWITCHES)
@@ -26,6 +27,7 @@ def test_fast_workload_offers_every_fast_switch(fast: FastLingWorkload) -> None:
     assert described["path"] == "fast" and described["cuda_graphs"] is False
 
 
+@pytest.mark.interpreter
 def test_fast_workload_refuses_unknown_and_speculative_switches(fast: FastLingWorkload) -> None:
     with pytest.raises(ConfigError, match="unknown switch nope"):
         fast.prepare(frozenset({"nope"}))
@@ -33,6 +35,7 @@ def test_fast_workload_refuses_unknown_and_speculative_switches(fast: FastLingWo
         fast.prepare(frozenset({"staged_kda"}))
 
 
+@pytest.mark.interpreter
 def test_fast_workload_stops_at_max_steps(fast: FastLingWorkload) -> None:
     fast.prepare(frozenset())
     fast.step()
@@ -43,6 +46,7 @@ def test_fast_workload_stops_at_max_steps(fast: FastLingWorkload) -> None:
     assert len(fast.tokens()) == 1
 
 
+@pytest.mark.interpreter
 def test_fast_path_on_cpu_needs_the_interpreter(
     fast: FastLingWorkload, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,10 +91,11 @@ def test_triton_matches_naive(fused: bool, batch: int, seq_len: int, heads: int,
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
 def test_final_only_mode_in_place(fused: bool) -> None:
     """keep_all=False writes only the last state/window; the state may be updated in place."""
-    inputs = make_inputs(1, 5, 2, 8, seed=11)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    inputs = make_inputs(1, 5, 2, 8, device=device, seed=11)
     _, want_states, want_windows = kda_verify_naive(**inputs)
     state = inputs["initial_state"].clone()
-    windows = torch.full((1, 1, 3, 16, 3), float("nan"))
+    windows = torch.full((1, 1, 3, 16, 3), float("nan"), device=device)
     kda_verify(
         **dict(inputs, initial_state=state),
         fused=fused,
@@ -109,7 +110,7 @@ def test_final_only_mode_in_place(fused: bool) -> None:
 
 def test_triton_reads_strided_projections() -> None:
     """qkv_pre and f_pre sliced from one fused projection output (non-contiguous) work as is."""
-    inputs = make_inputs(1, 4, 2, 8, seed=5)
+    inputs = make_inputs(1, 4, 2, 8, device="cuda" if torch.cuda.is_available() else "cpu", seed=5)
     width = 16
     # [B, T, 4W]: q, k, v, f side by side, as a fused projection would produce them
     packed = torch.cat([inputs["qkv_pre"].reshape(1, 4, 3 * width), inputs["f_pre"]], dim=-1)

@@ -38,9 +38,13 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
         want_workload[label] = workload.tokens()
     del workload
     apply_no_multicast_env()
-    mp.start_processes(
-        gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True
-    )
+    try:
+        mp.start_processes(
+            gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True
+        )
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+        errors = [p.read_text() for p in sorted(tmp_path.glob("rank*.error.txt"))]
+        pytest.fail(f"a TP rank failed: {exc}\n" + "\n".join(errors))
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for result in results:
         assert result["tokens"] == want, f"rank {result['rank']}: TP=2 tokens differ from TP=1"

@@ -118,7 +118,10 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
     from bubblescope.reference_model.tp.graph import capture_decode_step
 
     set_local_rank_env(rank, world_size, port)
-    comm = init_tp_from_env("cuda", timeout_s=300)
+    # A rank that fails leaves its peer inside a collective: a short timeout ends the peer soon, and
+    # the error file tells the test which rank failed and why (a spawned child's traceback is
+    # otherwise only printed once every rank has exited).
+    comm = init_tp_from_env("cuda", timeout_s=90)
     try:
         model = build_tp_model(get_preset("debug"), comm, seed=0)
         result: dict = {"rank": rank, "tokens": tp_generate(model, PROMPT, steps), "graph": {}, "sums": {}}
@@ -152,6 +155,12 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
             comm.use_fast(fast)
             result["sums"][label] = comm.all_reduce(data.clone()).float().sum().item()
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    except Exception:
+        import traceback
+
+        Path(out_dir, f"rank{rank}.error.txt").write_text(traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(1)
     finally:
         shutdown()
     exit_without_teardown()
