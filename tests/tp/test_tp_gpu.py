@@ -4,6 +4,7 @@ with each all-reduce, and the one-shot all-reduce equal to NCCL."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -24,6 +25,7 @@ STEPS = 16
 def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
+    print("[test] TP=1 references on cuda:0", file=sys.stderr, flush=True)
     reference = build_model(get_preset("debug"), "cuda:0", seed=0)
     want = generate(reference, PROMPT, STEPS)
     del reference
@@ -38,6 +40,7 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
         want_workload[label] = workload.tokens()
     del workload
     apply_no_multicast_env()
+    print("[test] starting 2 ranks", file=sys.stderr, flush=True)
     try:
         mp.start_processes(
             gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True

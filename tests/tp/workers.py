@@ -108,6 +108,11 @@ def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: in
     exit_without_teardown()
 
 
+def _phase(rank: int, name: str) -> None:
+    """Progress on stderr (shown live with `pytest -s`): where a rank stands when a run hangs."""
+    print(f"[rank {rank}] {name}", file=sys.stderr, flush=True)
+
+
 def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) -> None:
     """NCCL rank on cuda:<rank>: greedy tokens, a graphed step per all-reduce kind, kind equivalence."""
     import torch
@@ -124,9 +129,11 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
     comm = init_tp_from_env("cuda", timeout_s=90)
     try:
         model = build_tp_model(get_preset("debug"), comm, seed=0)
+        _phase(rank, "built; generating")
         result: dict = {"rank": rank, "tokens": tp_generate(model, PROMPT, steps), "graph": {}, "sums": {}}
         prompt = torch.tensor([PROMPT], device=comm.device)
         for label, fast in (("nccl", False), ("fast", True)):
+            _phase(rank, f"graph capture with {label}")
             comm.use_fast(fast)
             cache = new_tp_cache(model, len(PROMPT) + 4)
             first = int(tp_prefill(model, prompt, cache).item())
@@ -142,9 +149,11 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
         from bubblescope.reference_model.tp.workload import make_tp_workload
 
         del model
+        _phase(rank, "fast path")
         fast_path = make_tp_workload(comm, "debug", max_steps=16, path="fast")
         result["fast_path"] = {}
         for label, enabled in (("off", frozenset()), ("all_on", frozenset(GPU_FAST_PATH_ALL_ON))):
+            _phase(rank, f"fast path {label}")
             fast_path.prepare(enabled)
             for _ in range(steps // 2):
                 fast_path.step()
@@ -158,6 +167,7 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
     except Exception:
         import traceback
 
+        _phase(rank, f"failed:\n{traceback.format_exc()}")
         Path(out_dir, f"rank{rank}.error.txt").write_text(traceback.format_exc())
         sys.stderr.flush()
         os._exit(1)
