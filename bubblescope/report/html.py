@@ -48,6 +48,7 @@ from bubblescope.report.markdown import (
 )
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
+    ablation_slowest_text,
     ablation_tp_rows,
     rank_rows,
     slowest_rank_text,
@@ -340,6 +341,7 @@ def _ablation_config_sections(
     tp_rows = ablation_tp_rows(ablation, records)
     if tp_rows[1]:
         page.add(f"<h2>{esc(SECTION_TITLE)} per configuration</h2>")
+        page.add(f'<p class="sub">{esc(ablation_slowest_text(ablation, records))}</p>')
         page.add(table_html(tp_rows))
 
 

@@ -129,7 +129,23 @@ def tp_markdown(record: dict[str, Any]) -> list[str]:
     ]
 
 
+def ablation_slowest_text(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> str | None:
+    """The slowest-rank sentence of the first configuration with a `tp` block (the baseline comes
+    first), labelled with its key: why one rank sets the pace of every configuration."""
+    for config in ablation.get("configs") or []:
+        tp = tp_of(records.get(str(config.get("key"))))
+        if tp is not None:
+            return f"{plain(config.get('key'))}: {slowest_rank_text(tp)}"
+    return None
+
+
 def ablation_tp_markdown(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[str]:
     """Per configuration of a TP ablation: slowest rank and GPU busy spread (nothing without `tp`)."""
     rows = ablation_tp_rows(ablation, records)
-    return [f"### {SECTION_TITLE} per configuration", md_table(rows)] if rows[1] else []
+    if not rows[1]:
+        return []
+    return [
+        f"### {SECTION_TITLE} per configuration",
+        md_cell(ablation_slowest_text(ablation, records)),
+        md_table(rows),
+    ]

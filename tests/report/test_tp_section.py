@@ -94,8 +94,12 @@ def test_ablation_reports_show_slowest_rank_and_busy_spread_per_configuration() 
     assert [row[0] for row in rows] == ["base", "bf16_gate"]
     assert [row[2] for row in rows] == ["1", "0"]
     assert "20.0% spread" in rows[0][4] and "11.1% spread" in rows[1][4]
-    assert "### Tensor-parallel ranks per configuration" in ablation_markdown(ablation, records)
-    assert "Tensor-parallel ranks per configuration" in render_ablation_html(ablation, records)
+    markdown, page = ablation_markdown(ablation, records), render_ablation_html(ablation, records)
+    assert "### Tensor-parallel ranks per configuration" in markdown
+    assert "Tensor-parallel ranks per configuration" in page
+    # why one rank sets the pace, said once for the first configuration (the baseline)
+    assert "base: rank 1 is the slowest" in markdown and "base: rank 1 is the slowest" in page
+    assert "the other ranks wait for it in each all-reduce" in page
 
 
 def test_records_without_tp_show_no_tp_section() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 import torch
@@ -19,6 +20,8 @@ from bubblescope.reference_model.workload import make_workload
 from tests.tp.workers import PROMPT, gpu_worker
 
 STEPS = 16
+# Generous: the ranks decode a few dozen debug-preset steps and capture three small graphs.
+RANKS_DEADLINE_S = 150
 
 
 @pytest.mark.gpu
@@ -41,10 +44,18 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
     del workload
     apply_no_multicast_env()
     print("[test] starting 2 ranks", file=sys.stderr, flush=True)
+    context = mp.start_processes(
+        gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=False
+    )
+    # A hang inside a GPU kernel (a cross-GPU barrier that never completes) outlives any NCCL timeout:
+    # bound the whole run, so the test fails with the ranks' last phase (stderr) instead of hanging.
+    deadline = time.monotonic() + RANKS_DEADLINE_S
     try:
-        mp.start_processes(
-            gpu_worker, args=(2, free_port(), str(tmp_path), STEPS), nprocs=2, start_method="spawn", join=True
-        )
+        while not context.join(timeout=5):
+            if time.monotonic() > deadline:
+                for process in context.processes:
+                    process.kill()
+                pytest.fail(f"TP ranks still running after {RANKS_DEADLINE_S} s (see their phases on stderr)")
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
         errors = [p.read_text() for p in sorted(tmp_path.glob("rank*.error.txt"))]
         pytest.fail(f"a TP rank failed: {exc}\n" + "\n".join(errors))
