@@ -4,7 +4,8 @@
 # Stages: tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
-# trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny). Big folders come back as
+# trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
+# setting hangs the debug preset's TP fast path). Big folders come back as
 # one tarball each (the device tool returns at most 8 files). Stages that use one GPU can run side by
 # side under different CUDA_VISIBLE_DEVICES.
 set -u
@@ -57,6 +58,9 @@ for stage in "$@"; do
     tp-tiny)
       timeout 260 python3 benchmarks/bench_tp.py --world-size 2 --parts tokens,tpot_tiny --out "$out/tp" 2>&1 | tail -8
       tar -czf "$out/tp_tiny.tar.gz" -C "$out" tp && rm -rf "$out/tp" ;;
+    tp-bisect)
+      timeout 400 python3 benchmarks/tp_switch_bisect.py "$out/bisect" --world-size 2 --preset debug \
+        --deadline-s 60 2>&1 | grep -v Warn | tail -20 ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
