@@ -14,15 +14,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.workload import SwitchInfo
+
 from ..config import get_preset
 from ..model import LingForCausalLM
 from ..spec.workload import SpecWorkload
 from .build import build_tp_model
 from .comm import TPComm
+from .workload import FAST_ALLREDUCE
 
 
 class TPSpecWorkload(SpecWorkload):
-    """SpecWorkload whose target is a TP shard; the draft is built at the full target shape."""
+    """SpecWorkload whose target is a TP shard; the draft is built at the full target shape.
+
+    Adds the `fast_allreduce` switch (the target's all-reduces through the one-shot symmetric-memory
+    kernel instead of NCCL, as on the greedy TP paths) and a `tp` block in describe().
+
+    Args: as SpecWorkload, plus `comm` (this rank's communicator).
+    """
+
+    def __init__(self, *args: Any, comm: TPComm, **kwargs: Any) -> None:
+        # Set before SpecWorkload.__init__, whose first prepare() selects the all-reduce.
+        self.comm = comm
+        super().__init__(*args, **kwargs)
+
+    def switches(self) -> list[SwitchInfo]:
+        return [*super().switches(), FAST_ALLREDUCE]
+
+    def prepare(self, enabled: frozenset[str]) -> None:
+        """Select the all-reduce, then the spec switches as on one GPU (prefill runs on the new one)."""
+        enabled = frozenset(enabled)
+        self.comm.use_fast(FAST_ALLREDUCE.name in enabled)
+        super().prepare(enabled - {FAST_ALLREDUCE.name})
+        self.enabled = enabled
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **super().describe(),
+            "tp": {
+                "rank": self.comm.rank,
+                "world_size": self.comm.world_size,
+                "backend": self.comm.backend,
+                "allreduce": self.comm.fast_kind if self.comm.fast else "nccl",
+            },
+        }
 
     def _make_draft(self, capacity: int, seed: int, draft_weights: str | None) -> Any:
         local = self.model.config
@@ -65,4 +100,5 @@ def make_tp_spec_workload(
         model=model,
         kernel_moe=False,
         graphs=False,
+        comm=comm,
     )

@@ -87,3 +87,13 @@ def test_torchrun_rank_needs_an_explicit_out_folder(monkeypatch):
     result = CliRunner().invoke(app, ["run", "--tp", "2", *FAST])
     assert isinstance(result.exception, BubblescopeError), result.output
     assert "under torchrun pass --out" in str(result.exception)
+
+
+def test_spec_at_tp_offers_fast_allreduce_and_refuses_it_on_cpu(tmp_path):
+    """The speculative workload at TP has the fast_allreduce switch (its verify and draft all-reduce
+    through the target's hooks); on gloo ranks it is refused inside every rank with one line."""
+    args = ["run", "--tp", "2", *FAST, "--spec", "dspark", "--block", "4", "--accept-len", "3"]
+    result = CliRunner().invoke(app, [*args, "--toggle", "fast_allreduce", "--out", str(tmp_path / "r")])
+    assert isinstance(result.exception, BubblescopeError), result.output
+    assert "switch fast_allreduce needs a CUDA device" in str(result.exception)
+    assert "\n" not in str(result.exception)
