@@ -5,7 +5,8 @@
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
-# setting hangs the debug preset's TP fast path). Big folders come back as
+# setting hangs the debug preset's TP fast path), tp-ablate and tp-spec (TP=$TP, default 2; TP=4 on the
+# nvidia-h200-x4 machine is issue 8). Big folders come back as
 # one tarball each (the device tool returns at most 8 files). Stages that use one GPU can run side by
 # side under different CUDA_VISIBLE_DEVICES.
 set -u
@@ -61,6 +62,26 @@ for stage in "$@"; do
     tp-bisect)
       timeout 400 python3 benchmarks/tp_switch_bisect.py "$out/bisect" --world-size 2 --preset debug \
         --deadline-s 60 2>&1 | grep -v Warn | tail -20 ;;
+    tp-ablate)
+      # issue 7 / 8: the full ling3-flash ablation at TP=$TP (default 2): all off, each alone, all on, all on
+      # minus each, the cumulative order; records, per-rank traces and report come back as one tarball.
+      tp=${TP:-2}
+      timeout ${ABLATE_S:-560} bubblescope ablate --tp "$tp" --preset ling3-flash --all --max-exact-shapley 0 \
+        --shapley-permutations 1 --steps 32 --repeats 3 --out "/tmp/abl-tp$tp" --format table 2>&1 | tail -30
+      tar -czf "$out/ablate_tp$tp.tar.gz" -C /tmp "abl-tp$tp" ;;
+    tp-spec)
+      # issue 8: NEXTN and DSpark at oracle accept lengths 4 and 9.95, NCCL vs fast_allreduce (eager verify).
+      tp=${TP:-2}
+      for draft in dspark nextn; do
+        for accept in 4 9.95; do
+          block=8; [ "$accept" = 9.95 ] && block=9
+          timeout 240 bubblescope ablate --tp "$tp" --preset ling3-flash --spec "$draft" --block "$block" \
+            --accept-len "$accept" --toggles fast_allreduce,bf16_gate,bf16_lm_head --max-exact-shapley 0 \
+            --shapley-permutations 1 --steps 8 --warmup 2 --repeats 2 --out "/tmp/spec-tp$tp-$draft-$accept" \
+            --format table 2>&1 | tail -12
+        done
+      done
+      tar -czf "$out/spec_tp$tp.tar.gz" -C /tmp $(cd /tmp && ls -d spec-tp"$tp"-*) ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
