@@ -25,6 +25,7 @@ from bubblescope.errors import ConfigError
 from ..cache import ModelCache
 from ..model import LingForCausalLM
 from ..switches import LingSwitches
+from .blocks import StepOptions
 from .metadata import LENGTH, TOKEN, DecodeMetadata
 from .packing import MLAPack, pack_model
 from .step import FastForward, step_options
@@ -82,7 +83,7 @@ class FastDecoder:
         self.kda_v_splits = kda_v_splits or auto_kda_v_splits(
             model.config.num_attention_heads, self.use_graphs
         )
-        self._built_v_splits = self.kda_v_splits
+        self._built_key: tuple | None = None
         self.switches = LingSwitches()
         self.forward: FastForward | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -113,14 +114,20 @@ class FastDecoder:
             in_graph_advance,
         )
 
+    def step_key(self, switches: LingSwitches) -> tuple:
+        """Everything the built step depends on: the captured switches and the KDA split (subclasses
+        add theirs, e.g. the TP all-reduce). A change rebuilds the step and recaptures its graph."""
+        return (self.graph_key(switches), self.kda_v_splits)
+
+    def make_forward(self, opts: StepOptions) -> FastForward:
+        """The step for these options (the TP decoder's adds its all-reduces and cross-rank argmax)."""
+        return FastForward(self.pack, self.meta, opts)
+
     def configure(self, switches: LingSwitches) -> None:
         """Build the step for these switches: new options, workspaces and CUDA graph, but only when the
         captured step changes (a host-loop-only change keeps the graph); weights are never touched."""
-        unchanged = (
-            self.forward is not None
-            and self.graph_key(switches) == self.graph_key(self.switches)
-            and self._built_v_splits == self.kda_v_splits
-        )
+        key = self.step_key(switches)
+        unchanged = self.forward is not None and key == self._built_key
         self.switches = switches
         if unchanged:
             return
@@ -132,9 +139,9 @@ class FastDecoder:
             bf16_lm_head=switches.bf16_lm_head,
             kda_v_splits=self.kda_v_splits,
         )
-        self._built_v_splits = self.kda_v_splits
+        self._built_key = key
         self.graph = None
-        self.forward = FastForward(self.pack, self.meta, opts)
+        self.forward = self.make_forward(opts)
         if self.use_graphs:
             self._capture()
 

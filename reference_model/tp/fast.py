@@ -20,7 +20,7 @@ from ..fast.blocks import StepOptions, dense_block, kda_block, mla_block, moe_bl
 from ..fast.decoder import FastDecoder
 from ..fast.metadata import DecodeMetadata
 from ..fast.packing import KDAPack, LayerPack, ModelPack, MoEPack
-from ..fast.step import FastForward, step_options
+from ..fast.step import FastForward
 from ..fast.workload import FastDecoderSteps
 from ..model import LingForCausalLM
 from ..switches import LingSwitches, require_implemented
@@ -65,7 +65,7 @@ class TPFastForward(FastForward):
 
 
 class TPFastDecoder(FastDecoder):
-    """FastDecoder whose step is TPFastForward; the graph is rebuilt when the all-reduce changes.
+    """FastDecoder whose step is TPFastForward; the graph is rebuilt when the all-reduce changes too.
 
     The inherited warm-up runs every rank in lockstep (kernels compile, symmetric buffers are made).
     """
@@ -77,27 +77,13 @@ class TPFastDecoder(FastDecoder):
         self.comm = comm
         self.vocab_start = int(getattr(model, "vocab_start", 0))
         super().__init__(model, cache)
-        self._graph_allreduce: bool | None = None
 
-    def configure(self, switches: LingSwitches) -> None:
-        """As FastDecoder.configure, with TPFastForward and the all-reduce choice in the graph key."""
-        key = (self.graph_key(switches), self.comm.fast)
-        unchanged = self.forward is not None and key == (self.graph_key(self.switches), self._graph_allreduce)
-        self.switches = switches
-        if unchanged:
-            return
-        opts = step_options(
-            self.pack,
-            pdl=switches.pdl,
-            fused_moe=switches.fused_moe,
-            bf16_gate=switches.bf16_gate,
-            bf16_lm_head=switches.bf16_lm_head,
-        )
-        self.graph = None
-        self.forward = TPFastForward(self.pack, self.meta, opts, self.comm, self.vocab_start)
-        self._graph_allreduce = self.comm.fast
-        if self.use_graphs:
-            self._capture()
+    def step_key(self, switches: LingSwitches) -> tuple:
+        """FastDecoder's key plus the all-reduce choice: switching it recaptures the graph."""
+        return (*super().step_key(switches), self.comm.fast)
+
+    def make_forward(self, opts: StepOptions) -> TPFastForward:
+        return TPFastForward(self.pack, self.meta, opts, self.comm, self.vocab_start)
 
 
 TP_FAST_SWITCHES = (*FAST_SWITCHES, FAST_ALLREDUCE.name)
