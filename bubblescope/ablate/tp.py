@@ -15,7 +15,6 @@ as JSON bytes (never a pickle), so every rank measures exactly the same configur
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from bubblescope.ablate.store import AblationStore
 from bubblescope.ablate.toggles import split_names, study_toggles
 from bubblescope.capture import launch_tp
 from bubblescope.capture.measure import RunSettings
-from bubblescope.errors import BubblescopeError, ConfigError, RecordError
+from bubblescope.errors import BubblescopeError, RecordError
 from bubblescope.records import RunRecord, load_record, save_record
 
 
@@ -226,19 +225,11 @@ def run_tp_ablation(request: TPAblateRequest) -> list[str] | None:
     Spawns the ranks, or inside a torchrun launch runs this process's rank (ranks other than 0 then
     return None). Returns every rank's notices. Raises BubblescopeError (one line) when a rank fails.
     """
-    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
-
     check_ablate_request(request)
     out_dir = Path(request.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if launched_by_torchrun():
-        if int(os.environ["WORLD_SIZE"]) != request.world_size:
-            raise ConfigError(
-                f"--tp {request.world_size} but torchrun started {os.environ['WORLD_SIZE']} ranks"
-            )
-        ablate_rank(request)
-        if int(os.environ["RANK"]) != 0:
-            return None
-    else:
-        launch_tp.spawn_processes(_spawned_ablate_rank, asdict(request), request.world_size, out_dir)
+    fields = asdict(request)
+    if not launch_tp.run_on_ranks(
+        request.world_size, out_dir, lambda: ablate_rank(request), _spawned_ablate_rank, fields
+    ):
+        return None
     return launch_tp.rank_notices(out_dir, request.world_size)

@@ -290,6 +290,32 @@ def spawn_processes(
         raise BubblescopeError(_rank_error(out_dir, world_size)) from None
 
 
+def run_on_ranks(
+    world_size: int,
+    out_dir: Path,
+    this_rank: Callable[[], None],
+    entry: Callable[..., None],
+    fields: dict[str, Any],
+) -> bool:
+    """Run a TP job on `world_size` ranks: inside a torchrun launch this process's own rank
+    (`this_rank()`), else spawned processes `entry(index, fields, master_port)`.
+
+    Returns:
+        True where the caller goes on to merge and report (the spawning process, or torchrun's rank
+        0); False on the other torchrun ranks.
+    """
+    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not launched_by_torchrun():
+        spawn_processes(entry, fields, world_size, out_dir)
+        return True
+    if int(os.environ["WORLD_SIZE"]) != world_size:
+        raise ConfigError(f"--tp {world_size} but torchrun started {os.environ['WORLD_SIZE']} ranks")
+    this_rank()
+    return int(os.environ["RANK"]) == 0
+
+
 def spawn_ranks(request: TPRunRequest) -> None:
     """Start world_size processes running `run_rank` and wait for all; a failure ends all of them."""
     spawn_processes(_spawned_rank, asdict(request), request.world_size, Path(request.out_dir))
@@ -391,21 +417,11 @@ def run_tensor_parallel(request: TPRunRequest) -> tuple[RunRecord, list[str]] | 
     Spawns the ranks, or, inside a torchrun launch, runs this process's rank; then ranks other than 0
     return None (rank 0 merges). Raises BubblescopeError (one line) when a rank fails.
     """
-    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
-
     check_request(request)
     out_dir = Path(request.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if launched_by_torchrun():
-        if int(os.environ["WORLD_SIZE"]) != request.world_size:
-            raise ConfigError(
-                f"--tp {request.world_size} but torchrun started {os.environ['WORLD_SIZE']} ranks"
-            )
-        run_rank(request)
-        if int(os.environ["RANK"]) != 0:
-            return None
-    else:
-        spawn_ranks(request)
+    fields = asdict(request)
+    if not run_on_ranks(request.world_size, out_dir, lambda: run_rank(request), _spawned_rank, fields):
+        return None
     notices = rank_notices(out_dir, request.world_size)
     import torch
 
