@@ -44,12 +44,26 @@ class TPComm:
     def backend(self) -> str:
         return "none" if self.group is None else str(dist.get_backend(self.group))
 
+    @property
+    def allreduce_kind(self) -> str:
+        """The all-reduce that runs now: `fast_kind` under fast_allreduce, else "nccl" (gloo on CPU)."""
+        return self.fast_kind if self.fast else "nccl"
+
+    def describe(self) -> dict[str, object]:
+        """The `tp` block of a TP workload's describe(): where this rank stands, which all-reduce runs."""
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "backend": self.backend,
+            "allreduce": self.allreduce_kind,
+        }
+
     def use_fast(self, on: bool) -> None:
         """Select the all-reduce: True = `fast_kind`, False = NCCL/gloo. Makes nothing yet (lazy)."""
         self.fast = on
 
     def _impl(self) -> AllReduce:
-        kind = self.fast_kind if self.fast else "nccl"
+        kind = self.allreduce_kind
         impl = self._impls.get(kind)
         if impl is None:
             assert self.group is not None

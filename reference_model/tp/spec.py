@@ -51,12 +51,7 @@ class TPSpecWorkload(SpecWorkload):
     def describe(self) -> dict[str, object]:
         return {
             **super().describe(),
-            "tp": {
-                "rank": self.comm.rank,
-                "world_size": self.comm.world_size,
-                "backend": self.comm.backend,
-                "allreduce": self.comm.fast_kind if self.comm.fast else "nccl",
-            },
+            "tp": self.comm.describe(),
         }
 
     def _make_draft(self, capacity: int, seed: int, draft_weights: str | None) -> Any:

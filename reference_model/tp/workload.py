@@ -123,12 +123,7 @@ class TPLingWorkload:
             "max_steps": self.max_steps,
             "seed": self.seed,
             "switches": sorted(self.enabled),
-            "tp": {
-                "rank": self.comm.rank,
-                "world_size": self.comm.world_size,
-                "backend": self.comm.backend,
-                "allreduce": self.comm.fast_kind if self.comm.fast else "nccl",
-            },
+            "tp": self.comm.describe(),
         }
 
     def bytes_per_token(self, enabled: frozenset[str]) -> int:
