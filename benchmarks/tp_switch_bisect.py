@@ -73,7 +73,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, label: str, enabled: l
 
 def run_setting(args: argparse.Namespace, label: str, enabled: list[str]) -> dict[str, Any]:
     import torch.multiprocessing as mp
-    from bubblescope.reference_model.tp.distributed import free_port
+    from bubblescope.reference_model.tp.distributed import free_port, join_within
 
     start = time.monotonic()
     context = mp.start_processes(
@@ -83,14 +83,8 @@ def run_setting(args: argparse.Namespace, label: str, enabled: list[str]) -> dic
         start_method="spawn",
         join=False,
     )
-    status = "ok"
     try:
-        while not context.join(timeout=2):
-            if time.monotonic() - start > args.deadline_s:
-                for process in context.processes:
-                    process.kill()
-                status = "hang"
-                break
+        status = "ok" if join_within(context, args.deadline_s) else "hang"
     except (mp.ProcessRaisedException, mp.ProcessExitedException):
         status = "error"
     ranks = []

@@ -105,3 +105,22 @@ def shutdown() -> None:
     """Leave the group cleanly (no-op when not initialised)."""
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def join_within(context: object, seconds: float) -> bool:
+    """Wait up to `seconds` for the ranks of a `torch.multiprocessing.start_processes(join=False)`
+    context; kill every one still running then and return False.
+
+    A hang inside a GPU kernel (a cross-GPU barrier that never completes, a collective inside a
+    replayed CUDA graph) is invisible to NCCL's watchdog, so only a deadline ends it. A rank that
+    fails raises as `context.join` does (ProcessRaisedException / ProcessExitedException).
+    """
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not context.join(timeout=2):  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            for process in context.processes:  # type: ignore[attr-defined]
+                process.kill()
+            return False
+    return True

@@ -204,3 +204,10 @@ def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     finally:
         shutdown()
     exit_without_teardown()
+
+
+def sleep_worker(rank: int, seconds: float) -> None:
+    """A rank that only sleeps (stands for one stuck in a kernel)."""
+    import time
+
+    time.sleep(seconds)
