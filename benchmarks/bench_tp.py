@@ -35,19 +35,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bubblescope.reference_model.tp.fast import TP_FAST_SWITCHES
+from bubblescope.reference_model.tp.workload import TP_SWITCHES
+
 PARTS = ("allreduce", "tokens", "tpot_tiny", "flash")
 PROMPT = list(range(100, 132))
 TOKEN_STEPS = 32
-EAGER_SWITCHES = ("fast_allreduce", "bf16_gate", "bf16_lm_head")
-FAST_PATH_SWITCHES = (
-    "fast_allreduce",
-    "no_readback",
-    "pdl",
-    "fused_moe",
-    "bf16_gate",
-    "bf16_lm_head",
-    "graph_metadata",
-)
 
 
 def ablation_configs(names: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -195,7 +188,7 @@ def _tp_path(comm: Any, preset: str, path: str, args: argparse.Namespace, steps:
     start = time.perf_counter()
     workload = make_tp_workload(comm, preset, max_steps=4096, path=path)
     result: dict[str, Any] = {"build_s": time.perf_counter() - start}
-    names = FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES
+    names = TP_FAST_SWITCHES if path == "fast" else TP_SWITCHES
     result["tpot"] = _tpot_sweep(workload, ablation_configs(names), steps)
     if path == "eager" and not args.cpu_smoke:
         result["graph_step"] = _graph_sweep(workload, comm, args.graph_replays)
@@ -213,9 +206,7 @@ def _tp1_path(preset: str, device: Any, path: str, steps: int) -> dict[str, Any]
     from bubblescope.reference_model.workload import make_workload
 
     workload = make_workload(preset, str(device), max_steps=4096, path=path)
-    names = tuple(
-        n for n in (FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES) if n != "fast_allreduce"
-    )
+    names = tuple(n for n in (TP_FAST_SWITCHES if path == "fast" else TP_SWITCHES) if n != "fast_allreduce")
     result = _tpot_sweep(workload, ablation_configs(names), steps)
     del workload
     _free_memory()
@@ -293,7 +284,7 @@ def part_flash(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(4):
         workload.step()
     result["first_tokens"] = workload.tokens()
-    names = FAST_PATH_SWITCHES if path == "fast" else EAGER_SWITCHES
+    names = TP_FAST_SWITCHES if path == "fast" else TP_SWITCHES
     result["tpot"] = _tpot_sweep(workload, ablation_configs(names), args.flash_steps)
     if not args.cpu_smoke:
         result["graph_step_eager"] = _graph_sweep(workload, comm, args.graph_replays)

@@ -42,17 +42,6 @@ def spec_tokens(make: object, case: tuple[str, float | None]) -> list[int]:
     return workload.tokens()
 
 
-GPU_FAST_PATH_ALL_ON = (
-    "fast_allreduce",
-    "no_readback",
-    "pdl",
-    "fused_moe",
-    "bf16_gate",
-    "bf16_lm_head",
-    "graph_metadata",
-)
-
-
 def tokens_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, fast: bool) -> None:
     """Join a gloo group, build this rank's debug shard, decode greedily, write tokens + prefill logits;
     with `fast`, also FAST_STEPS steps of the fast path (Triton interpreter) at TP."""
@@ -146,13 +135,14 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
                 "eager": eager,
                 "replayed": int(captured.next_ids.item()),
             }
+        from bubblescope.reference_model.tp.fast import TP_FAST_SWITCHES
         from bubblescope.reference_model.tp.workload import make_tp_workload
 
         del model
         _phase(rank, "fast path")
         fast_path = make_tp_workload(comm, "debug", max_steps=16, path="fast")
         result["fast_path"] = {}
-        for label, enabled in (("off", frozenset()), ("all_on", frozenset(GPU_FAST_PATH_ALL_ON))):
+        for label, enabled in (("off", frozenset()), ("all_on", frozenset(TP_FAST_SWITCHES))):
             _phase(rank, f"fast path {label}")
             fast_path.prepare(enabled)
             for _ in range(steps // 2):
