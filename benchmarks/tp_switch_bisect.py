@@ -41,10 +41,12 @@ def settings_to_try(names: list[str]) -> dict[str, list[str]]:
 def _rank(rank: int, args: argparse.Namespace, port: int, label: str, enabled: list[str]) -> None:
     if args.cpu_smoke:
         os.environ["TRITON_INTERPRET"] = "1"
-    from bubblescope.reference_model.tp.distributed import init_tp_from_env, set_local_rank_env, shutdown
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
-    set_local_rank_env(rank, args.world_size, port)
+    from bubblescope.capture.launch_tp import enter_spawned_rank, exit_spawned_rank
+
+    enter_spawned_rank(rank, args.world_size, port)
     out = Path(args.out) / f"{label}.rank{rank}.json"
     comm = init_tp_from_env("cpu" if args.cpu_smoke else "cuda", timeout_s=args.deadline_s)
     try:
@@ -52,23 +54,20 @@ def _rank(rank: int, args: argparse.Namespace, port: int, label: str, enabled: l
         workload.prepare(frozenset(enabled))
         for _ in range(args.steps):
             workload.step()
-        out.write_text(json.dumps({"ok": True, "tokens": workload.tokens()}))
+        result = {"ok": True, "tokens": workload.tokens()}
     except Exception as exc:  # noqa: BLE001 - the report says which setting failed and how
-        out.write_text(
-            json.dumps(
-                {
-                    "ok": False,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc(limit=6),
-                }
-            )
-        )
+        result = {
+            "ok": False,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=6),
+        }
+    out.write_text(json.dumps(result))
+    if not result["ok"]:
+        # Leave at once: the peer waits in a collective and the deadline (or its timeout) ends it.
         sys.stderr.flush()
         os._exit(1)
-    finally:
-        shutdown()
-    sys.stdout.flush()
-    os._exit(0)  # skip the C++ teardown that can abort with Triton loaded (see tests/tp/workers.py)
+    shutdown()
+    exit_spawned_rank()
 
 
 def run_setting(args: argparse.Namespace, label: str, enabled: list[str]) -> dict[str, Any]:
