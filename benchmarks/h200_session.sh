@@ -60,8 +60,9 @@ for stage in "$@"; do
       timeout 260 python3 benchmarks/bench_tp.py --world-size 2 --parts tokens,tpot_tiny --out "$out/tp" 2>&1 | tail -8
       tar -czf "$out/tp_tiny.tar.gz" -C "$out" tp && rm -rf "$out/tp" ;;
     tp-bisect)
-      timeout 400 python3 benchmarks/tp_switch_bisect.py "$out/bisect" --world-size 2 --preset debug \
-        --deadline-s 60 2>&1 | grep -v Warn | tail -20 ;;
+      timeout ${BISECT_S:-400} python3 benchmarks/tp_switch_bisect.py "$out/bisect" --world-size 2 --preset debug \
+        --deadline-s ${BISECT_DEADLINE_S:-60} ${BISECT_ONLY:+--only $BISECT_ONLY} > "$out/bisect.log" 2>&1
+      grep -v Warn "$out/bisect.log" | grep -v "^\s*$" | tail -60 ;;
     tp-ablate)
       # issue 7 / 8: the full ling3-flash ablation at TP=$TP (default 2): all off, each alone, all on, all on
       # minus each, the cumulative order; records, per-rank traces and report come back as one tarball.

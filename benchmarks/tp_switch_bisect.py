@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import faulthandler
 import json
 import os
 import sys
@@ -47,6 +48,9 @@ def _rank(rank: int, args: argparse.Namespace, port: int, label: str, enabled: l
     from bubblescope.capture.launch_tp import enter_spawned_rank, exit_spawned_rank
 
     enter_spawned_rank(rank, args.world_size, port)
+    # A hung rank prints where its Python stands (a collective's wait, a sync, a rendezvous) before the
+    # deadline kills it: that line names the phase the cross-GPU wait is in.
+    faulthandler.dump_traceback_later(max(args.deadline_s - 8, 5), exit=False)
     out = Path(args.out) / f"{label}.rank{rank}.json"
     comm = init_tp_from_env("cpu" if args.cpu_smoke else "cuda", timeout_s=args.deadline_s)
     try:
@@ -108,7 +112,11 @@ def main() -> None:
     parser.add_argument("--preset", default="debug")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--deadline-s", type=int, default=90, help="per setting; longer counts as a hang")
-    parser.add_argument("--only", default=None, help="comma-separated labels to run (default: all)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated labels to run, in this order (default: all); 'a+b' runs just switches a and b",
+    )
     parser.add_argument("--cpu-smoke", action="store_true", help="gloo ranks on CPU, switches that run there")
     args = parser.parse_args()
     if args.cpu_smoke:
@@ -123,7 +131,12 @@ def main() -> None:
     names = [n for n in TP_FAST_SWITCHES if not (args.cpu_smoke and n in GPU_ONLY)]
     tried = settings_to_try(names)
     if args.only:
-        tried = {k: v for k, v in tried.items() if k in args.only.split(",")}
+        # The given order, so the most telling settings run first when the deadline budget is short.
+        labels = args.only.split(",")
+        unknown = [x for x in labels if x not in tried and not all(n in names for n in x.split("+"))]
+        if unknown:
+            parser.error(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(tried)} or a+b of {names}")
+        tried = {x: tried.get(x, x.split("+")) for x in labels}
     report: dict[str, Any] = {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "preset": args.preset,
