@@ -23,6 +23,7 @@ import torch
 from bubblescope.errors import ConfigError
 
 from ..cache import ModelCache
+from ..live_graphs import track
 from ..model import LingForCausalLM
 from ..switches import LingSwitches
 from .blocks import StepOptions
@@ -162,7 +163,7 @@ class FastDecoder:
                 self.meta.prepare()
                 self._graph_body()
         torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
+        graph = track(torch.cuda.CUDAGraph())
         with torch.cuda.graph(graph, capture_error_mode=self.capture_error_mode):
             self._graph_body()
         self.graph = graph

@@ -22,6 +22,8 @@ import torch
 
 from bubblescope.errors import ConfigError
 
+from ..live_graphs import track
+
 if TYPE_CHECKING:
     from .decoder import SpecDecoder, _Pending
 
@@ -80,11 +82,11 @@ class SpecGraphs:
     def _capture(self, decoder: SpecDecoder, key_len: int) -> None:
         probe = decoder.routing_probe
         recorded = len(probe.records) if probe is not None else 0
-        self.verify_graph = torch.cuda.CUDAGraph()
+        self.verify_graph = track(torch.cuda.CUDAGraph())
         with torch.cuda.graph(self.verify_graph):
             self._fill_positions(decoder)
             self.outputs = decoder.verify_body(self.positions, key_len)
-        self.draft_graph = torch.cuda.CUDAGraph()
+        self.draft_graph = track(torch.cuda.CUDAGraph())
         with torch.cuda.graph(self.draft_graph, pool=self.verify_graph.pool()):
             self.drafted = decoder.draft.propose(self.outputs[2])
             decoder._drafted.copy_(self.drafted)

@@ -17,6 +17,7 @@ from bubblescope.kernels.allreduce import apply_no_multicast_env
 
 from bubblescope.errors import ConfigError
 
+from ..live_graphs import release_all
 from .comm import TPComm
 
 # Long enough for a Flash shard build on a busy rank; short enough that a dead peer ends the run.
@@ -102,8 +103,15 @@ def init_tp_from_env(device_kind: str | None = None, timeout_s: int = INIT_TIMEO
 
 
 def shutdown() -> None:
-    """Leave the group cleanly (no-op when not initialised)."""
+    """Leave the group cleanly (no-op when not initialised).
+
+    Every CUDA graph the reference model captured is reset first: a live graph that captured a
+    collective makes `destroy_process_group()` wait forever (see `live_graphs`).
+    """
     if dist.is_initialized():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        release_all()
         dist.destroy_process_group()
 
 

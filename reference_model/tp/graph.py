@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ..cache import ModelCache
+from ..live_graphs import track
 from ..model import LingForCausalLM
 from .decode import tp_decode_step
 
@@ -65,7 +66,7 @@ def capture_decode_step(model: LingForCausalLM, cache: ModelCache, token_id: int
             tp_decode_step(model, token_ids, cache)
             cache.copy_(snapshot)
     torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
+    graph = track(torch.cuda.CUDAGraph())
     # thread_local: NCCL's watchdog thread may query events while this thread captures.
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         next_ids = tp_decode_step(model, token_ids, cache)
