@@ -135,7 +135,8 @@ def main() -> None:
         labels = args.only.split(",")
         unknown = [x for x in labels if x not in tried and not all(n in names for n in x.split("+"))]
         if unknown:
-            parser.error(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(tried)} or a+b of {names}")
+            known = f"{', '.join(tried)} or a+b of {names}"
+            parser.error(f"unknown setting(s) {', '.join(unknown)}; known: {known}")
         tried = {x: tried.get(x, x.split("+")) for x in labels}
     report: dict[str, Any] = {
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
