@@ -266,13 +266,18 @@ def run_real_and_overlap(args, report, model, device, out_dir: Path) -> None:
 
 def measure_verify_kernels(report: dict[str, Any], device: str) -> None:
     """One KDA layer's verify at Flash shapes (H=32, K=V=128, bf16 activations, fp32 state), CUDA
-    graph of 20 calls timed with events: fused vs unfused, all positions kept (staged) vs last only."""
+    graph of 20 calls timed with events: fused vs unfused, PDL on and off, and three output modes:
+    "staged" (every position kept, staged_kda on), "last" (last position only, to a fresh buffer)
+    and "in_place" (last position written over the persistent state, as staged_kda off runs it)."""
     if not device.startswith("cuda"):
         return
     from bubblescope.kernels.kda_verify import kda_verify
 
     heads, key_dim, width = 32, 128, 32 * 128
-    for seq_len, fused, keep_all in itertools.product((1, 5, 9, 10, 16), (True, False), (True, False)):
+    modes = ("staged", "last", "in_place")
+    for seq_len, fused, mode, pdl in itertools.product(
+        (1, 5, 9, 10, 16), (True, False), modes, (True, False)
+    ):
         inputs = (
             torch.randn(1, seq_len, 3, width, device=device, dtype=torch.bfloat16),
             torch.randn(1, seq_len, width, device=device, dtype=torch.bfloat16),
@@ -283,8 +288,11 @@ def measure_verify_kernels(report: dict[str, Any], device: str) -> None:
             torch.randn(1, heads, key_dim, key_dim, device=device) * 0.1,
             torch.randn(1, 3, width, 3, device=device, dtype=torch.bfloat16),
         )
-
-        call = functools.partial(kda_verify, *inputs, fused=fused, use_pdl=True, keep_all=keep_all)
+        outputs: dict[str, Any] = {"keep_all": mode == "staged"}
+        if mode == "in_place":
+            outputs["states_out"] = inputs[6].view(1, 1, heads, key_dim, key_dim)
+            outputs["windows_out"] = torch.empty_like(inputs[7]).unsqueeze(1)
+        call = functools.partial(kda_verify, *inputs, fused=fused, use_pdl=pdl, **outputs)
 
         call()
         torch.cuda.synchronize()
@@ -304,10 +312,12 @@ def measure_verify_kernels(report: dict[str, Any], device: str) -> None:
             {
                 "T": seq_len,
                 "fused": fused,
-                "keep_all": keep_all,
+                "mode": mode,
+                "pdl": pdl,
                 "us_per_layer": round(statistics.median(samples), 2),
             }
         )
+        del graph
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         "--budget-s", type=float, default=480.0, help="stop starting new configurations after this"
     )
     parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
+    parser.add_argument("--kernels-only", action="store_true", help="only the KDA verify kernel table")
     parser.add_argument(
         "--extremes-only",
         action="store_true",
@@ -358,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
             f"verify kernels: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         )
     save(args.out_dir, report)
+    if args.kernels_only:
+        print(render_markdown(report))
+        return 0
     try:
         if not args.skip_baseline:
             measure_baseline(args, report, device)
