@@ -47,6 +47,7 @@ class TPAblateRequest:
     spec: str | None = None
     block: int = 8
     accept_len: float | None = None
+    routing_overlap: float = 0.0
 
 
 def rank_folder(root: Path, rank: int) -> Path:
@@ -69,6 +70,7 @@ def check_ablate_request(request: TPAblateRequest) -> None:
             spec=request.spec,
             block=request.block,
             accept_len=request.accept_len,
+            routing_overlap=request.routing_overlap,
         )
     )
     if not request.all_on:

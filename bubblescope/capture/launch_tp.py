@@ -50,6 +50,7 @@ class TPRunRequest:
     spec: str | None = None
     block: int = 8
     accept_len: float | None = None
+    routing_overlap: float = 0.0
 
 
 def choose_tp_preset(world_size: int) -> str:
@@ -93,6 +94,11 @@ def check_request(request: TPRunRequest) -> None:
     on_cuda = torch.cuda.is_available()
     if request.path not in ("auto", "eager", "fast"):
         raise ConfigError(f"unknown path {request.path!r}; valid paths: auto, eager, fast")
+    overlap = getattr(request, "routing_overlap", 0.0)
+    if request.spec is None and overlap:
+        raise ConfigError("--routing-overlap needs --spec dspark|nextn")
+    if not 0.0 <= overlap <= 1.0:
+        raise ConfigError(f"--routing-overlap must be in [0, 1], got {overlap}")
     if request.spec is not None:
         if request.path == "fast":
             raise ConfigError("--spec at --tp runs the eager verify and draft; use --path auto or eager")
@@ -135,6 +141,7 @@ def make_rank_workload(comm: Any, request: Any, settings: RunSettings) -> Any:
             spec=request.spec,
             block=request.block,
             accept_len=request.accept_len,
+            routing_overlap=getattr(request, "routing_overlap", 0.0),
             seed=request.seed,
             max_steps=max(256, steps),
         )
@@ -443,6 +450,7 @@ def run_tp_from_cli(
     spec: str | None = None,
     block: int = 8,
     accept_len: float | None = None,
+    routing_overlap: float = 0.0,
     path: str = "auto",
 ) -> tuple[RunRecord, list[str], Path] | None:
     """`bubblescope run --tp N`: (merged record, notices, output folder), or None on a non-zero
@@ -474,6 +482,7 @@ def run_tp_from_cli(
         spec=spec,
         block=block,
         accept_len=accept_len,
+        routing_overlap=routing_overlap,
     )
     result = run_tensor_parallel(request)
     if result is None:

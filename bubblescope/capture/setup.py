@@ -62,20 +62,24 @@ class ReferenceOptions:
         block: drafted tokens per verify (speculative only).
         accept_len: oracle mean tokens emitted per verify; None = real (argmax-match) acceptance.
         path: "fast" (Triton + CUDA graph), "eager" (plain PyTorch, the stock-eager reference) or "auto".
+        routing_overlap: verify-routing correlation knob (speculative only; reference_model/spec/routing.py).
     """
 
     spec: str | None = None
     block: int = 8
     accept_len: float | None = None
     path: str = "auto"
+    routing_overlap: float = 0.0
 
     def check(self, user_workload: str | None) -> None:
         if self.spec is not None and self.spec not in SPEC_KINDS:
             raise ConfigError(f"unknown --spec {self.spec!r}; valid: {', '.join(SPEC_KINDS)}")
         if self.path not in PATHS:
             raise ConfigError(f"unknown --path {self.path!r}; valid: {', '.join(PATHS)}")
-        if self.spec is None and (self.accept_len is not None or self.block != 8):
-            raise ConfigError("--block and --accept-len need --spec dspark|nextn")
+        if self.spec is None and (self.accept_len is not None or self.block != 8 or self.routing_overlap):
+            raise ConfigError("--block, --accept-len and --routing-overlap need --spec dspark|nextn")
+        if not 0.0 <= self.routing_overlap <= 1.0:
+            raise ConfigError(f"--routing-overlap must be in [0, 1], got {self.routing_overlap}")
         if self.spec is not None and self.path == "eager":
             raise ConfigError("--spec runs on its own verify path; drop --path eager")
         customised = self.spec is not None or self.path != "auto"
@@ -85,7 +89,10 @@ class ReferenceOptions:
     def factory_and_options(self) -> tuple[str, dict[str, Any]]:
         if self.spec is None:
             return REFERENCE_FACTORY, ({"path": self.path} if self.path != "auto" else {})
-        return SPEC_FACTORY, {"spec": self.spec, "block": self.block, "accept_len": self.accept_len}
+        options = {"spec": self.spec, "block": self.block, "accept_len": self.accept_len}
+        if self.routing_overlap:
+            options["routing_overlap"] = self.routing_overlap
+        return SPEC_FACTORY, options
 
 
 def build_workload(

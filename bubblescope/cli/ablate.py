@@ -12,6 +12,7 @@ from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
     PathOption,
+    RoutingOverlapOption,
     SpecOption,
     reference_options,
 )
@@ -114,6 +115,7 @@ def register(app: typer.Typer) -> None:
         spec: SpecOption = None,
         block: BlockOption = 8,
         accept_len: AcceptLenOption = None,
+        routing_overlap: RoutingOverlapOption = 0.0,
         path: PathOption = "auto",
         tp: int = typer.Option(
             1,
@@ -153,7 +155,13 @@ def register(app: typer.Typer) -> None:
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
         study = {"toggles": toggles, "all_on": all_on, "order": order}
         shapley = {"max_exact": max_exact, "permutations": permutations}
-        reference = {"spec": spec, "block": block, "accept_len": accept_len, "path": path}
+        reference = {
+            "spec": spec,
+            "block": block,
+            "accept_len": accept_len,
+            "path": path,
+            "routing_overlap": routing_overlap,
+        }
         if tp != 1:
             if workload is not None:
                 raise ConfigError(

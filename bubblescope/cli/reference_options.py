@@ -22,6 +22,15 @@ AcceptLenOption = Annotated[
         "accept almost nothing). Default: real argmax-match acceptance.",
     ),
 ]
+RoutingOverlapOption = Annotated[
+    float,
+    typer.Option(
+        "--routing-overlap",
+        help="With --spec: probability (0..1) that a verify token reuses the previous token's expert in "
+        "each routing slot, so the verify's expert union looks like trained routing (random routing is "
+        "the upper bound). The realised overlap and distinct experts per layer go into the record.",
+    ),
+]
 PathOption = Annotated[
     str,
     typer.Option(
@@ -32,8 +41,12 @@ PathOption = Annotated[
 ]
 
 
-def reference_options(spec: str | None, block: int, accept_len: float | None, path: str):
+def reference_options(
+    spec: str | None, block: int, accept_len: float | None, path: str, routing_overlap: float = 0.0
+):
     """The capture layer's ReferenceOptions from the parsed CLI values."""
     from bubblescope.capture.setup import ReferenceOptions
 
-    return ReferenceOptions(spec=spec, block=block, accept_len=accept_len, path=path)
+    return ReferenceOptions(
+        spec=spec, block=block, accept_len=accept_len, path=path, routing_overlap=routing_overlap
+    )

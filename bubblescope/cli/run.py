@@ -13,6 +13,7 @@ from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
     PathOption,
+    RoutingOverlapOption,
     SpecOption,
     reference_options,
 )
@@ -92,6 +93,7 @@ def register(app: typer.Typer) -> None:
         spec: SpecOption = None,
         block: BlockOption = 8,
         accept_len: AcceptLenOption = None,
+        routing_overlap: RoutingOverlapOption = 0.0,
         path: PathOption = "auto",
     ) -> None:
         """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
@@ -123,6 +125,7 @@ def register(app: typer.Typer) -> None:
                 "spec": spec,
                 "block": block,
                 "accept_len": accept_len,
+                "routing_overlap": routing_overlap,
                 "path": path,
             }
             result = run_tp_from_cli(tp, **options, settings=settings, seed=seed, out=out)
@@ -141,7 +144,7 @@ def register(app: typer.Typer) -> None:
             preset,
             seed=seed,
             max_steps=warmup + steps,
-            reference=reference_options(spec, block, accept_len, path),
+            reference=reference_options(spec, block, accept_len, path, routing_overlap),
         )
         enabled, notices = resolve_toggles(toggle, all_on, built.workload)
         if built.notice:

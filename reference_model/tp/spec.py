@@ -74,6 +74,7 @@ def make_tp_spec_workload(
     seed: int = 0,
     prompt_len: int = 16,
     max_steps: int = 256,
+    routing_overlap: float = 0.0,
     model: LingForCausalLM | None = None,
 ) -> TPSpecWorkload:
     """This rank's speculative-decoding workload at TP = comm.world_size (eager verify and draft).
@@ -92,6 +93,7 @@ def make_tp_spec_workload(
         seed=seed,
         prompt_len=prompt_len,
         max_steps=max_steps,
+        routing_overlap=routing_overlap,
         model=model,
         kernel_moe=False,
         graphs=False,
