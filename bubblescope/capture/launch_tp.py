@@ -101,7 +101,7 @@ def check_request(request: TPRunRequest) -> None:
         raise ConfigError(f"--routing-overlap must be in [0, 1], got {overlap}")
     if request.spec is not None:
         if request.path == "fast":
-            raise ConfigError("--spec at --tp runs the eager verify and draft; use --path auto or eager")
+            raise ConfigError("--spec runs on its own verify path at --tp too; drop --path fast")
         # the spec workload's own switches are checked inside the ranks (one-line error as well)
         return
     infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
@@ -124,7 +124,7 @@ def _resolve_enabled(request: TPRunRequest, workload: Any) -> tuple[frozenset[st
 
 
 def make_rank_workload(comm: Any, request: Any, settings: RunSettings) -> Any:
-    """The reference workload of this rank: greedy (eager or fast path) or speculative (eager).
+    """The reference workload of this rank: greedy (eager or fast path) or speculative.
 
     Args:
         request: a TPRunRequest or anything with its preset / seed / path / spec / block / accept_len.

@@ -61,6 +61,8 @@ class SpecDecoder:
         moe_runner: runs the verify's MoE blocks (KernelMoE on the GPU); None: the eager modules.
         use_graphs: capture verify+commit and the draft as two CUDA graphs (graphs.py); needs CUDA
             and a moe_runner (the eager MoE reads the host).
+        capture_error_mode: torch.cuda.graph's mode; "thread_local" at TP, so NCCL's watchdog thread
+            may keep polling while this thread captures the collectives.
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class SpecDecoder:
         routing_probe: RoutingProbe | None = None,
         moe_runner: MoERunner | None = None,
         use_graphs: bool = False,
+        capture_error_mode: str = "global",
     ) -> None:
         self.model, self.cache, self.draft, self.options = model, cache, draft, options
+        self.capture_error_mode = capture_error_mode
         self.oracle = oracle
         self.routing_probe = routing_probe
         self.moe_runner = moe_runner

@@ -83,11 +83,13 @@ class SpecGraphs:
         probe = decoder.routing_probe
         recorded = len(probe.records) if probe is not None else 0
         self.verify_graph = track(torch.cuda.CUDAGraph())
-        with torch.cuda.graph(self.verify_graph):
+        with torch.cuda.graph(self.verify_graph, capture_error_mode=decoder.capture_error_mode):
             self._fill_positions(decoder)
             self.outputs = decoder.verify_body(self.positions, key_len)
         self.draft_graph = track(torch.cuda.CUDAGraph())
-        with torch.cuda.graph(self.draft_graph, pool=self.verify_graph.pool()):
+        with torch.cuda.graph(
+            self.draft_graph, pool=self.verify_graph.pool(), capture_error_mode=decoder.capture_error_mode
+        ):
             self.drafted = decoder.draft.propose(self.outputs[2])
             decoder._drafted.copy_(self.drafted)
         # The routing ids recorded while capturing live in a static graph tensor that every replay

@@ -53,6 +53,9 @@ class SpecWorkload:
             on CUDA.
     """
 
+    # torch.cuda.graph's capture mode for the step graphs (TP: thread_local, see SpecDecoder).
+    capture_error_mode = "global"
+
     def __init__(
         self,
         config: LingConfig,
@@ -93,7 +96,7 @@ class SpecWorkload:
         self.probe = RoutingProbe(self.model, routing_overlap)
         if kernel_moe is None:
             kernel_moe = str(device).startswith("cuda")
-        self.moe_runner = KernelMoE(self.model, probe=self.probe) if kernel_moe else None
+        self.moe_runner = self._make_moe_runner() if kernel_moe else None
         if self.moe_runner is not None:
             self.moe_runner.pack_all(self.model)
         # fp32 masters: bf16_gate / bf16_lm_head swap in bf16 copies; off restores the exact baseline.
@@ -119,6 +122,10 @@ class SpecWorkload:
         if draft_weights is not None:
             load_dspark_weights(draft, draft_weights)
         return draft
+
+    def _make_moe_runner(self) -> KernelMoE:
+        """The verify/draft MoE on kernels (TP adds the all-reduce the module's hook would do)."""
+        return KernelMoE(self.model, probe=self.probe)
 
     def switches(self) -> list[SwitchInfo]:
         return [info for info in SWITCH_INFO if info.name in SPEC_SWITCHES]
@@ -156,6 +163,7 @@ class SpecWorkload:
             routing_probe=self.probe,
             moe_runner=self.moe_runner,
             use_graphs=self.use_graphs,
+            capture_error_mode=self.capture_error_mode,
         )
         self.enabled = switches.enabled()
         self.decoder.reset(self.prompt_ids)

@@ -1,13 +1,16 @@
-"""Speculative decoding at TP = N: the eager spec workload over a sharded target, from outside.
+"""Speculative decoding at TP = N: the spec workload over a sharded target, from outside.
 
 Everything the verify and draft paths call on the target is TP-aware already: attention output
 projections (`o_proj`, `dense`) and `mlp` modules all-reduce through their hooks, and
 `compute_logits` returns the gathered full row, so verify's argmax and the drafts' logits see the
-whole vocabulary. Two things differ from one GPU: the draft model is replicated on every rank at the
-full target shape (so it is built from `full_config`, not the rank's local config), and the MoE
-kernel runner and the spec CUDA graphs stay off (the MoE kernels bypass the `mlp` hook; wiring an
-all-reduce into them belongs to the fast path). Every rank runs the same loop with the same seeds,
-so drafts, oracle draws and accepted counts agree without communication.
+whole vocabulary. Three things differ from one GPU:
+- the draft model is replicated on every rank at the full target shape (built from `full_config`,
+  not the rank's local config);
+- the MoE kernels (`KernelMoE`, on CUDA by default as on one GPU) call the expert shard directly and
+  so bypass the `mlp` hook: `TPKernelMoE` all-reduces their partial output itself;
+- the step's CUDA graphs capture in thread-local mode, so NCCL's watchdog thread may keep polling.
+Every rank runs the same loop with the same seeds, so drafts, oracle draws and accepted counts agree
+without communication.
 """
 
 from __future__ import annotations
@@ -18,10 +21,26 @@ from bubblescope.workload import SwitchInfo
 
 from ..config import get_preset
 from ..model import LingForCausalLM
+from ..spec.verify_moe import KernelMoE
 from ..spec.workload import SpecWorkload
 from .build import build_tp_model
 from .comm import TPComm
 from .workload import FAST_ALLREDUCE
+
+
+class TPKernelMoE(KernelMoE):
+    """KernelMoE on this rank's expert shard (I / TP rows), then the all-reduce of the partial sum.
+
+    Args: as KernelMoE, plus `comm`.
+    """
+
+    def __init__(self, model: LingForCausalLM, comm: TPComm, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.comm = comm
+
+    def __call__(self, moe: Any, normed: Any) -> Any:
+        # Reduced in the activation dtype, as the eager module's hook does.
+        return self.comm.all_reduce(super().__call__(moe, normed))
 
 
 class TPSpecWorkload(SpecWorkload):
@@ -33,10 +52,15 @@ class TPSpecWorkload(SpecWorkload):
     Args: as SpecWorkload, plus `comm` (this rank's communicator).
     """
 
+    capture_error_mode = "thread_local"
+
     def __init__(self, *args: Any, comm: TPComm, **kwargs: Any) -> None:
         # Set before SpecWorkload.__init__, whose first prepare() selects the all-reduce.
         self.comm = comm
         super().__init__(*args, **kwargs)
+
+    def _make_moe_runner(self) -> KernelMoE:
+        return TPKernelMoE(self.model, self.comm, probe=self.probe)
 
     def switches(self) -> list[SwitchInfo]:
         return [*super().switches(), FAST_ALLREDUCE]
@@ -76,11 +100,14 @@ def make_tp_spec_workload(
     max_steps: int = 256,
     routing_overlap: float = 0.0,
     model: LingForCausalLM | None = None,
+    kernel_moe: bool | None = None,
+    graphs: bool | None = None,
 ) -> TPSpecWorkload:
-    """This rank's speculative-decoding workload at TP = comm.world_size (eager verify and draft).
+    """This rank's speculative-decoding workload at TP = comm.world_size.
 
     Args: as `spec.workload.make_spec_workload`; the target is `build_tp_model(preset, comm, seed)`,
         or `model` when given (a TP model of that preset, e.g. shared with a greedy workload).
+        kernel_moe, graphs: as SpecWorkload (None: MoE kernels and CUDA graphs on CUDA, eager on CPU).
     """
     config = get_preset(preset)
     model = model if model is not None else build_tp_model(config, comm, seed=seed)
@@ -95,7 +122,7 @@ def make_tp_spec_workload(
         max_steps=max_steps,
         routing_overlap=routing_overlap,
         model=model,
-        kernel_moe=False,
-        graphs=False,
+        kernel_moe=kernel_moe,
+        graphs=graphs,
         comm=comm,
     )

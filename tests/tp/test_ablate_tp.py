@@ -146,7 +146,7 @@ def test_rank0_refusing_its_store_ends_every_rank_with_one_line(tmp_path: Path) 
         (["--tp", "2", "--toggles", "fast_allreduce"], "needs a CUDA device"),
         (["--tp", "2", *TWO, "--order", "bf16_gate"], "--order must list exactly"),
         (["--tp", "2", "--toggles", "bf16_gate,bf16_gate"], "lists a switch twice"),
-        (["--tp", "2", *TWO, "--spec", "dspark", "--path", "fast"], "--spec at --tp runs the eager"),
+        (["--tp", "2", *TWO, "--spec", "dspark", "--path", "fast"], "own verify path at --tp"),
         (["--tp", "2", "--reanalyze"], "leave out --tp"),
     ],
 )

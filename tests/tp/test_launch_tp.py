@@ -48,7 +48,7 @@ def test_tp2_run_writes_one_trace_per_rank_and_a_merged_record(tmp_path):
         (["--tp", "2", "--toggle", "warp_drive"], "unknown switch warp_drive"),
         (["--tp", "0"], "--tp must be >= 1"),
         (["--tp", "2", "--toggle", "fast_allreduce"], "needs a CUDA device"),
-        (["--tp", "2", "--spec", "dspark", "--path", "fast"], "--spec at --tp runs the eager"),
+        (["--tp", "2", "--spec", "dspark", "--path", "fast"], "own verify path at --tp"),
     ],
 )
 def test_bad_tp_options_are_one_line_errors(args, message, tmp_path):

@@ -17,7 +17,15 @@ from bubblescope.reference_model.tp.distributed import free_port
 from bubblescope.reference_model.tp.plan import ShardingError, check_divisible, sharding_plan
 from bubblescope.reference_model.workload import make_workload
 
-from tests.tp.workers import FAST_STEPS, PROMPT, SPEC_CASES, SPEC_STEPS, spec_worker, tokens_worker
+from tests.tp.workers import (
+    FAST_STEPS,
+    KERNEL_MOE_CASES,
+    PROMPT,
+    SPEC_CASES,
+    SPEC_STEPS,
+    spec_worker,
+    tokens_worker,
+)
 
 STEPS = 16
 
@@ -72,15 +80,22 @@ def test_tp_greedy_tokens_equal_tp1(world_size, reference, tmp_path):
         assert torch.equal(torch.tensor(result["full_logits"]), got_logits), f"rank {result['rank']} full row"
 
 
-def test_speculative_decoding_at_tp2_equals_tp1(tmp_path):
+@pytest.mark.parametrize("kernel_moe", [False, True], ids=["eager_moe", "kernel_moe"])
+def test_speculative_decoding_at_tp2_equals_tp1(kernel_moe, tmp_path):
+    """Eager MoE (the hook all-reduces) and MoE kernels (TPKernelMoE all-reduces) both equal TP=1."""
     mp.start_processes(
-        spec_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, start_method="spawn", join=True
+        spec_worker,
+        args=(2, free_port(), str(tmp_path), kernel_moe),
+        nprocs=2,
+        start_method="spawn",
+        join=True,
     )
+    cases = KERNEL_MOE_CASES if kernel_moe else SPEC_CASES
     want = json.loads((tmp_path / "rank0.json").read_text())["tp1_spec_tokens"]
-    assert len(want) == len(SPEC_CASES) and all(len(tokens) > SPEC_STEPS for tokens in want)
+    assert len(want) == len(cases) and all(len(tokens) > SPEC_STEPS for tokens in want)
     for rank in (0, 1):
         got = json.loads((tmp_path / f"rank{rank}.json").read_text())["spec_tokens"]
-        for case, got_tokens, want_tokens in zip(SPEC_CASES, got, want, strict=True):
+        for case, got_tokens, want_tokens in zip(cases, got, want, strict=True):
             assert got_tokens == want_tokens, f"rank {rank}: speculative decoding {case} differs from TP=1"
 
 

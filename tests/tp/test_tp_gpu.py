@@ -65,3 +65,43 @@ def test_tp2_on_gpus_matches_tp1_and_graphs_capture_the_collectives(tmp_path):
             assert tokens == want_workload[label], (
                 f"fast path at TP=2 ({label}) differs from the TP=1 workload"
             )
+
+
+@pytest.mark.gpu
+def test_spec_at_tp2_on_kernels_and_graphs_matches_tp1(tmp_path):
+    """Spec at TP=2 with the MoE kernels (TPKernelMoE) and the step captured in CUDA graphs: every
+    setting emits TP=1's tokens (debug preset, fp32), and the ranks leave their group."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    from bubblescope.reference_model.spec.workload import SpecWorkload
+
+    from tests.tp.workers import GPU_SPEC_SETTINGS, KERNEL_MOE_CASES, SPEC_STEPS, gpu_spec_worker
+
+    want = {}
+    for spec, accept_len in KERNEL_MOE_CASES:
+        workload = SpecWorkload(
+            get_preset("debug"), "cuda:0", spec=spec, block=4, accept_len=accept_len, max_steps=8
+        )
+        for _ in range(SPEC_STEPS):
+            workload.step()
+        want[spec] = workload.tokens()
+        del workload
+    apply_no_multicast_env()
+    context = mp.start_processes(
+        gpu_spec_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, start_method="spawn", join=False
+    )
+    try:
+        if not join_within(context, RANKS_DEADLINE_S):
+            pytest.fail(
+                f"TP spec ranks still running after {RANKS_DEADLINE_S} s (see their phases on stderr)"
+            )
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+        errors = [p.read_text() for p in sorted(tmp_path.glob("rank*.error.txt"))]
+        pytest.fail(f"a TP rank failed: {exc}\n" + "\n".join(errors))
+    for rank in (0, 1):
+        tokens = json.loads((tmp_path / f"rank{rank}.json").read_text())["tokens"]
+        for label, _enabled, _graphs in GPU_SPEC_SETTINGS:
+            for spec, _accept in KERNEL_MOE_CASES:
+                assert tokens[f"{label}/{spec}"] == want[spec], (
+                    f"rank {rank} {label} {spec}: not TP=1's tokens"
+                )

@@ -31,6 +31,9 @@ def exit_without_teardown() -> None:
 # (spec kind, oracle accept length or None = the draft's own acceptance), block 4, SPEC_STEPS steps
 SPEC_CASES = (("dspark", 4.0), ("dspark", None), ("nextn", None))
 SPEC_STEPS = 4
+# On the MoE kernels (interpreted on the CPU, ~10x slower): the oracle case and NEXTN, whose draft
+# runs the MTP layer's MoE through the runner too.
+KERNEL_MOE_CASES = (("dspark", 4.0), ("nextn", None))
 
 
 def spec_tokens(make: object, case: tuple[str, float | None]) -> list[int]:
@@ -166,10 +169,11 @@ def gpu_worker(rank: int, world_size: int, port: int, out_dir: str, steps: int) 
     exit_without_teardown()
 
 
-def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
-    """Speculative decoding (eager verify/draft) at TP: tokens of every SPEC_CASES entry."""
+def spec_worker(rank: int, world_size: int, port: int, out_dir: str, kernel_moe: bool = False) -> None:
+    """Speculative decoding at TP: tokens of every SPEC_CASES entry (eager MoE), or with `kernel_moe`
+    of KERNEL_MOE_CASES on the MoE kernels (Triton interpreter), where TPKernelMoE all-reduces."""
     # the eager spec path picks its PyTorch backends without the interpreter (much faster on the CPU)
-    os.environ["TRITON_INTERPRET"] = "0"
+    os.environ["TRITON_INTERPRET"] = "1" if kernel_moe else "0"
     import torch
 
     torch.set_num_threads(1)
@@ -178,18 +182,20 @@ def spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     )
     from functools import partial
 
-    from bubblescope.reference_model.spec.workload import make_spec_workload
+    from bubblescope.reference_model.config import get_preset
+    from bubblescope.reference_model.spec.workload import SpecWorkload
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
     from bubblescope.reference_model.tp.spec import make_tp_spec_workload
 
     comm = init_tp_from_env("cpu")
+    cases = KERNEL_MOE_CASES if kernel_moe else SPEC_CASES
     try:
-        make_spec = partial(make_tp_spec_workload, comm, "debug")
-        result: dict = {"rank": rank, "spec_tokens": [spec_tokens(make_spec, case) for case in SPEC_CASES]}
+        make_spec = partial(make_tp_spec_workload, comm, "debug", kernel_moe=kernel_moe)
+        result: dict = {"rank": rank, "spec_tokens": [spec_tokens(make_spec, case) for case in cases]}
         if rank == 0:
             # TP=1: the plain one-GPU spec workload, here too (pytest's process runs Triton interpreted)
-            make_plain = partial(make_spec_workload, "debug", "cpu")
-            result["tp1_spec_tokens"] = [spec_tokens(make_plain, case) for case in SPEC_CASES]
+            make_plain = partial(SpecWorkload, get_preset("debug"), "cpu", kernel_moe=kernel_moe)
+            result["tp1_spec_tokens"] = [spec_tokens(make_plain, case) for case in cases]
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
@@ -201,3 +207,50 @@ def sleep_worker(rank: int, seconds: float) -> None:
     import time
 
     time.sleep(seconds)
+
+
+# Spec at TP on GPUs: (label, switches, CUDA graphs) per case of KERNEL_MOE_CASES.
+GPU_SPEC_SETTINGS = (
+    ("off_eager", frozenset(), False),
+    ("off_graphs", frozenset(), True),
+    (
+        "all_on_graphs",
+        frozenset({"staged_kda", "fused_kda_verify", "no_readback", "pdl", "fast_allreduce"}),
+        True,
+    ),
+)
+
+
+def gpu_spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
+    """Speculative decoding at TP on cuda:<rank>: MoE kernels + TPKernelMoE, with and without the
+    step's CUDA graphs (thread-local capture of NCCL or one-shot all-reduces), tokens per setting."""
+    from functools import partial
+
+    from bubblescope.reference_model.tp.distributed import init_tp_from_env, set_local_rank_env, shutdown
+    from bubblescope.reference_model.tp.spec import make_tp_spec_workload
+
+    set_local_rank_env(rank, world_size, port)
+    comm = init_tp_from_env("cuda", timeout_s=90)
+    result: dict = {"rank": rank, "tokens": {}}
+    try:
+        for label, enabled, graphs in GPU_SPEC_SETTINGS:
+            _phase(rank, f"spec {label}")
+            make = partial(make_tp_spec_workload, comm, "debug", kernel_moe=True, graphs=graphs)
+            for case in KERNEL_MOE_CASES:
+                spec, accept_len = case
+                workload = make(spec=spec, block=4, accept_len=accept_len, max_steps=8)
+                workload.prepare(enabled)
+                for _ in range(SPEC_STEPS):
+                    workload.step()
+                result["tokens"][f"{label}/{spec}"] = workload.tokens()
+                del workload
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
+    except Exception:
+        import traceback
+
+        Path(out_dir, f"rank{rank}.error.txt").write_text(traceback.format_exc())
+        sys.stderr.flush()
+        os._exit(1)
+    finally:
+        shutdown()
+    exit_without_teardown()
