@@ -55,7 +55,7 @@ for stage in "$@"; do
         --preset ling3-tiny --pairs 20 --steps 32 --repeats 3 --budget-s 150 --out "$out/gate_tiny.json" \
         2>&1 | grep -v USDT | tail -14 ;;
     tp-tests)
-      timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/tp 2>&1 | tail -15 | tee "$out/tp_tests.log" ;;
+      timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/tp 2>&1 | tail -15 | tee "$out/tp_tests.log" ;;
     tp-tiny)
       timeout 260 python3 benchmarks/bench_tp.py --world-size 2 --parts tokens,tpot_tiny --out "$out/tp" 2>&1 | tail -8
       tar -czf "$out/tp_tiny.tar.gz" -C "$out" tp && rm -rf "$out/tp" ;;
@@ -71,18 +71,22 @@ for stage in "$@"; do
         --shapley-permutations 1 --steps 32 --repeats 3 --out "/tmp/abl-tp$tp" --format table 2>&1 | tail -30
       tar -czf "$out/ablate_tp$tp.tar.gz" -C /tmp "abl-tp$tp" ;;
     tp-spec)
-      # issue 8: NEXTN and DSpark at oracle accept lengths 4 and 9.95, NCCL vs fast_allreduce (eager verify).
+      # issues 7 / 8: DSpark and NEXTN at oracle accept lengths 4 and 9.95 at TP=$TP (MoE kernels, step in
+      # CUDA graphs): every switch on, and every switch on but fast_allreduce (NCCL), one RunRecord each.
       tp=${TP:-2}
+      but_fast=staged_kda,fused_kda_verify,no_readback,pdl,bf16_gate,bf16_lm_head
       for draft in dspark nextn; do
-        for accept in 4 9.95; do
+        for accept in 9.95 4; do
           block=8; [ "$accept" = 9.95 ] && block=9
-          timeout 240 bubblescope ablate --tp "$tp" --preset ling3-flash --spec "$draft" --block "$block" \
-            --accept-len "$accept" --toggles fast_allreduce,bf16_gate,bf16_lm_head --max-exact-shapley 0 \
-            --shapley-permutations 1 --steps 8 --warmup 2 --repeats 2 --out "/tmp/spec-tp$tp-$draft-$accept" \
-            --format table 2>&1 | tail -12
+          for setting in all nccl; do
+            switches="--all"; [ "$setting" = nccl ] && switches="--toggle $but_fast"
+            timeout ${SPEC_RUN_S:-200} bubblescope run --tp "$tp" --preset ling3-flash --spec "$draft" \
+              --block "$block" --accept-len "$accept" $switches --steps 12 --warmup 3 --repeats 2 \
+              --out "/tmp/spec-tp$tp/$draft-$accept-$setting" --format table 2>&1 | tail -6
+          done
         done
       done
-      tar -czf "$out/spec_tp$tp.tar.gz" -C /tmp $(cd /tmp && ls -d spec-tp"$tp"-*) ;;
+      tar -czf "$out/spec_tp$tp.tar.gz" -C /tmp "spec-tp$tp" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
