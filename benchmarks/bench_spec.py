@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     save(args.out_dir, report)
     if args.kernels_only:
         print(render_markdown(report))
-        return 0
+        return 1 if report["errors"] else 0
     try:
         if not args.skip_baseline:
             measure_baseline(args, report, device)

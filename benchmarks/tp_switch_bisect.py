@@ -160,6 +160,13 @@ def main() -> None:
             + (f"  {row['errors'][0]}" if row["errors"] else ""),
             flush=True,
         )
+    # Settings that ran before "off" (--only order) are compared once its tokens exist.
+    if reference is not None:
+        for row in report["settings"]:
+            row["tokens_match_off"] = None if row["tokens"] is None else row["tokens"] == reference
+        write_json_atomic(Path(args.out) / "bisect.json", report)
+        differ = [row["label"] for row in report["settings"] if row["tokens_match_off"] is False]
+        print(f"tokens differ from off: {', '.join(differ) or 'none'}", flush=True)
 
 
 if __name__ == "__main__":

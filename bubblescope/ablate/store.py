@@ -1,7 +1,8 @@
 """An ablation on disk: `<dir>/runs/<key>.json` RunRecords and `<dir>/ablation.json`.
 
 Resuming trusts only what validates: a record that is missing, truncated, of another schema or of
-another configuration is measured again. Records measured with another workload, preset or step
+another configuration is measured again. Records measured with another workload, preset, workload
+options (seed; spec, block, accept length, routing overlap, path of the reference workload) or step
 settings are never mixed into one ablation: the directory is refused with a one-line error.
 """
 
@@ -38,13 +39,16 @@ class AblationStore:
             return False
         settings = record.get("settings", {})
         same_settings = all(settings.get(k) == identity["settings"].get(k) for k in _IDENTITY_SETTINGS)
+        workload = record.get("workload", {})
         same_workload = (
-            record.get("workload", {}).get("factory") == identity["workload"].get("factory")
+            workload.get("factory") == identity["workload"].get("factory")
             and record.get("preset") == identity["preset"]
+            and workload.get("options") == identity["workload"].get("options")
         )
         if not (same_settings and same_workload):
             raise RecordError(
-                f"{self.root} holds runs of another workload, preset or step settings "
+                f"{self.root} holds runs of another workload, preset, workload options (seed, --spec, "
+                f"--block, --accept-len, --routing-overlap, --path) or step settings "
                 f"({self.record_path(config_key(enabled)).name}); use a new --out folder"
             )
         return True

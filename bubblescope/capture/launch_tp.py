@@ -95,13 +95,13 @@ def check_request(request: TPRunRequest) -> None:
     if request.path not in ("auto", "eager", "fast"):
         raise ConfigError(f"unknown path {request.path!r}; valid paths: auto, eager, fast")
     overlap = getattr(request, "routing_overlap", 0.0)
-    if request.spec is None and overlap:
-        raise ConfigError("--routing-overlap needs --spec dspark|nextn")
+    if request.spec is None and (request.accept_len is not None or request.block != 8 or overlap):
+        raise ConfigError("--block, --accept-len and --routing-overlap need --spec dspark|nextn")
     if not 0.0 <= overlap <= 1.0:
         raise ConfigError(f"--routing-overlap must be in [0, 1], got {overlap}")
     if request.spec is not None:
-        if request.path == "fast":
-            raise ConfigError("--spec runs on its own verify path at --tp too; drop --path fast")
+        if request.path != "auto":
+            raise ConfigError(f"--spec runs on its own verify path at --tp too; drop --path {request.path}")
         # the spec workload's own switches are checked inside the ranks (one-line error as well)
         return
     infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
@@ -166,12 +166,14 @@ def run_in_rank(out_dir: Path, body: Callable[[Any], list[str]]) -> None:
     rank = int(os.environ["RANK"])
     with contextlib.suppress(FileNotFoundError):
         (out_dir / STATUS_NAME.format(rank=rank)).unlink()  # an earlier launch's outcome
+    finished = False
     try:
         comm = init_tp_from_env()
         notices = body(comm)
         _write_status(out_dir, rank, {"ok": True, "notices": notices})
         # Nobody leaves before every rank's files are on disk: rank 0 merges them next.
         comm.barrier()
+        finished = True
     except BubblescopeError as exc:
         _write_status(out_dir, rank, {"ok": False, "error": str(exc)})
         raise SystemExit(2) from None
@@ -179,7 +181,7 @@ def run_in_rank(out_dir: Path, body: Callable[[Any], list[str]]) -> None:
         _write_status(out_dir, rank, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
         raise
     finally:
-        shutdown()
+        shutdown(clean=finished)
 
 
 def run_rank(request: TPRunRequest) -> None:
@@ -209,12 +211,21 @@ def run_rank(request: TPRunRequest) -> None:
 
 
 def rank_workload_info(workload: Any, request: Any) -> dict[str, Any]:
-    """The `workload` block every rank's records carry (same on every rank: name, factory, preset)."""
+    """The `workload` block every rank's records carry (same on every rank: name, factory, preset, and
+    the options an ablation resume must match)."""
     return {
         "name": workload.name,
         "factory": "bubblescope.reference_model.tp."
         + ("spec:make_tp_spec_workload" if request.spec else "workload:make_tp_workload"),
         "preset": request.preset,
+        "options": {
+            "seed": request.seed,
+            "spec": request.spec,
+            "block": request.block,
+            "accept_len": request.accept_len,
+            "path": request.path,
+            "routing_overlap": getattr(request, "routing_overlap", 0.0),
+        },
     }
 
 

@@ -227,6 +227,9 @@ def _ablate_one_process(
         "name": getattr(built.workload, "name", "workload"),
         "factory": built.factory,
         "preset": built.preset,
+        # Resuming compares these too: records of another draft, block, accept length, overlap, path
+        # or weight seed are never mixed into this ablation.
+        "options": {"seed": seed, **reference},
     }
     attribution, run_notices = _measure_with_progress(
         built.workload, plan, out_dir, settings=settings, workload_info=workload_info

@@ -146,6 +146,11 @@ class SpecWorkload:
             # Seeded and restarted at every reset: each switch setting sees the same accepted lengths.
             oracle = OracleAcceptance(self.accept_len_target, self.block, self.device, seed=self.seed)
         self.probe.records.clear()
+        if self.probe.overlap > 0.0:
+            # The overlap draws use the default generator (graph-capturable without registration):
+            # seeding it here gives every switch setting, and every TP rank, the same draws, so ranks
+            # route the same experts and reduce matching partials.
+            torch.manual_seed(self.seed)
         apply_weight_dtypes(
             switches, self._routers, self._router_masters, self.model.lm_head, self._lm_head_master
         )

@@ -102,12 +102,18 @@ def init_tp_from_env(device_kind: str | None = None, timeout_s: int = INIT_TIMEO
     return TPComm(rank=rank, world_size=world_size, device=device, group=group)
 
 
-def shutdown() -> None:
-    """Leave the group cleanly (no-op when not initialised).
+def shutdown(clean: bool = True) -> None:
+    """Leave the group (no-op when not initialised).
 
     Every CUDA graph the reference model captured is reset first: a live graph that captured a
     collective makes `destroy_process_group()` wait forever (see `live_graphs`).
+
+    Args:
+        clean: False when leaving on an error: then nothing waits on the device or the peers (a
+            collective the failed peer never joins would never finish); the process exit frees all.
     """
+    if not clean:
+        return
     if dist.is_initialized():
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()

@@ -85,5 +85,20 @@ def test_records_of_other_settings_are_not_mixed_in(tmp_path: Path) -> None:
     toy, _ = _counting_workload(None)
     run_ablation(toy, plan, store, settings=SETTINGS, workload_info=INFO, bandwidth=None)
     other = RunSettings(steps=7, warmup=1, repeats=2, profile_steps=1)
-    with pytest.raises(RecordError, match="another workload, preset or step settings"):
+    with pytest.raises(RecordError, match="another workload, preset, workload options"):
         run_ablation(toy, plan, store, settings=other, workload_info=INFO, bandwidth=None)
+
+
+def test_records_of_other_workload_options_are_not_mixed_in(tmp_path: Path) -> None:
+    """Another --accept-len (or draft, block, overlap, seed) on the same factory and preset is refused."""
+    plan = plan_ablation(["no_readback"])
+    store = AblationStore(tmp_path / "abl")
+    toy, _ = _counting_workload(None)
+    first = {**INFO, "options": {"seed": 0, "spec": "dspark", "accept_len": 4.0}}
+    run_ablation(toy, plan, store, settings=SETTINGS, workload_info=first, bandwidth=None)
+    toy, prepared = _counting_workload(None)
+    run_ablation(toy, plan, store, settings=SETTINGS, workload_info=dict(first), bandwidth=None)
+    assert prepared == [], "same options: everything resumes, nothing is measured again"
+    other = {**INFO, "options": {"seed": 0, "spec": "dspark", "accept_len": 9.95}}
+    with pytest.raises(RecordError, match="another workload, preset, workload options"):
+        run_ablation(toy, plan, store, settings=SETTINGS, workload_info=other, bandwidth=None)

@@ -49,6 +49,9 @@ def test_tp2_run_writes_one_trace_per_rank_and_a_merged_record(tmp_path):
         (["--tp", "0"], "--tp must be >= 1"),
         (["--tp", "2", "--toggle", "fast_allreduce"], "needs a CUDA device"),
         (["--tp", "2", "--spec", "dspark", "--path", "fast"], "own verify path at --tp"),
+        (["--tp", "2", "--spec", "nextn", "--path", "eager"], "drop --path eager"),
+        (["--tp", "2", "--accept-len", "4"], "need --spec"),
+        (["--tp", "2", "--spec", "dspark", "--routing-overlap", "2"], "must be in [0, 1]"),
     ],
 )
 def test_bad_tp_options_are_one_line_errors(args, message, tmp_path):

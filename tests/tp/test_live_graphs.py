@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 from bubblescope.reference_model import live_graphs
@@ -18,6 +19,12 @@ class FakeGraph:
 
     def reset(self) -> None:
         self.events.append(f"reset {self.name}")
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry of this test's fakes only (a GPU run may hold real graphs from earlier tests)."""
+    monkeypatch.setattr(live_graphs, "_live", weakref.WeakSet())
 
 
 def test_release_all_resets_live_graphs_once_and_forgets_dropped_ones() -> None:
@@ -39,4 +46,15 @@ def test_shutdown_resets_graphs_before_destroying_the_group(monkeypatch: pytest.
     monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: events.append("destroy"))
     distributed.shutdown()
     assert events == ["reset decode step", "destroy"]
+    assert graph.name == "decode step"
+
+
+def test_shutdown_after_an_error_waits_on_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leaving on an error: no device sync, no graph reset, no destroy (a peer may never join)."""
+    events: list[str] = []
+    graph = live_graphs.track(FakeGraph(events, "decode step"))
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: events.append("destroy"))
+    distributed.shutdown(clean=False)
+    assert events == []
     assert graph.name == "decode step"

@@ -36,10 +36,12 @@ SPEC_STEPS = 4
 KERNEL_MOE_CASES = (("dspark", 4.0), ("nextn", None))
 
 
-def spec_tokens(make: object, case: tuple[str, float | None]) -> list[int]:
+def spec_tokens(make: object, case: tuple[str, float | None], kernel_moe: bool = False) -> list[int]:
     """Tokens of a spec workload made by `make(spec=, block=, accept_len=, max_steps=)` after SPEC_STEPS."""
     spec, accept_len = case
     workload = make(spec=spec, block=4, accept_len=accept_len, max_steps=8)  # type: ignore[operator]
+    # the path under test really ran (kernel MoE, or the eager module and its all-reduce hook)
+    assert workload.describe()["kernel_moe"] is kernel_moe
     for _ in range(SPEC_STEPS):
         workload.step()
     return workload.tokens()
@@ -191,11 +193,14 @@ def spec_worker(rank: int, world_size: int, port: int, out_dir: str, kernel_moe:
     cases = KERNEL_MOE_CASES if kernel_moe else SPEC_CASES
     try:
         make_spec = partial(make_tp_spec_workload, comm, "debug", kernel_moe=kernel_moe)
-        result: dict = {"rank": rank, "spec_tokens": [spec_tokens(make_spec, case) for case in cases]}
+        result: dict = {
+            "rank": rank,
+            "spec_tokens": [spec_tokens(make_spec, case, kernel_moe) for case in cases],
+        }
         if rank == 0:
             # TP=1: the plain one-GPU spec workload, here too (pytest's process runs Triton interpreted)
             make_plain = partial(SpecWorkload, get_preset("debug"), "cpu", kernel_moe=kernel_moe)
-            result["tp1_spec_tokens"] = [spec_tokens(make_plain, case) for case in cases]
+            result["tp1_spec_tokens"] = [spec_tokens(make_plain, case, kernel_moe) for case in cases]
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         shutdown()
@@ -243,6 +248,12 @@ def gpu_spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None
                 for _ in range(SPEC_STEPS):
                     workload.step()
                 result["tokens"][f"{label}/{spec}"] = workload.tokens()
+                # the path under test really ran: kernel MoE, and the step's graphs captured (or not)
+                captured = workload.decoder.graphs is not None and workload.decoder.graphs.captures > 0
+                if workload.moe_runner is None or captured != graphs:
+                    raise AssertionError(
+                        f"{label}/{spec}: kernel MoE {workload.moe_runner}, graphs {captured}"
+                    )
                 del workload
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     except Exception:
