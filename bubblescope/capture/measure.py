@@ -132,6 +132,25 @@ def _profile_and_analyse(
     return result
 
 
+# Above this, a run's notices say the profiled steps were slower than the timed ones.
+PROFILED_SLOWDOWN_NOTICE = 1.10
+
+
+def profiled_over_timed(full: dict[str, Any] | None, samples_ns: list[list[int]]) -> float | None:
+    """Median GPU time of a profiled step ÷ median wall time of a timed step (CUDA traces only).
+
+    The gaps, busy times and blocking reads come from the profiled steps; TPOT from the timed ones.
+    Tracing costs something per kernel and per host sync, so this ratio says how far the profiled
+    steps describe the timed ones (1.0: the same steps; 1.4: each profiled step ran 40 % longer).
+    """
+    summary = (full or {}).get("summary") or {}
+    profiled = summary.get("gpu_step_ns_median")
+    timed = sorted(x for repeat in samples_ns for x in repeat)
+    if not profiled or not timed:
+        return None
+    return round(float(profiled) / float(timed[len(timed) // 2]), 3)
+
+
 def measure_config(
     workload: Any,
     enabled: frozenset[str],
@@ -165,6 +184,14 @@ def measure_config(
         notices.append(analysis["note"])
     seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
     summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
+    if analysis and analysis.get("gpu_measured"):
+        ratio = profiled_over_timed(full, timed.samples_ns)
+        analysis["profiled_step_over_timed"] = ratio
+        if ratio is not None and ratio > PROFILED_SLOWDOWN_NOTICE:
+            notices.append(
+                f"the profiled steps ran {ratio:.2f}x as long as the timed ones (tracing cost): gaps and "
+                "busy times describe the profiled steps, TPOT the timed ones"
+            )
     describe = getattr(workload, "describe", None)
     record: RunRecord = {
         "schema": RUN_SCHEMA,

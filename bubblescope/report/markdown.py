@@ -236,7 +236,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
     idle_text = fmt_us_from_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
-    return [
+    items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
         ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
         ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
@@ -244,6 +244,11 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
         ("GPU idle/step", idle_text),
     ]
+    profiled = num(stats.get("profiled_step_over_timed"))
+    if profiled is not None:
+        # How far the trace-derived numbers (gaps, reads) describe the timed steps.
+        items.append(("profiled step ÷ timed step", f"{profiled:.2f}×"))
+    return items
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
