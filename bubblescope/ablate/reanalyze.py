@@ -32,7 +32,7 @@ def plan_of(manifest: dict[str, Any]) -> AblationPlan:
 
 def reanalyze_record(record: RunRecord, record_path: Path) -> RunRecord:
     """Recompute a record's `analysis` block (and its analysis file) from its trace; save it."""
-    from bubblescope.capture.measure import analysis_block
+    from bubblescope.capture.measure import add_profiled_ratio, analysis_block
 
     trace_name = record.get("trace")
     if not trace_name:
@@ -42,6 +42,7 @@ def reanalyze_record(record: RunRecord, record_path: Path) -> RunRecord:
         raise RecordError(f"{record_path}: its trace {trace_name} is missing; cannot re-analyse")
     on_cuda = record.get("environment", {}).get("device") == "cuda"
     record["analysis"], full = analysis_block(trace_path, on_cuda)
+    add_profiled_ratio(record["analysis"], full, record.get("samples_ns") or [])
     if full is not None:
         analysis_file = record.get("analysis_file") or f"{record_path.stem}.analysis.json"
         write_json_atomic(record_path.parent / analysis_file, full)

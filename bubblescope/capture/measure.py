@@ -151,6 +151,16 @@ def profiled_over_timed(full: dict[str, Any] | None, samples_ns: list[list[int]]
     return round(float(profiled) / float(timed[len(timed) // 2]), 3)
 
 
+def add_profiled_ratio(
+    analysis: dict[str, Any] | None, full: dict[str, Any] | None, samples_ns: list[list[int]]
+) -> float | None:
+    """Put `profiled_step_over_timed` into a GPU run's record analysis block; returns it."""
+    if not analysis or not analysis.get("gpu_measured"):
+        return None
+    analysis["profiled_step_over_timed"] = ratio = profiled_over_timed(full, samples_ns)
+    return ratio
+
+
 def measure_config(
     workload: Any,
     enabled: frozenset[str],
@@ -184,14 +194,12 @@ def measure_config(
         notices.append(analysis["note"])
     seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
     summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
-    if analysis and analysis.get("gpu_measured"):
-        ratio = profiled_over_timed(full, timed.samples_ns)
-        analysis["profiled_step_over_timed"] = ratio
-        if ratio is not None and ratio > PROFILED_SLOWDOWN_NOTICE:
-            notices.append(
-                f"the profiled steps ran {ratio:.2f}x as long as the timed ones (tracing cost): gaps and "
-                "busy times describe the profiled steps, TPOT the timed ones"
-            )
+    ratio = add_profiled_ratio(analysis, full, timed.samples_ns)
+    if ratio is not None and ratio > PROFILED_SLOWDOWN_NOTICE:
+        notices.append(
+            f"the profiled steps ran {ratio:.2f}x as long as the timed ones (tracing cost): gaps and "
+            "busy times describe the profiled steps, TPOT the timed ones"
+        )
     describe = getattr(workload, "describe", None)
     record: RunRecord = {
         "schema": RUN_SCHEMA,

@@ -22,16 +22,17 @@ FORMATS = ("table", "json")
 
 
 def _write_html(out_dir: Path) -> str | None:
-    """Render ablation.html when the renderer is installed; return a notice otherwise."""
-    from bubblescope.ablate.store import load_ablation
+    """Render report.html (the same page as `bubblescope report DIR`: with the baseline's and all-on's
+    one-step timelines from their analysis files) when the renderer is installed; else a notice."""
     from bubblescope.atomic import write_text_atomic
+    from bubblescope.report.load_inputs import load_ablation
 
-    manifest, loaded = load_ablation(out_dir)
+    inputs = load_ablation(out_dir / "ablation.json")
     try:
         from bubblescope.report.html import render_ablation_html
 
         # Inside the try: the renderer may import plotly lazily, and a GPU box may lack it.
-        html = render_ablation_html(manifest, loaded)
+        html = render_ablation_html(inputs.ablation, inputs.records, inputs.analyses)
     except ImportError as exc:
         return f"HTML report skipped ({exc}); render it later with `bubblescope report {out_dir}`"
     write_text_atomic(out_dir / "report.html", html)

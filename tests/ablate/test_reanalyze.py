@@ -69,4 +69,5 @@ def test_cli_reanalyze_needs_out_and_rewrites_the_report(tmp_path: Path) -> None
     result = CliRunner().invoke(app, ["ablate", "--reanalyze", "--out", str(root)])
     assert result.exit_code == 0, result.output
     assert "re-analysed" in result.output
-    assert (root / "report.html").is_file()
+    # The same page as `bubblescope report`: the baseline's and all-on's one-step timelines included.
+    assert (root / "report.html").read_text().count("<h2>One decode step") == 2
