@@ -80,3 +80,16 @@ def test_controls_an_error_and_an_unescaped_name_are_seen(tmp_path: Path) -> Non
     assert loaded.html_attr("data-js-errors") == "1"
     assert "deliberate failure" in (loaded.html_attr("data-js-first-error") or "")
     assert loaded.title() == "x"
+
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "reports" / "samples").glob("*/report.html"))
+
+
+@pytest.mark.parametrize("page", SAMPLES, ids=[p.parent.name for p in SAMPLES])
+def test_committed_sample_reports_load_clean_with_every_figure_drawn(page: Path) -> None:
+    """The real H200 reports users open first: no JS error, every figure drawn (timelines included)."""
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<h2>One decode step") == 2, "baseline and all-on timelines"
+    loaded = load_in_chromium(page)
+    assert loaded.html_attr("data-js-errors") == "0", loaded.html_attr("data-js-first-error")
+    assert loaded.body_attr("data-figures-rendered") == str(_figure_count(text))
