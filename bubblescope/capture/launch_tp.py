@@ -26,6 +26,7 @@ from typing import Any
 
 from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.measure import RunSettings
+from bubblescope.capture.setup import ReferenceOptions
 from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.records import RunRecord, load_record, save_record
 
@@ -92,16 +93,11 @@ def check_request(request: TPRunRequest) -> None:
 
     RunSettings(**request.settings)
     on_cuda = torch.cuda.is_available()
-    if request.path not in ("auto", "eager", "fast"):
-        raise ConfigError(f"unknown path {request.path!r}; valid paths: auto, eager, fast")
-    overlap = getattr(request, "routing_overlap", 0.0)
-    if request.spec is None and (request.accept_len is not None or request.block != 8 or overlap):
-        raise ConfigError("--block, --accept-len and --routing-overlap need --spec dspark|nextn")
-    if not 0.0 <= overlap <= 1.0:
-        raise ConfigError(f"--routing-overlap must be in [0, 1], got {overlap}")
+    # The same rules as one GPU (spec kind, path, options that need --spec), then what TP adds.
+    ReferenceOptions.of(request).check(None)
     if request.spec is not None:
-        if request.path != "auto":
-            raise ConfigError(f"--spec runs on its own verify path at --tp too; drop --path {request.path}")
+        if request.path == "fast":
+            raise ConfigError("--spec runs on its own verify path at --tp too; drop --path fast")
         # the spec workload's own switches are checked inside the ranks (one-line error as well)
         return
     infos = tp_switch_infos(fast_path=request.path == "fast" or (request.path == "auto" and on_cuda))
@@ -127,7 +123,7 @@ def make_rank_workload(comm: Any, request: Any, settings: RunSettings) -> Any:
     """The reference workload of this rank: greedy (eager or fast path) or speculative.
 
     Args:
-        request: a TPRunRequest or anything with its preset / seed / path / spec / block / accept_len.
+        request: a TPRunRequest or anything with its preset / seed and the ReferenceOptions fields.
     """
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
@@ -141,7 +137,7 @@ def make_rank_workload(comm: Any, request: Any, settings: RunSettings) -> Any:
             spec=request.spec,
             block=request.block,
             accept_len=request.accept_len,
-            routing_overlap=getattr(request, "routing_overlap", 0.0),
+            routing_overlap=request.routing_overlap,
             seed=request.seed,
             max_steps=max(256, steps),
         )
@@ -218,14 +214,7 @@ def rank_workload_info(workload: Any, request: Any) -> dict[str, Any]:
         "factory": "bubblescope.reference_model.tp."
         + ("spec:make_tp_spec_workload" if request.spec else "workload:make_tp_workload"),
         "preset": request.preset,
-        "options": {
-            "seed": request.seed,
-            "spec": request.spec,
-            "block": request.block,
-            "accept_len": request.accept_len,
-            "path": request.path,
-            "routing_overlap": getattr(request, "routing_overlap", 0.0),
-        },
+        "options": ReferenceOptions.of(request).identity(request.seed),
     }
 
 

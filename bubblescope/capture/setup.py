@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from bubblescope.errors import ConfigError
@@ -70,6 +70,15 @@ class ReferenceOptions:
     accept_len: float | None = None
     path: str = "auto"
     routing_overlap: float = 0.0
+
+    @classmethod
+    def of(cls, source: Any) -> ReferenceOptions:
+        """The options carried by anything with the same attribute names (a TP run or ablate request)."""
+        return cls(**{f.name: getattr(source, f.name) for f in fields(cls)})
+
+    def identity(self, seed: int) -> dict[str, Any]:
+        """What an ablation resume must match besides factory and preset: these options and the seed."""
+        return {"seed": seed, **asdict(self)}
 
     def check(self, user_workload: str | None) -> None:
         if self.spec is not None and self.spec not in SPEC_KINDS:

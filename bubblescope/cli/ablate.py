@@ -230,7 +230,7 @@ def _ablate_one_process(
         "preset": built.preset,
         # Resuming compares these too: records of another draft, block, accept length, overlap, path
         # or weight seed are never mixed into this ablation.
-        "options": {"seed": seed, **reference},
+        "options": reference_options(**reference).identity(seed),
     }
     attribution, run_notices = _measure_with_progress(
         built.workload, plan, out_dir, settings=settings, workload_info=workload_info
