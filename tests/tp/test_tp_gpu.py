@@ -73,19 +73,15 @@ def test_spec_at_tp2_on_kernels_and_graphs_matches_tp1(tmp_path):
     setting emits TP=1's tokens (debug preset, fp32), and the ranks leave their group."""
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
+    from functools import partial
+
     from bubblescope.reference_model.spec.workload import SpecWorkload
 
-    from tests.tp.workers import GPU_SPEC_SETTINGS, KERNEL_MOE_CASES, SPEC_STEPS, gpu_spec_worker
+    from tests.tp.workers import GPU_SPEC_SETTINGS, KERNEL_MOE_CASES, gpu_spec_worker, spec_tokens
 
-    want = {}
-    for spec, accept_len in KERNEL_MOE_CASES:
-        workload = SpecWorkload(
-            get_preset("debug"), "cuda:0", spec=spec, block=4, accept_len=accept_len, max_steps=8
-        )
-        for _ in range(SPEC_STEPS):
-            workload.step()
-        want[spec] = workload.tokens()
-        del workload
+    # TP=1 on its defaults on CUDA: MoE kernels and the step's graphs, as the ranks run them
+    make_tp1 = partial(SpecWorkload, get_preset("debug"), "cuda:0")
+    want = {case[0]: spec_tokens(make_tp1, case, kernel_moe=True, graphs=True) for case in KERNEL_MOE_CASES}
     apply_no_multicast_env()
     context = mp.start_processes(
         gpu_spec_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, start_method="spawn", join=False

@@ -36,14 +36,26 @@ SPEC_STEPS = 4
 KERNEL_MOE_CASES = (("dspark", 4.0), ("nextn", None))
 
 
-def spec_tokens(make: object, case: tuple[str, float | None], kernel_moe: bool = False) -> list[int]:
-    """Tokens of a spec workload made by `make(spec=, block=, accept_len=, max_steps=)` after SPEC_STEPS."""
+def spec_tokens(
+    make: object,
+    case: tuple[str, float | None],
+    kernel_moe: bool = False,
+    enabled: frozenset[str] = frozenset(),
+    graphs: bool | None = None,
+) -> list[int]:
+    """Tokens of a spec workload made by `make(spec=, block=, accept_len=, max_steps=)`, prepared with
+    `enabled`, after SPEC_STEPS; checks the path under test really ran: kernel MoE (or the eager module
+    and its all-reduce hook) and, when `graphs` is given, whether the step's CUDA graphs were captured."""
     spec, accept_len = case
     workload = make(spec=spec, block=4, accept_len=accept_len, max_steps=8)  # type: ignore[operator]
-    # the path under test really ran (kernel MoE, or the eager module and its all-reduce hook)
     assert workload.describe()["kernel_moe"] is kernel_moe
+    if enabled:
+        workload.prepare(enabled)
     for _ in range(SPEC_STEPS):
         workload.step()
+    if graphs is not None:
+        captured = workload.decoder.graphs is not None and workload.decoder.graphs.captures > 0
+        assert captured == graphs, f"{spec}: graphs captured {captured}, expected {graphs}"
     return workload.tokens()
 
 
@@ -242,19 +254,8 @@ def gpu_spec_worker(rank: int, world_size: int, port: int, out_dir: str) -> None
             _phase(rank, f"spec {label}")
             make = partial(make_tp_spec_workload, comm, "debug", kernel_moe=True, graphs=graphs)
             for case in KERNEL_MOE_CASES:
-                spec, accept_len = case
-                workload = make(spec=spec, block=4, accept_len=accept_len, max_steps=8)
-                workload.prepare(enabled)
-                for _ in range(SPEC_STEPS):
-                    workload.step()
-                result["tokens"][f"{label}/{spec}"] = workload.tokens()
-                # the path under test really ran: kernel MoE, and the step's graphs captured (or not)
-                captured = workload.decoder.graphs is not None and workload.decoder.graphs.captures > 0
-                if workload.moe_runner is None or captured != graphs:
-                    raise AssertionError(
-                        f"{label}/{spec}: kernel MoE {workload.moe_runner}, graphs {captured}"
-                    )
-                del workload
+                tokens = spec_tokens(make, case, kernel_moe=True, enabled=enabled, graphs=graphs)
+                result["tokens"][f"{label}/{case[0]}"] = tokens
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     except Exception:
         import traceback
