@@ -235,31 +235,29 @@ def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
     return flags[codes]
 
 
+def _host_columns(fields: Fields, base_us: int, path: Path) -> dict[str, object]:
+    """name, tid, start_ns, end_ns: the columns every host-side table starts with."""
+    start_ns, end_ns = _times_ns(fields, base_us, path)
+    return {"name": _names(fields, path), "tid": _tids(fields), "start_ns": start_ns, "end_ns": end_ns}
+
+
 def _ops_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
     fields = fields_of(bucket, path)
-    start_ns, end_ns = _times_ns(fields, base_us, path)
     is_annotation = _flag_by_category(fields, "nnotation").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(fields, path),
+            **_host_columns(fields, base_us, path),
             "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
-            "tid": _tids(fields),
-            "start_ns": start_ns,
-            "end_ns": end_ns,
         }
     )
 
 
 def _frames_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
     fields = fields_of(bucket, path)
-    start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     return pd.DataFrame(
         {
-            "name": _names(fields, path),
-            "tid": _tids(fields),
-            "start_ns": start_ns,
-            "end_ns": end_ns,
+            **_host_columns(fields, base_us, path),
             "py_id": _int_column(args, "Python id", -1, path),
             "parent_id": _int_column(args, "Python parent id", -1, path),
         }
@@ -268,17 +266,12 @@ def _frames_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
 
 def _runtime_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
     fields = fields_of(bucket, path)
-    start_ns, end_ns = _times_ns(fields, base_us, path)
-    args = fields.args
     is_driver = _flag_by_category(fields, "river").astype(np.int8)
     return pd.DataFrame(
         {
-            "name": _names(fields, path),
+            **_host_columns(fields, base_us, path),
             "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
-            "tid": _tids(fields),
-            "start_ns": start_ns,
-            "end_ns": end_ns,
-            "correlation": _int_column(args, "correlation", -1, path),
+            "correlation": _int_column(fields.args, "correlation", -1, path),
         }
     )
 
