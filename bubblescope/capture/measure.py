@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -145,10 +146,10 @@ def profiled_over_timed(full: dict[str, Any] | None, samples_ns: list[list[int]]
     """
     summary = (full or {}).get("summary") or {}
     profiled = summary.get("gpu_step_ns_median")
-    timed = sorted(x for repeat in samples_ns for x in repeat)
+    timed = [x for repeat in samples_ns for x in repeat]
     if not profiled or not timed:
         return None
-    return round(float(profiled) / float(timed[len(timed) // 2]), 3)
+    return round(float(profiled) / statistics.median(timed), 3)
 
 
 def add_profiled_ratio(
