@@ -76,6 +76,7 @@ for stage in "$@"; do
       # off ("off": the published 3.33 ms is NEXTN before the switches), one RunRecord each. A call that
       # must stay under 10 min takes a subset: SPEC_DRAFTS, SPEC_ACCEPTS, SPEC_SETTINGS.
       tp=${TP:-2}
+      spec_start=$SECONDS
       but_fast=staged_kda,fused_kda_verify,no_readback,pdl,bf16_gate,bf16_lm_head
       for draft in ${SPEC_DRAFTS:-dspark nextn}; do
         for accept in ${SPEC_ACCEPTS:-9.95 4}; do
@@ -86,9 +87,16 @@ for stage in "$@"; do
               nccl) switches="--toggle $but_fast" ;;
               *) switches="" ;;
             esac
+            # A run that cannot finish inside the stage's budget (SPEC_STAGE_S) is not started.
+            if [ $((SECONDS - spec_start + ${SPEC_RUN_S:-200})) -gt ${SPEC_STAGE_S:-100000} ]; then
+              echo "skipped $draft $accept $setting: stage budget"; continue
+            fi
+            echo "--- $draft accept $accept $setting $(date -u +%H:%M:%S)"
             timeout ${SPEC_RUN_S:-200} bubblescope run --tp "$tp" --preset ling3-flash --spec "$draft" \
               --block "$block" --accept-len "$accept" $switches --steps 12 --warmup 3 --repeats 2 \
               --out "/tmp/spec-tp$tp/$draft-$accept-$setting" --format table 2>&1 | tail -6
+            # A rank outliving a timed-out launcher would hold its 125 GB shard and starve the next run.
+            nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9 2>/dev/null
           done
         done
       done
