@@ -23,7 +23,15 @@ DEFAULT_LEVEL = 0.95
 def per_token_samples_ns(
     samples_ns: Sequence[Sequence[int]], tokens_per_step: Sequence[Sequence[int]]
 ) -> list[np.ndarray]:
-    """Turn per-step wall times into per-token times, one array per repeat.
+    """Turn per-step wall times into per-token time samples, one array per repeat.
+
+    Each sample is one step's time divided by the repeat's mean tokens per step, so the median of the
+    samples is median step time / mean tokens per step: the effective TPOT of speculative decoding
+    (step latency / accept length), and plain median step time when every step emits one token.
+    Dividing each step by its own token count instead would be biased: with accept lengths 8 and 1
+    the median of (step/8, step/1) is not step time / 4.5. The accept length is held at its measured
+    value, so a bootstrap over these samples carries the timing noise only; a switch leaves the accepted
+    tokens unchanged, so acceptance variance is common to every configuration it is compared with.
 
     A step that emitted no token (a pipelined loop whose first token arrives one step late) carries
     its time into the next step that emits, so no time is dropped and nothing is divided by zero.
@@ -40,15 +48,18 @@ def per_token_samples_ns(
     for repeat_ns, repeat_tokens in zip(samples_ns, tokens_per_step, strict=True):
         if len(repeat_ns) != len(repeat_tokens):
             raise RecordError("samples_ns and tokens_per_step have different numbers of steps")
-        values: list[float] = []
+        segments_ns: list[float] = []
+        tokens_total = 0
         carried_ns = 0
         for step_ns, tokens in zip(repeat_ns, repeat_tokens, strict=True):
             carried_ns += int(step_ns)
             if tokens > 0:
-                values.append(carried_ns / tokens)
+                segments_ns.append(float(carried_ns))
+                tokens_total += int(tokens)
                 carried_ns = 0
-        if values:
-            out.append(np.asarray(values, dtype=np.float64))
+        if segments_ns:
+            mean_tokens = tokens_total / len(segments_ns)
+            out.append(np.asarray(segments_ns, dtype=np.float64) / mean_tokens)
     if not out:
         raise RecordError("no timed step emitted a token; TPOT is undefined")
     return out

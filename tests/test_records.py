@@ -65,8 +65,8 @@ def test_save_refuses_an_invalid_record_and_leaves_no_file(tmp_path: Path) -> No
 
 def test_summary_median_and_interval_bracket_each_other() -> None:
     summary = summarize_samples([[1_000_000, 2_000_000, 3_000_000]] * 2, [[1, 2, 1]] * 2)
-    # per-token: 1.0, 1.0, 3.0 ms twice -> median 1.0 ms
-    assert summary["tpot_ms"] == pytest.approx(1.0)
+    # median step 2.0 ms / mean 4/3 tokens per step -> 1.5 ms (wall time / tokens is 6/4 too)
+    assert summary["tpot_ms"] == pytest.approx(1.5)
     lo, hi = summary["tpot_ci95_ms"]
     assert lo <= summary["tpot_ms"] <= hi
     assert summary["tokens"] == 8 and summary["repeats"] == 2 and summary["steps"] == 3

@@ -57,9 +57,23 @@ def test_ratio_of_medians_interval_covers_the_true_ratio() -> None:
 
 
 def test_per_token_samples_carry_zero_token_steps_forward() -> None:
-    per_repeat = per_token_samples_ns([[100, 50, 60, 40]], [[0, 1, 2, 1]])
-    # step 0 (no token) carries into step 1: 150/1; step 2: 60/2; step 3: 40/1.
-    np.testing.assert_allclose(per_repeat[0], [150.0, 30.0, 40.0])
+    per_repeat = per_token_samples_ns([[100, 50, 60, 40]], [[0, 1, 1, 1]])
+    # step 0 (no token) carries into step 1: 150; then 60 and 40, one token each.
+    np.testing.assert_allclose(per_repeat[0], [150.0, 60.0, 40.0])
+
+
+def test_speculative_tpot_is_step_time_over_mean_accept_length() -> None:
+    """Accept lengths 8, 1, 1, 8, 1 at a constant 17 ms step: effective TPOT is 17 / 3.8 ms.
+
+    The median of each step's own time/tokens would say 17 ms (three of five steps emit one token)."""
+    tokens = [[8, 1, 1, 8, 1], [0, 8, 1, 1, 8, 1]]
+    samples = [[17_000_000] * 5, [5_000_000, 12_000_000, 17_000_000, 17_000_000, 17_000_000, 17_000_000]]
+    per_repeat = per_token_samples_ns(samples, tokens)
+    for values in per_repeat:
+        np.testing.assert_allclose(np.median(values), 17e6 / 3.8)
+    # The samples' mean is the exact ratio of sums: wall time / tokens.
+    np.testing.assert_allclose(per_repeat[0].mean(), sum(samples[0]) / sum(tokens[0]))
+    np.testing.assert_allclose(per_repeat[1].mean(), sum(samples[1]) / sum(tokens[1]))
 
 
 def test_per_token_samples_reject_runs_without_tokens() -> None:
