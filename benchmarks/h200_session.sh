@@ -6,7 +6,7 @@
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
 # setting hangs the debug preset's TP fast path), tp-ablate and tp-spec (TP=$TP, default 2; TP=4 on the
-# nvidia-h200-x4 machine is issue 8). Big folders come back as
+# nvidia-h200-x4 machine is issue 8), tp-spec-ablate (the speculative step's switches at TP).  Big folders come back as
 # one tarball each (the device tool returns at most 8 files). Stages that use one GPU can run side by
 # side under different CUDA_VISIBLE_DEVICES.
 set -u
@@ -101,6 +101,17 @@ for stage in "$@"; do
         done
       done
       tar -czf "$out/spec_tp$tp.tar.gz" -C /tmp "spec-tp$tp" ;;
+    tp-spec-ablate)
+      # issue 7: every switch alone, all on, all on minus each and the cumulative order for speculative
+      # decoding at TP=$TP (DSpark, oracle 9.95, block 9) in one ablation: the shards are built once.
+      # Records and the report come back in one tarball, the ranks' traces in 15 MB parts.
+      tp=${TP:-2}
+      timeout ${ABLATE_S:-500} bubblescope ablate --tp "$tp" --preset ling3-flash --spec dspark --block 9 \
+        --accept-len 9.95 --all --max-exact-shapley 0 --shapley-permutations 1 --steps 12 --warmup 3 \
+        --repeats 2 --out "/tmp/spec-abl-tp$tp" --format table 2>&1 | tail -30
+      (cd /tmp && find "spec-abl-tp$tp" -name '*.json' ! -name '*.analysis.json' -o -name report.html \
+        | tar -czf "$out/spec_ablate_tp$tp.tar.gz" -T -)
+      (cd /tmp && find "spec-abl-tp$tp" -name '*.gz' | tar -cf - -T - | split -b 15M - "$out/spec_ablate_traces_tp$tp.tar.") ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
