@@ -212,8 +212,13 @@ def case_mla(context: int, num_warps: int | None = None) -> dict:
 
 
 def case_moe(
-    fused: bool, router_dtype: torch.dtype, config: FusedMoEConfig | None = None, experts: int = 256
+    fused: bool,
+    router_dtype: torch.dtype,
+    config: FusedMoEConfig | None = None,
+    experts: int = 256,
+    rows: int = 1,
 ) -> dict:
+    """One MoE layer at Flash shapes on `rows` token rows (1: decode; 10: a verify window of block 9)."""
     hidden, inter, top_k = 2560, 768, 8
     rule = RoutingRule(top_k=top_k, n_group=8, topk_group=4, scale=2.5)
     weights = MoEWeights(
@@ -226,9 +231,11 @@ def case_moe(
         shared_swiglu_limit=5.0,
     )
     # Different tokens route to different experts, so consecutive calls do not hit L2.
-    xs = [torch.randn(1, hidden, device="cuda", dtype=BF16) for _ in range(16)]
-    workspace = MoEWorkspace.allocate(1, weights, rule)
-    bytes_per_call = experts * hidden * weights.router.element_size() + (top_k + 1) * 3 * hidden * inter * 2
+    xs = [torch.randn(rows, hidden, device="cuda", dtype=BF16) for _ in range(16)]
+    workspace = MoEWorkspace.allocate(rows, weights, rule)
+    # Upper bound for several rows: every row routed to experts no other row uses.
+    experts_read = min(experts, rows * top_k) + 1
+    bytes_per_call = experts * hidden * weights.router.element_size() + experts_read * 3 * hidden * inter * 2
 
     def run(x, pdl=False):
         if fused:
@@ -236,6 +243,9 @@ def case_moe(
         return moe_unfused(x, weights, rule, use_pdl=pdl, workspace=workspace)
 
     def torch_moe(x):
+        return torch.stack([torch_moe_row(row[None]) for row in x])
+
+    def torch_moe_row(x):
         # Timing baseline only: plain top-k (no groups), experts gathered into one bmm as in h200_facts.
         scores = torch.sigmoid(F.linear(x.to(router_dtype), weights.router).float())
         gains, ids = scores.topk(top_k, dim=-1)
@@ -292,6 +302,18 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         "moe fused e256 fp32 gate": lambda: case_moe(True, torch.float32),
         "moe fused e256 bf16 gate": lambda: case_moe(True, BF16),
         "moe unfused e256 fp32 gate": lambda: case_moe(False, torch.float32),
+        # A verify window (block 9: 10 rows) at E = 512: routing the rows in parallel vs one after another.
+        "moe fused e512 bf16 gate M=1": lambda: case_moe(True, BF16, experts=512),
+        "moe fused e512 bf16 gate M=10 parallel routing": lambda: case_moe(True, BF16, experts=512, rows=10),
+        "moe fused e512 bf16 gate M=10 serial routing": lambda: case_moe(
+            True, BF16, FusedMoEConfig(serial_route_max_rows=16), experts=512, rows=10
+        ),
+        "moe fused e512 fp32 gate M=10 parallel routing": lambda: case_moe(
+            True, torch.float32, experts=512, rows=10
+        ),
+        "moe fused e512 fp32 gate M=10 serial routing": lambda: case_moe(
+            True, torch.float32, FusedMoEConfig(serial_route_max_rows=16), experts=512, rows=10
+        ),
         "lm_head greedy bf16": lambda: case_lm_head(BF16),
         "lm_head greedy fp32": lambda: case_lm_head(torch.float32),
     }

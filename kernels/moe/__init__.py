@@ -1,4 +1,5 @@
-"""MoE for decode: grouped top-k routing, unfused (4 launches) and fused (2 launches) layers, reference."""
+"""MoE for decode: grouped top-k routing, unfused (4 launches) and fused (2 launches for one row)
+layers, reference."""
 
 from bubblescope.kernels.moe.naive import expert_naive, moe_naive, route_naive
 from bubblescope.kernels.moe.ops import moe_fused, moe_unfused, route_topk

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import triton
 from bubblescope.kernels._pdl import is_interpreting, launch_options
-from bubblescope.kernels.gemv.ops import rows_block
+from bubblescope.kernels.gemv.ops import choose_config, launch_gemv, rows_block
 from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
 from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
@@ -99,7 +99,7 @@ def launch_swiglu_experts(
     )
 
 
-def launch_fused_moe(
+def launch_router_route(
     x: torch.Tensor,
     weights: MoEWeights,
     rule: RoutingRule,
@@ -108,10 +108,9 @@ def launch_fused_moe(
     out: torch.Tensor,
     pdl: bool,
 ) -> None:
-    """The two fused launches: router + routing (+ zero out), then the experts accumulating into out."""
+    """One launch: router logits, out zeroed, and the last program routing every row in turn."""
     rows, hidden = x.shape
-    experts, inter = weights.router.shape[0], weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
+    experts = weights.router.shape[0]
     router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
     router_route_kernel[(triton.cdiv(experts, router_block_n),)](
         x,
@@ -138,6 +137,28 @@ def launch_fused_moe(
         **routing_constants(experts, rule),
         **launch_options(pdl),
     )
+
+
+def launch_fused_moe(
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+) -> None:
+    """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
+    cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts)."""
+    rows, hidden = x.shape
+    experts, inter = weights.router.shape[0], weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
+    if rows > cfg.serial_route_max_rows:
+        out.zero_()
+        launch_gemv(x, weights.router, ws.logits, choose_config(rows, experts, hidden), pdl)
+        launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
+    else:
+        launch_router_route(x, weights, rule, ws, cfg, out, pdl)
     fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
         x,
         ws.ids,

@@ -1,4 +1,5 @@
-"""MoE launchers and public entry points: routing alone, unfused layer (4 launches), fused layer (2)."""
+"""MoE launchers and public entry points: routing alone, unfused layer (4 launches), fused layer (2 for
+one row; a verify window of several rows routes them in parallel, see FusedMoEConfig)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,8 @@ def moe_fused(
 ) -> torch.Tensor:
     """MoE layer in 2 launches (why two: see fused_kernel.py): [router GEMV + routing by the last
     program + zero y], then [every (token, slot, I-slice): gate/up, SwiGLU, split-K down, atomic add].
+    Above `config.serial_route_max_rows` rows the first launch becomes three (zero y, router GEMV,
+    one routing program per row), so a verify window's rows are not routed one after another.
 
     Args: as `moe_unfused`, plus `config` (tiles) and `out`, an optional `[M, D]` fp32 accumulator.
     Returns:

@@ -86,6 +86,11 @@ class FusedMoEConfig:
     # One router row per program (256 programs at E = 256) with 2D accumulation, as the 512-row
     # gemv measured best (bn1: 2.3 us against 4.9 us for 8-row strips).
     router_block_n: int = 1
+    # Up to this many rows the router launch's last program routes them one after another (one launch
+    # fewer: the decode step). Above it (verify windows) the rows are routed in parallel by their own
+    # grid-(M) launch after the tuned GEMV: at T = 10 the serial path took 72 us per layer (bf16 gate)
+    # and 160 us (fp32) on the H200, ~7 us per routed row plus a router strip of T rows that spills.
+    serial_route_max_rows: int = 1
     num_warps: int = 8
     # Gate/up: elementwise accumulation reduced once (see swiglu_rows) instead of per tile.
     acc_2d: bool = True

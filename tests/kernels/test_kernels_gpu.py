@@ -216,13 +216,14 @@ def flash_moe_weights(router_dtype: torch.dtype) -> MoEWeights:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("router_dtype", [torch.float32, torch.bfloat16])
-def test_moe_layer_flash_e256(mode, router_dtype):
+@pytest.mark.parametrize("rows", [1, 10])  # 10: a verify window, routed by the parallel launch
+def test_moe_layer_flash_e256(mode, router_dtype, rows):
     weights = flash_moe_weights(router_dtype)
     rule = RoutingRule(top_k=8, n_group=8, topk_group=4, scale=2.5)
-    x = torch.randn(1, 2560, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(rows, 2560, device="cuda", dtype=torch.bfloat16)
     want = moe_naive(x, weights, rule)
-    workspace = MoEWorkspace.allocate(1, weights, rule)
-    fused_out = torch.full((1, 2560), float("nan"), device="cuda")
+    workspace = MoEWorkspace.allocate(rows, weights, rule)
+    fused_out = torch.full((rows, 2560), float("nan"), device="cuda")
     run_mode(
         mode,
         lambda pdl: moe_fused(x, weights, rule, use_pdl=pdl, workspace=workspace, out=fused_out),

@@ -6,6 +6,7 @@ import pytest
 import torch
 from bubblescope.kernels.gemv import KernelInputError
 from bubblescope.kernels.moe import (
+    FusedMoEConfig,
     MoEWeights,
     MoEWorkspace,
     RoutingRule,
@@ -58,7 +59,11 @@ def test_route_topk_masks_groups_with_minus_inf(device):
 
 @pytest.mark.parametrize(
     ("rows", "hidden", "inter", "dtype", "shared", "limits"),
-    [(1, 40, 24, torch.float32, True, (0.6, 0.8)), (2, 33, 20, torch.bfloat16, False, (0.0, 0.0))],
+    [
+        (1, 40, 24, torch.float32, True, (0.6, 0.8)),
+        (2, 33, 20, torch.bfloat16, False, (0.0, 0.0)),
+        (5, 40, 24, torch.float32, True, (0.6, 0.8)),
+    ],
 )
 def test_moe_layers_match_naive(device, rows, hidden, inter, dtype, shared, limits):
     weights = make_weights(12, hidden, inter, device, dtype, shared, limits)
@@ -66,12 +71,17 @@ def test_moe_layers_match_naive(device, rows, hidden, inter, dtype, shared, limi
     want = moe_naive(x, weights, SMALL_RULE)
     tol = 1e-4 if dtype == torch.float32 else 2e-3
     assert_close("moe unfused", moe_unfused(x, weights, SMALL_RULE), want, atol=tol, rtol=tol)
-    workspace = MoEWorkspace.allocate(rows, weights, SMALL_RULE)
-    for call in range(2):  # the second call checks the ticket counter was re-armed
-        out = poison(torch.empty(rows, hidden, device=device))
-        moe_fused(x, weights, SMALL_RULE, workspace=workspace, out=out)
-        assert_close(f"moe fused call {call}", out, want, atol=tol, rtol=tol)
-    assert int(workspace.counter.item()) == 0
+    # serial_route_max_rows 1: several rows take the parallel routing launch; 16: the router launch's
+    # last program routes every row (the one-row decode path, forced here for several rows too).
+    for serial_max in (1, 16):
+        config = FusedMoEConfig(serial_route_max_rows=serial_max)
+        workspace = MoEWorkspace.allocate(rows, weights, SMALL_RULE)
+        for call in range(2):  # the second call checks the ticket counter was re-armed
+            out = poison(torch.empty(rows, hidden, device=device))
+            moe_fused(x, weights, SMALL_RULE, workspace=workspace, config=config, out=out)
+            label = f"moe fused (serial <= {serial_max} rows) call {call}"
+            assert_close(label, out, want, atol=tol, rtol=tol)
+        assert int(workspace.counter.item()) == 0
 
 
 def test_moe_rejects_bad_weights():
