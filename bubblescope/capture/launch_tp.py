@@ -244,15 +244,32 @@ def _spawned_rank(index: int, request_fields: dict[str, Any], master_port: int) 
     exit_spawned_rank()
 
 
-def _rank_error(out_dir: Path, world_size: int) -> str:
-    """The first failed rank's one-line error, from the status files."""
+def _rank_error(out_dir: Path, world_size: int, failure: Exception | None = None) -> str:
+    """The first failed rank's one-line error, from the status files; else what the launcher saw of
+    the rank that ended first (its signal or exit code, or the last line of what it raised)."""
     for rank in range(world_size):
         path = out_dir / STATUS_NAME.format(rank=rank)
         with contextlib.suppress(OSError, ValueError):
             status = json.loads(path.read_text())
             if not status.get("ok"):
                 return f"rank {rank}: {status.get('error')}"
-    return "a rank died without a message (killed, or out of host memory?)"
+    return f"{_describe_ending(failure)} without writing its status (killed, or out of host memory?)"
+
+
+def _describe_ending(failure: Exception | None) -> str:
+    """'rank 1 was killed by SIGKILL', 'rank 0 exited with code 1', 'rank 1 raised ValueError: ...'."""
+    index = getattr(failure, "error_index", None)
+    who = f"rank {index}" if index is not None else "a rank"
+    signal_name = getattr(failure, "signal_name", None)
+    if signal_name:
+        return f"{who} was killed by {signal_name}"
+    exit_code = getattr(failure, "exit_code", None)
+    if exit_code is not None:
+        return f"{who} exited with code {exit_code}"
+    lines = [line for line in str(getattr(failure, "msg", "") or "").splitlines() if line.strip()]
+    if lines:
+        return f"{who} raised {lines[-1].strip()}"
+    return f"{who} died"
 
 
 def clear_status_files(out_dir: Path, world_size: int) -> None:
@@ -293,8 +310,8 @@ def spawn_processes(
         mp.start_processes(
             entry, args=(fields, free_port()), nprocs=world_size, start_method="spawn", join=True
         )
-    except (mp.ProcessRaisedException, mp.ProcessExitedException):
-        raise BubblescopeError(_rank_error(out_dir, world_size)) from None
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
+        raise BubblescopeError(_rank_error(out_dir, world_size, failure)) from None
 
 
 def run_on_ranks(

@@ -100,3 +100,24 @@ def test_spec_at_tp_offers_fast_allreduce_and_refuses_it_on_cpu(tmp_path):
     assert isinstance(result.exception, BubblescopeError), result.output
     assert "switch fast_allreduce needs a CUDA device" in str(result.exception)
     assert "\n" not in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (("killed", 1, 4242, -9, "SIGKILL"), "rank 1 was killed by SIGKILL without writing its status"),
+        (("exited", 0, 4242, 3, None), "rank 0 exited with code 3 without writing its status"),
+    ],
+)
+def test_a_rank_ending_silently_is_named_with_its_signal_or_exit_code(tmp_path, failure, expected):
+    import torch.multiprocessing as mp
+
+    from bubblescope.capture import launch_tp
+
+    message = launch_tp._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure))
+    assert message.startswith(expected), message
+    raised = mp.ProcessRaisedException("Traceback ...\n  File x\nValueError: bad shard\n", 1, 4242)
+    assert launch_tp._rank_error(tmp_path, 2, raised).startswith("rank 1 raised ValueError: bad shard")
+    # A status file with the rank's own error wins over what the launcher saw.
+    (tmp_path / launch_tp.STATUS_NAME.format(rank=0)).write_text('{"ok": false, "error": "no GPU"}')
+    assert launch_tp._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure)) == "rank 0: no GPU"
