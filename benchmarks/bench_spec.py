@@ -76,7 +76,8 @@ def key_of(enabled: frozenset[str]) -> str:
 
 
 def effective_tpot_ms(workload: Any, steps: int, warmup: int, repeats: int) -> tuple[float, list[int]]:
-    """Median over all timed steps of (step time / tokens emitted), and the first repeat's tokens."""
+    """Effective TPOT (median step time / mean tokens per step, as records report it), and the
+    first repeat's tokens."""
     timed = run_timed(workload, steps=steps, warmup=warmup, repeats=repeats)
     per_token = per_token_samples_ns(timed.samples_ns, timed.tokens_per_step)
     flat = [float(x) for repeat in per_token for x in repeat]

@@ -5,10 +5,10 @@
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
-# setting hangs the debug preset's TP fast path), tp-ablate and tp-spec (TP=$TP, default 2; TP=4 on the
-# nvidia-h200-x4 machine is issue 8), tp-spec-ablate (the speculative step's switches at TP).  Big folders come back as
-# one tarball each (the device tool returns at most 8 files). Stages that use one GPU can run side by
-# side under different CUDA_VISIBLE_DEVICES.
+# setting hangs the debug preset's TP fast path), tp-ablate, tp-spec and tp-spec-ablate (the speculative
+# step's switches) at TP=$TP (default 2; TP=4 on the nvidia-h200-x4 machine is issue 8). Big folders
+# come back as one tarball each (the device tool returns at most 8 files). Stages that use one GPU can
+# run side by side under different CUDA_VISIBLE_DEVICES.
 set -u
 out=$1; shift
 mkdir -p "$out"

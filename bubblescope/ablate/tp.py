@@ -25,6 +25,7 @@ from bubblescope.ablate.store import AblationStore
 from bubblescope.ablate.toggles import split_names, study_toggles
 from bubblescope.capture import launch_tp
 from bubblescope.capture.measure import RunSettings
+from bubblescope.capture.setup import ReferenceOptions
 from bubblescope.errors import BubblescopeError, RecordError
 from bubblescope.records import RunRecord, load_record, save_record
 
@@ -66,11 +67,7 @@ def check_ablate_request(request: TPAblateRequest) -> None:
             settings=request.settings,
             seed=request.seed,
             out_dir=request.out_dir,
-            path=request.path,
-            spec=request.spec,
-            block=request.block,
-            accept_len=request.accept_len,
-            routing_overlap=request.routing_overlap,
+            **asdict(ReferenceOptions.of(request)),
         )
     )
     if not request.all_on:

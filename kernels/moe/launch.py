@@ -47,6 +47,14 @@ def launch_routing(
     )
 
 
+def launch_router_and_routing(
+    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, pdl: bool
+) -> None:
+    """Router GEMV into ws.logits (tuned for the row count), then one routing program per row."""
+    launch_gemv(x, weights.router, ws.logits, choose_config(x.shape[0], *weights.router.shape), pdl)
+    launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
+
+
 def launch_swiglu_experts(
     x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, out: torch.Tensor, pdl: bool
 ) -> None:
@@ -151,12 +159,11 @@ def launch_fused_moe(
     """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
     cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts)."""
     rows, hidden = x.shape
-    experts, inter = weights.router.shape[0], weights.w2.shape[2]
+    inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
-        launch_gemv(x, weights.router, ws.logits, choose_config(rows, experts, hidden), pdl)
-        launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
+        launch_router_and_routing(x, weights, rule, ws, pdl)
     else:
         launch_router_route(x, weights, rule, ws, cfg, out, pdl)
     fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](

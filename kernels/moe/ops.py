@@ -12,8 +12,13 @@ from bubblescope.kernels.gemv.checks import (
     check_same_device,
     check_shape,
 )
-from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config, launch_gemv
-from bubblescope.kernels.moe.launch import launch_fused_moe, launch_routing, launch_swiglu_experts
+from bubblescope.kernels.gemv.ops import check_gemv_inputs
+from bubblescope.kernels.moe.launch import (
+    launch_fused_moe,
+    launch_router_and_routing,
+    launch_routing,
+    launch_swiglu_experts,
+)
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 
 OP = "moe"
@@ -120,8 +125,7 @@ def moe_unfused(
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
-    launch_gemv(x, weights.router, ws.logits, choose_config(rows, *weights.router.shape), pdl)
-    launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
+    launch_router_and_routing(x, weights, rule, ws, pdl)
     out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
     launch_swiglu_experts(x, weights, rule, ws, out, pdl)
     return out

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import torch
 from bubblescope.kernels._pdl import resolve_pdl
-from bubblescope.kernels.gemv.ops import choose_config, launch_gemv
 from bubblescope.kernels.moe import MoEWeights, MoEWorkspace, RoutingRule, moe_fused
-from bubblescope.kernels.moe.launch import launch_routing, launch_swiglu_experts
+from bubblescope.kernels.moe.launch import launch_router_and_routing, launch_swiglu_experts
 
 from bubblescope.errors import ConfigError
 
@@ -93,8 +92,7 @@ class KernelMoE:
         self, flat: torch.Tensor, weights: MoEWeights, ws: MoEWorkspace
     ) -> torch.Tensor:
         pdl = resolve_pdl(self.use_pdl, flat.device)
-        launch_gemv(flat, weights.router, ws.logits, choose_config(flat.shape[0], *weights.router.shape), pdl)
-        launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, self.rule, pdl)
+        launch_router_and_routing(flat, weights, self.rule, ws, pdl)
         ws.ids.copy_(self.probe.correlate(ws.ids.to(torch.long)).to(ws.ids.dtype))
         out = torch.empty(flat.shape, dtype=torch.float32, device=flat.device)
         launch_swiglu_experts(flat, weights, self.rule, ws, out, pdl)
