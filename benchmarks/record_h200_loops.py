@@ -369,6 +369,13 @@ def make_probes(torch, rt: Cudart) -> list[Probe]:
     ]
 
 
+def _verdict(done_every_time: bool, idle_ns: float, busy_ns: float, kernel_ns: float) -> str:
+    """'blocks', 'returns' or 'inconclusive' (the call alone lasts at least half the kernel)."""
+    if idle_ns > 0.5 * kernel_ns:
+        return "inconclusive"
+    return "blocks" if done_every_time and busy_ns - idle_ns > 0.5 * kernel_ns else "returns"
+
+
 def sleep_cycles_for(torch, ms: float) -> int:
     """Cycles of torch.cuda._sleep that take about `ms` on this GPU now (clocks warmed first)."""
     probe_cycles = 20_000_000
@@ -456,12 +463,15 @@ def implicit(out: Path, repeats: int) -> dict:
                 done_at_return=f"{done}/{len(row['busy'])}",
                 result_codes=sorted({r["result"] for r in row["busy"] if r["result"] is not None}),
                 blocks=bool(done == len(row["busy"]) and busy_ns - idle_ns > 0.5 * kernel_ns),
+                # A call that alone takes about as long as the kernel (cudaHostAlloc of 64 MiB: ~25 ms)
+                # returns after the kernel whether it waited or not: no verdict.
+                verdict=_verdict(done == len(row["busy"]), idle_ns, busy_ns, kernel_ns),
             )
             print(
                 f"{probe.name:24s} {probe.api:20s} idle {idle_ns / 1e3:9.1f} us  "
                 f"busy {busy_ns / 1e3:9.1f} us "
                 f"(kernel {kernel_ns / 1e6:.1f} ms, done at return {row['done_at_return']}) -> "
-                f"{'BLOCKS' if row['blocks'] else 'returns'}"
+                f"{row['verdict']}"
             )
         rows.append(row)
     from torch.profiler import profile, record_function
@@ -509,8 +519,9 @@ def _line_of(fn, needle: str) -> str:
     return f"{Path(inspect.getsourcefile(fn)).name}({first}): {fn.__name__}"
 
 
-def profile_loop(torch, out_dir: Path, step_fn, steps: int, warmup: int, manifest: dict) -> dict:
-    """Warm up, profile `steps` steps (each in record_function("bubblescope.step")), save the trace."""
+def profile_loop(torch, out_dir: Path, step_fn, steps: int, warmup: int, manifest: dict, after=None) -> dict:
+    """Warm up, profile `steps` steps (each in record_function("bubblescope.step")), save the trace.
+    `after()`, when given, returns facts measured once the window closed, added to the manifest."""
     from torch.profiler import profile, record_function
 
     for index in range(warmup):
@@ -533,6 +544,7 @@ def profile_loop(torch, out_dir: Path, step_fn, steps: int, warmup: int, manifes
         trace_bytes=size,
         host_step_period_ns=(ends[-1] - ends[0]) / max(len(ends) - 1, 1),
         **environment(torch),
+        **(after() if after else {}),
     )
     write_json(out_dir / "manifest.json", manifest)
     print(f"{out_dir.name}: {steps} steps, {size / 1e3:.0f} kB")
@@ -681,13 +693,18 @@ def loop_compile_tolist(torch, out: Path, tiny: bool) -> dict:
 
 def loop_empty_cache(torch, out: Path, tiny: bool) -> dict:
     """(3) A step whose one large temporary (a matmul output) goes back to the driver every step:
-    torch.cuda.empty_cache() frees it (cudaFree) and the next step allocates it again (cudaMalloc)."""
+    torch.cuda.empty_cache() frees it (cudaFree) and the next step allocates it again (cudaMalloc).
+
+    empty_cache frees only whole unused segments. The 2026-12-01 recording made x and w through float32
+    temporaries, which left a split cached segment holding w; y was carved from it and never freed (the
+    trace has no cudaFree). So the inputs are made in their own dtype and the cache emptied before the
+    loop, and the manifest counts the driver allocations and frees the window made."""
     cuda = torch.cuda.is_available()
     device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
     rows, hidden = (16, 32) if tiny else (8192, 4096)
     gen = torch.Generator(device=device).manual_seed(2)
-    x = torch.randn(rows, hidden, device=device, generator=gen).to(dtype)
-    w = torch.randn(hidden, hidden, device=device, generator=gen).to(dtype)
+    x = torch.randn(rows, hidden, device=device, generator=gen, dtype=dtype)
+    w = torch.randn(hidden, hidden, device=device, generator=gen, dtype=dtype)
     keep = torch.zeros(16, device=device)  # keeps the small pool's segment in use: one cudaFree per step
     sums = []
 
@@ -697,15 +714,30 @@ def loop_empty_cache(torch, out: Path, tiny: bool) -> dict:
         del y
         torch.cuda.empty_cache()
 
+    def driver_calls() -> dict:
+        stats = torch.cuda.memory_stats() if cuda else {}
+        return {k: stats.get(k) for k in ("num_device_alloc", "num_device_free")}
+
     gpu_ns = _gpu_ns(torch, lambda: x @ w)
+    if cuda:
+        torch.cuda.empty_cache()
     manifest = {
         "loop": "empty_cache",
         "gpu_matmul_ns": gpu_ns,
         "temp_bytes": rows * hidden * x.element_size(),
         "empty_cache_site": _line_of(step, "empty_cache()"),
         "keep_elements": keep.numel(),
+        "driver_calls_before": driver_calls(),
     }
-    return profile_loop(torch, out / "empty_cache", step, steps=8, warmup=3, manifest=manifest)
+    return profile_loop(
+        torch,
+        out / "empty_cache",
+        step,
+        steps=8,
+        warmup=3,
+        manifest=manifest,
+        after=lambda: {"driver_calls_after": driver_calls()},
+    )
 
 
 def loop_two_stream_wait(torch, out: Path, tiny: bool) -> dict:
