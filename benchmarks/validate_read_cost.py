@@ -473,7 +473,7 @@ def predicted_from_analysis(path: Path) -> dict:
 
 
 def analyze(folder: Path) -> dict:
-    """Predicted vs measured per host-work factor; writes DIR/validation.json.
+    """Predicted vs measured per host-work factor (main writes it to DIR/validation.json).
 
     The profiler slows the host (`overhead_ns` = profiled read step - timed read step, measured in the
     same run), and in the read loop that time lands in the idle after the read. The prediction is
@@ -539,7 +539,6 @@ def analyze(folder: Path) -> dict:
         "reference_all_within_tolerance": bool(rows)
         and all(abs(r["reference_ratio"] - 1.0) <= TOLERANCE for r in rows),
     }
-    write_json(folder / VALIDATION_FILE, result)
     return result
 
 
@@ -613,7 +612,12 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(args.analyze)
             if not folder.is_dir():
                 raise UsageError(f"{folder}: not a folder")
-            print_table(analyze(folder))
+            result = analyze(folder)
+            try:
+                write_json(folder / VALIDATION_FILE, result)
+            except OSError as exc:
+                raise UsageError(f"{folder / VALIDATION_FILE}: cannot write ({exc.strerror})") from None
+            print_table(result)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
