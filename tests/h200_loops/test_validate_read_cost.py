@@ -86,3 +86,50 @@ def test_analyze_cli_writes_validation_json(tmp_path: Path) -> None:
     assert _script().main(["--analyze", str(tmp_path)]) == 0
     written = json.loads((tmp_path / "validation.json").read_text())
     assert [row["factor"] for row in written["rows"]] == [timings["rows"][0]["factor"]]
+
+
+def _write_trace(path: Path, events: list[dict]) -> Path:
+    import gzip
+
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, **e} for e in events]}, handle)
+    return path
+
+
+def test_bounded_reference_arithmetic(tmp_path: Path) -> None:
+    """Two steps, times in µs. Step 0: kernel 0-100 launched 0-5; .item() 10-105 with its copy 100-101:
+    lost lead L = 101 - 10 = 91. The next kernel's launch runs 150-160 (after the drain), the kernel
+    starts at 170: host-bound idle 101 -> 160 = 59, so the read costs min(91, 59) = 59 µs; with 20 µs of
+    profiler overhead taken off, 39. Step 1's read (200-230) is the window's last: no GPU op follows it,
+    so it is left out."""
+    events = [
+        {"cat": "user_annotation", "name": "bubblescope.step", "ts": 0, "dur": 140},
+        {"cat": "user_annotation", "name": "bubblescope.step", "ts": 145, "dur": 100},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 5, "args": {"correlation": 1}},
+        {"cat": "kernel", "name": "k0", "ts": 0, "dur": 100, "args": {"correlation": 1}},
+        {"cat": "cpu_op", "name": "aten::item", "ts": 10, "dur": 95},
+        {"cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 12, "dur": 90, "args": {"correlation": 2}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": 100, "dur": 1, "args": {"correlation": 2}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 150, "dur": 10, "args": {"correlation": 3}},
+        {"cat": "kernel", "name": "k1", "ts": 170, "dur": 50, "args": {"correlation": 3}},
+        {"cat": "cpu_op", "name": "aten::item", "ts": 200, "dur": 30},
+    ]
+    trace = _write_trace(tmp_path / "t.json.gz", events)
+    ref = _script().bounded_reference(trace, ("aten::item",), overhead_ns=20_000)
+    assert ref["reads"] == 1 and ref["drained"] == 1
+    assert ref["lead_ns"] == 91_000 and ref["host_idle_ns"] == 59_000
+    assert ref["cost_ns"] == 59_000 and ref["cost_corrected_ns"] == 39_000
+
+
+def test_bounded_reference_read_after_drain_costs_nothing(tmp_path: Path) -> None:
+    """A wait that begins after the device ran out of work (kernel ends at 100, wait at 120) has L = 0."""
+    events = [
+        {"cat": "user_annotation", "name": "bubblescope.step", "ts": 0, "dur": 300},
+        {"cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 0, "dur": 5, "args": {"correlation": 1}},
+        {"cat": "kernel", "name": "k0", "ts": 0, "dur": 100, "args": {"correlation": 1}},
+        {"cat": "cuda_runtime", "name": "cudaEventSynchronize", "ts": 120, "dur": 2},
+        {"cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 250, "dur": 5, "args": {"correlation": 3}},
+        {"cat": "kernel", "name": "k1", "ts": 260, "dur": 10, "args": {"correlation": 3}},
+    ]
+    ref = _script().bounded_reference(_write_trace(tmp_path / "t.json.gz", events), ("cudaEventSynchronize",))
+    assert ref["reads"] == 1 and ref["drained"] == 0 and ref["cost_ns"] == 0
