@@ -19,10 +19,12 @@ Usage:
     python benchmarks/validate_read_cost.py --record OUT_DIR [--factors 0.1,0.5,1,2,5] [--tiny]
         (on the GPU; runs on CPU with --tiny to check the flow: no graph, no events, no bubbles)
     python benchmarks/validate_read_cost.py --analyze OUT_DIR
-        (anywhere bubblescope is installed: predicted cost per step = sum(syncs[].bubble_ns) / steps of
-        the read window's analysis, vs the measured saving; writes OUT_DIR/validation.json and prints
-        the table; also prints an independent reference computed from the raw trace events with the
-        bounded rule of issue 14 §1, min(lost lead, following idle), to tell the rule from its code)
+        (anywhere bubblescope is installed: predicted cost per step = sum(syncs[].bubble_ns) of the read
+        window's analysis / (steps - 1) (the window's last read has no step after it), less the
+        profiler's own overhead where it lands in `sync` time, vs the measured saving; writes
+        OUT_DIR/validation.json and prints the table; also prints an independent reference computed from
+        the raw trace events with the bounded rule of issue 14 §1, min(lost lead, following host-bound
+        idle), to tell the rule from its code)
 
 The recording needs only torch (the device has no plotly/orjson); `--analyze` never imports torch.
 """

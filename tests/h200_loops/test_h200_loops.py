@@ -137,8 +137,11 @@ def test_two_stream_handoffs_are_dependency() -> None:
     hand) are `dependency`; with no reads there is no `sync` at all."""
     result = analysis("two_stream_wait")
     dependency = sum(step["idle_by_class_ns"]["dependency"] for step in result["steps"])
-    by_hand = expected("two_stream_wait")["cross_stream_queued_ns"]
-    assert 0.8 * by_hand <= dependency <= 1.25 * by_hand
+    want = expected("two_stream_wait")
+    # Upper bound: the handoffs plus the queued tails of the host-bound gaps (from the closing op's launch
+    # call to its start, 43 us in all by hand) if a rule calls those tails dependency too.
+    assert 0.8 * want["cross_stream_queued_ns"] <= dependency
+    assert dependency <= want["cross_stream_queued_ns"] + want["host_gap_queued_tails_ns"]
     assert all(step["idle_by_class_ns"]["sync"] == 0 for step in result["steps"])
 
 
