@@ -127,6 +127,13 @@ KNOWN_FAILURES: dict[str, str] = {
         "issue 14 s3: hipEventSynchronize is not recognised as host-blocking, so the read is not "
         "found (0 reads)"
     ),
+    "tm_vllm_h100::steps": (
+        "issue 14 s5: --step-marker matches only ops and annotations, not the execute_model Python "
+        "frames vLLM V1 marks its steps with: 1 whole-trace step instead of 11"
+    ),
+    "tm_vllm_mi300x::steps": (
+        "issue 14 s5: --step-marker does not match Python frames: 1 whole-trace step instead of 11"
+    ),
     "tm_vllm_mi300x::reads_found:0": (
         "issue 14 s3: hipMemcpyWithStream (aten::to) is not recognised as host-blocking, so the read "
         "is not found (0 reads); the H100 run of the same workload finds its 10 reads"
