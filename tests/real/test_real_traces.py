@@ -91,7 +91,10 @@ def _gap_pieces(result: dict, origins: list[int], gap: dict) -> dict[str, list[t
 
 def _check_gap_class(result: dict, origins: list[int], gap: dict) -> None:
     pieces = _gap_pieces(result, origins, gap)
-    assert pieces, f"no gap in gaps_top overlaps {gap['interval_us']} ({gap['why']})"
+    assert pieces, (
+        f"no gap in gaps_top overlaps {gap['interval_us']} (if gaps of warm-up steps now stay out of "
+        f"gaps_top, this claim needs a gap of a steady step): {gap['why']}"
+    )
     by_class = {cls: sum(o for o, _ in found) for cls, found in pieces.items()}
     dominant = max(by_class, key=by_class.get)
     found = {cls: f"{ns / 1e3:.1f} us" for cls, ns in by_class.items()}
@@ -104,7 +107,7 @@ def _check_gap_class(result: dict, origins: list[int], gap: dict) -> None:
 
 def _check_gap_blame(result: dict, origins: list[int], gap: dict) -> None:
     pieces = _gap_pieces(result, origins, gap)
-    assert pieces, f"no gap in gaps_top overlaps {gap['interval_us']}"
+    assert pieces, f"no gap in gaps_top overlaps {gap['interval_us']}: {gap['why']}"
     by_class = {cls: sum(o for o, _ in found) for cls, found in pieces.items()}
     _, biggest = max(pieces[max(by_class, key=by_class.get)], key=lambda p: p[0])
     blame = biggest["blame"].lower()
