@@ -125,3 +125,61 @@ def test_fetch_rejects_bad_arguments_with_exit_2(tmp_path: Path, capsys) -> None
 def test_manifest_is_the_one_the_tool_reads() -> None:
     assert _fetch_module().MANIFEST == MANIFEST
     assert (REAL_DATA / "README.md").is_file()
+
+
+def _answer(**reads) -> dict:
+    return {"reads": {"expected": [], "tolerated": [], **reads}}
+
+
+def test_exclusive_check_allows_listed_tolerated_and_implicit_reads_only() -> None:
+    from tests.real.test_real_traces import _check_reads_exclusive
+
+    answer = _answer(
+        expected=[{"op": "aten::item", "apis": ["hipMemcpyWithStream"], "count": 1}],
+        tolerated=[{"op": "", "apis": ["hipDeviceSynchronize"], "count": 1}],
+        implicit=[{"apis": ["hipFree"]}],
+    )
+    syncs = [
+        {"op": "aten::item", "api": "hipMemcpyWithStream", "count": 1, "bubble_ns": 0},
+        {"op": "", "api": "hipDeviceSynchronize", "count": 1, "bubble_ns": 0},
+        {"op": "aten::conv2d", "api": "hipFree", "count": 9, "bubble_ns": 0},
+    ]
+    _check_reads_exclusive({"syncs": syncs}, answer)
+    with pytest.raises(AssertionError, match="aten::to"):
+        _check_reads_exclusive({"syncs": [*syncs, {**syncs[0], "op": "aten::to"}]}, answer)
+
+
+def test_gap_check_takes_the_class_covering_most_of_the_interval() -> None:
+    from decimal import Decimal
+
+    from tests.real.test_real_traces import _check_gap_blame, _check_gap_class
+
+    # Expected interval [1000, 2000] us absolute; origin 500 us: pieces at relative 500-1300 and 1300-1500 us.
+    gaps_top = [
+        {
+            "rank": 0,
+            "start_ns": 500_000,
+            "dur_ns": 800_000,
+            "class": "dependency",
+            "blame": "stream 3 waited",
+        },
+        {"rank": 0, "start_ns": 1_300_000, "dur_ns": 200_000, "class": "host", "blame": "aten::addmm"},
+        {"rank": 1, "start_ns": 500_000, "dur_ns": 1_000_000, "class": "sync", "blame": "other rank"},
+    ]
+    gap = {
+        "rank": 0,
+        "interval_us": [Decimal(1000), Decimal(2000)],
+        "class": "dependency",
+        "not_class": ["host"],
+        "blame_any": ["stream"],
+        "why": "test",
+    }
+    result = {"gaps_top": gaps_top}
+    _check_gap_class(result, [500_000, 0], gap)
+    _check_gap_blame(result, [500_000, 0], gap)
+    with pytest.raises(AssertionError, match="dominant class dependency"):
+        _check_gap_class(result, [500_000, 0], {**gap, "class": "host"})
+    with pytest.raises(AssertionError, match="no gap in gaps_top"):
+        _check_gap_class(result, [5_000_000, 0], gap)
+    with pytest.raises(AssertionError, match="names none"):
+        _check_gap_blame(result, [500_000, 0], {**gap, "blame_any": ["hipFree"]})
