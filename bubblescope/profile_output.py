@@ -1,0 +1,139 @@
+"""What a `bubblescope.profile` session leaves under `out`, each file written atomically:
+
+- `trace.json.gz`   the recorded window (Kineto/Chrome trace; opens in Perfetto)
+- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (`profile_sites`)
+- `report.html`     the trace report plus a table of where each blocking read is called from
+- `profile.json`    the `bubblescope.profile/1` record (docs/SCHEMAS.md): settings, steps, exit, files
+
+A failing analysis or report never loses the trace: the record names what failed in one line.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from bubblescope.errors import BubblescopeError
+
+SCHEMA = "bubblescope.profile/1"
+TOP_READS = 20
+
+
+def call_dicts(calls: list[Any]) -> list[dict[str, Any]]:
+    """The tap's ReadCalls (code objects) as plain dicts, innermost frame first."""
+    from bubblescope.capture.user_frames import frame_class
+
+    out = []
+    for call in calls:
+        frames = [
+            {
+                "file": code.co_filename,
+                "line": int(line),
+                "function": code.co_name,
+                "qualname": getattr(code, "co_qualname", code.co_name),
+                "class": frame_class(code.co_filename),
+            }
+            for code, line in call.frames
+        ]
+        out.append({"read_id": call.read_id, "op": call.op, "kind": call.kind, "step": call.step, "frames": frames})
+    return out
+
+
+def write_outputs(session: Any) -> dict[str, Any]:
+    """Write everything a finished session has; returns {"files", "notices", "summary_line", "analysis"}."""
+    out = Path(session.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str | None] = {"trace": None, "analysis": None, "report": None}
+    notices: list[str] = []
+    analysis = None
+    if session.trace_bytes is not None:
+        write_bytes_atomic(out / "trace.json.gz", session.trace_bytes)
+        files["trace"] = "trace.json.gz"
+        analysis = _analysis(session, out / "trace.json.gz", notices)
+    elif session.steps_recorded == 0:
+        notices.append(
+            f"no step was recorded ({session.steps_started} steps started, warm-up {session.warmup}): "
+            "call prof.step()/bubblescope.step() once per iteration, or pass --step-frame/--step-marker"
+        )
+    if analysis is not None:
+        write_json_atomic(out / "analysis.json", analysis)
+        files["analysis"] = "analysis.json"
+        files["report"] = _report(analysis, out, notices)
+    if session.steps_recorded and session.steps_recorded < session.active and not session.record_all:
+        notices.append(f"only {session.steps_recorded} of {session.active} active steps ran before the end")
+    record = _record(session, files, notices, analysis)
+    write_json_atomic(out / "profile.json", record)
+    return {"files": files, "notices": notices, "analysis": analysis, "summary_line": _summary_line(record, out)}
+
+
+def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, Any] | None:
+    from bubblescope.profile_sites import analyze_with_read_sites
+
+    calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
+    try:
+        return analyze_with_read_sites(
+            trace_path, calls, cuda_run=session._on_cuda, step_marker=session.step_marker
+        )
+    except BubblescopeError as exc:
+        notices.append(f"analysis refused the trace: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the trace is written; say what failed, keep going
+        notices.append(f"analysis failed ({type(exc).__name__}: {exc}); the trace is kept")
+    return None
+
+
+def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | None:
+    from bubblescope.profile_report import render_profile_html
+
+    try:
+        html = render_profile_html(analysis)
+    except Exception as exc:  # noqa: BLE001 - the analysis is written; say why the page is not
+        notices.append(f"report.html skipped ({type(exc).__name__}: {exc})")
+        return None
+    write_text_atomic(out / "report.html", html)
+    return "report.html"
+
+
+def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, Any] | None) -> dict[str, Any]:
+    import torch
+
+    device = torch.cuda.get_device_name() if session._on_cuda and torch.cuda.is_initialized() else "cpu"
+    syncs = (analysis or {}).get("syncs") or []
+    return {
+        "schema": SCHEMA,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": session.command,
+        "environment": {"python": platform.python_version(), "torch": torch.__version__, "device": device},
+        "settings": {
+            "warmup": session.warmup,
+            "active": session.active,
+            "read_sites": session.read_sites,
+            "record_all": session.record_all,
+            "step_marker": session.step_marker,
+        },
+        "steps": {"started": session.steps_started, "recorded": session.steps_recorded},
+        "exit": {"code": session.exit_code, "error": session.error},
+        "files": files,
+        "summary": (analysis or {}).get("summary"),
+        "step_source": (analysis or {}).get("step_source"),
+        "reads": [
+            {k: s.get(k) for k in ("site", "read_at", "op", "kind", "count", "per_step", "blocked_ns", "bubble_ns", "line")}
+            for s in syncs[:TOP_READS]
+        ],
+        "notices": notices,
+    }
+
+
+def _summary_line(record: dict[str, Any], out: Path) -> str:
+    summary = record.get("summary") or {}
+    reads = record["reads"]
+    text = f"bubblescope: {record['steps']['recorded']} steps recorded"
+    if summary:
+        text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
+    if reads:
+        top = reads[0]
+        text += f"; top: {top['site']} ({top['per_step']}/step)"
+    target = record["files"]["report"] or record["files"]["analysis"] or "profile.json"
+    return f"{text} -> {out / target}"
