@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,11 @@ class ProfileSession:
         if self._torch_prof is None and not self.record_all:
             from torch.profiler import schedule
 
-            self._start_profiler(schedule(wait=0, warmup=self.warmup, active=self.active, repeat=1))
+            with warnings.catch_warnings():
+                # warmup=0 is the user's choice; torch's "won't be using warmup" adds nothing to it.
+                warnings.filterwarnings("ignore", message=".*warmup.*")
+                window = schedule(wait=0, warmup=self.warmup, active=self.active, repeat=1)
+            self._start_profiler(window)
         recorded = phase == "active"
         if self._tap is not None:
             self._tap.state.step = self.steps_recorded if recorded else -1

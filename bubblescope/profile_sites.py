@@ -56,13 +56,23 @@ def describe_call(call: dict[str, Any]) -> dict[str, Any]:
     outside_torch = next((f for f in frames if f["class"] not in ("torch", "compiler", "bubblescope")), None)
     site = _frame_text(user, os.path.basename(user["file"])) if user else "(no user frame)"
     read_at = _frame_text(outside_torch, short_path(outside_torch["file"])) if outside_torch else site
-    chain = [
-        _frame_text(f, short_path(f["file"]), qualified=True)
-        for f in frames
-        if f["class"] in ("user", "library")
-    ][:CHAIN_FRAMES]
+    chain = [_frame_text(f, short_path(f["file"]), qualified=True) for f in _caller_chain(frames)]
     display = site if read_at == site else f"{site} → {read_at}"
     return {"site": site, "read_at": read_at, "stack": chain, "display": display}
+
+
+def _caller_chain(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """User and library frames, innermost first, up to where plumbing starts: past the first user
+    frame, a standard-library or bubblescope frame (runpy, the CLI) ends the chain."""
+    chain: list[dict[str, Any]] = []
+    seen_user = False
+    for frame in frames:
+        if seen_user and frame["class"] in ("stdlib", "bubblescope"):
+            break
+        if frame["class"] in ("user", "library"):
+            chain.append(frame)
+            seen_user = seen_user or frame["class"] == "user"
+    return chain[:CHAIN_FRAMES]
 
 
 def _frame_text(frame: dict[str, Any], path: str, qualified: bool = False) -> str:
