@@ -75,7 +75,11 @@ def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, A
     calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
     try:
         return analyze_with_read_sites(
-            trace_path, calls, cuda_run=session._on_cuda, step_marker=session.step_marker
+            trace_path,
+            calls,
+            cuda_run=session._on_cuda,
+            step_marker=session.step_marker,
+            drop_last_step=session.trailing_step_dropped,
         )
     except BubblescopeError as exc:
         notices.append(f"analysis refused the trace: {exc}")

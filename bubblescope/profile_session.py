@@ -84,6 +84,7 @@ class ProfileSession:
         self.step_marker, self.progress, self.command = step_marker, progress, command
         self.steps_started = 0
         self.explicit_steps = False
+        self.trailing_step_dropped = False
         self.steps_recorded = 0
         self.trace_bytes: bytes | None = None
         self.error: str | None = None
@@ -127,6 +128,9 @@ class ProfileSession:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         try:
             if self._open_index is not None:
+                # A step still open now ran until the session closed: after the loop's last iteration
+                # it also holds whatever followed the loop, so the analysis leaves it out.
+                self.trailing_step_dropped = self._phase(self._open_index) == "active"
                 self._close_step()
             self._stop_profiler()
         finally:

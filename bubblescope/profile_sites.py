@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bubblescope.analysis import analysis_dict, analyze_ranks
+from bubblescope.analysis import analysis_dict, analyze_rank, analyze_ranks
 from bubblescope.detect.host_syncs import HINTS
-from bubblescope.trace.steps import step_index_of
+from bubblescope.trace.steps import BUBBLESCOPE_STEP, step_index_of
 
 READ_MARKER_PREFIX = "bubblescope.read#"
 CHAIN_FRAMES = 12
@@ -86,6 +86,7 @@ def analyze_with_read_sites(
     *,
     cuda_run: bool,
     step_marker: str | None = None,
+    drop_last_step: bool = False,
 ) -> dict[str, Any]:
     """`bubblescope.analysis/1` of one trace, with the tap's exact lines merged in (module docstring).
 
@@ -94,8 +95,12 @@ def analyze_with_read_sites(
         calls: the tap's recorded calls (see `describe_call`).
         cuda_run: the workload ran on CUDA (reads come from the trace's blocking calls).
         step_marker: regex for step annotations when there is no `bubblescope.step`. Default None.
+        drop_last_step: leave the last `bubblescope.step` out (it ran until the session closed, so it
+            also holds what followed the loop). Default False.
     """
     ranks = analyze_ranks([trace_path], step_marker=step_marker)
+    if drop_last_step:
+        ranks = [_without_last_step(ranks[0], step_marker)]
     rank = ranks[0]
     described = {int(c["read_id"]): {**describe_call(c), "op": c["op"], "kind": c["kind"]} for c in calls}
     markers = _read_markers(rank.tables.ops)
@@ -110,6 +115,22 @@ def analyze_with_read_sites(
     _annotate_syncs(analysis, described)
     analysis["read_sites"] = stats
     return analysis
+
+
+def _without_last_step(rank: Any, step_marker: str | None) -> Any:
+    """Re-run the rank's analysis without its last `bubblescope.step` annotation (if it has two or more)."""
+    ops = rank.tables.ops
+    is_step = (ops["name"].astype(str) == BUBBLESCOPE_STEP).to_numpy()
+    if is_step.sum() < 2:
+        return rank
+    last = int(np.flatnonzero(is_step)[np.argmax(ops["start_ns"].to_numpy()[is_step])])
+    rank.tables.ops = ops.drop(index=ops.index[last]).reset_index(drop=True)
+    analysed = analyze_rank(rank.tables, step_marker)
+    analysed.warnings.append(
+        f"{rank.tables.path}: the last step ran until the session closed (it also holds what followed "
+        "the loop) and is left out; `with prof.step():` marks the end of each step exactly"
+    )
+    return analysed
 
 
 def _read_markers(ops: pd.DataFrame) -> pd.DataFrame:

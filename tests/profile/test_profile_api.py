@@ -140,3 +140,19 @@ def test_import_bubblescope_does_not_import_torch() -> None:
     code = "import sys, bubblescope; bubblescope.profile; bubblescope.step; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_trailing_bare_step_left_out(tmp_path: Path) -> None:
+    import bubblescope
+
+    with bubblescope.profile(out=tmp_path, active=8, warmup=1, progress=False) as prof:
+        for _ in range(4):
+            prof.step()
+            torch.ones(3).sum().item()
+        torch.ones(2).tolist()  # after the loop: inside the still-open last step
+    analysis, record = load_outputs(tmp_path)
+    assert record["steps"]["recorded"] == 3
+    assert len(analysis["steps"]) == 2
+    assert [s["blocking_reads"] for s in analysis["steps"]] == [1, 1]
+    assert any("only 3 of 8 active steps" in n for n in record["notices"])
+    assert any("last step ran until the session closed" in w for w in analysis["warnings"])

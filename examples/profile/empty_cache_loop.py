@@ -1,0 +1,38 @@
+"""A decode-like loop that calls `torch.cuda.empty_cache()` every step (a habit seen in serving code to
+keep memory down): each call synchronises the device. Marks its steps with the bare
+`bubblescope.step()`, so it runs unchanged with or without bubblescope profiling it:
+
+    bubblescope profile --out runs/empty_cache -- python examples/profile/empty_cache_loop.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import bubblescope
+
+
+def decode(weights: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    for weight in weights:
+        hidden = torch.tanh(hidden @ weight)
+    return hidden
+
+
+def main(steps: int = 24) -> None:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    weights = torch.randn(8, 2048, 2048, device=device) / 45.0  # [layers, width, width]
+    hidden = torch.randn(1, 2048, device=device)
+    for _ in range(steps):
+        bubblescope.step()
+        hidden = decode(weights, hidden)
+        scratch = torch.empty(64 << 20, dtype=torch.uint8, device=device)  # a transient 64 MiB buffer
+        del scratch
+        if device == "cuda":
+            torch.cuda.empty_cache()  # READ-empty-cache
+    print("done", float(hidden.norm()))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 24)
