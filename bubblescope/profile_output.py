@@ -138,6 +138,7 @@ def _summary_line(record: dict[str, Any], out: Path) -> str:
         text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
     if reads:
         top = reads[0]
-        text += f"; top: {top['site']} ({top['per_step']}/step)"
+        where = top["site"] if top.get("read_at") in (None, top["site"]) else f"{top['site']} → {top['read_at']}"
+        text += f"; top: {where} ({top['per_step']}/step)"
     target = record["files"]["report"] or record["files"]["analysis"] or "profile.json"
     return f"{text} -> {out / target}"

@@ -132,8 +132,12 @@ def _is_read(predicate: str, args: tuple, kwargs: dict, state: TapState) -> bool
     if predicate == "to_host":
         if not args or kwargs.get("non_blocking") or not _is_device_tensor(args[0], state):
             return False
-        targets = list(args[1:]) + [kwargs.get("device", None)]
-        return any(_names_host(t) for t in targets if t is not None)
+        targets = [t for t in list(args[1:]) + [kwargs.get("device", None)] if t is not None]
+        if not state.cuda_run:
+            # On a CPU run `x.to(other.device)` names the CPU too, yet on a GPU it stays on the GPU:
+            # only a literal "cpu" says the code moves to the host wherever it runs.
+            return any(isinstance(t, str) and t.split(":")[0] == "cpu" for t in targets)
+        return any(_names_host(t) for t in targets)
     if predicate == "copy_to_host":
         # dst.copy_(src): a read when a CUDA source lands in host memory without non_blocking.
         if not state.cuda_run or len(args) < 2 or kwargs.get("non_blocking") or bool(args[2:3] and args[2]):
