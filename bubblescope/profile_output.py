@@ -4,6 +4,7 @@
 - `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (`profile_sites`)
 - `report.html`     the trace report plus a table of where each blocking read is called from
 - `profile.json`    the `bubblescope.profile/1` record (docs/SCHEMAS.md): settings, steps, exit, files
+- `read_calls.json.gz` the read tap's calls with their stacks (to redo the analysis from the trace)
 
 A failing analysis or report never loses the trace: the record names what failed in one line.
 """
@@ -73,6 +74,8 @@ def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, A
     from bubblescope.profile_sites import analyze_with_read_sites
 
     calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
+    # Kept beside the trace so the analysis can be redone later (`analyze_with_read_sites`).
+    write_json_atomic(trace_path.parent / "read_calls.json.gz", calls, indent=None)
     try:
         return analyze_with_read_sites(
             trace_path,

@@ -31,6 +31,7 @@ from typing import Any
 from bubblescope.errors import ConfigError
 
 STEP_MARKER = "bubblescope.step"
+OWN_SYNC_MARKER = "bubblescope.own_sync"
 _CURRENT: list[ProfileSession] = []
 
 
@@ -195,7 +196,9 @@ class ProfileSession:
             if index == self.warmup + self.active - 1:
                 self._stop_profiler()
             else:
-                self._torch_prof.step()
+                # Starting the recording synchronises the device: bubblescope's own, not the loop's.
+                with self._own_marker(OWN_SYNC_MARKER):
+                    self._torch_prof.step()
         self._say_progress(index)
 
     # -- profiler ----------------------------------------------------------------------------------------
@@ -214,12 +217,19 @@ class ProfileSession:
             return
         self._set_recording(False)
         if self._on_cuda and self._torch.cuda.is_initialized():
-            # Drain so the last steps' GPU work is in the trace (a read outside every step: not counted).
-            self._torch.cuda.synchronize()
+            # Drain so the last steps' GPU work is in the trace; marked so the analysis leaves it out.
+            with self._own_marker(OWN_SYNC_MARKER):
+                self._torch.cuda.synchronize()
         prof.__exit__(None, None, None)
         if self.steps_recorded == 0 and not self.record_all:
             return
         self.trace_bytes = _exported_trace(prof, self.out)
+
+    def _own_marker(self, name: str) -> Any:
+        # Not _RecordFunctionFast: the profiler starts or stops inside this range, which that one asserts on.
+        from torch.autograd.profiler import record_function
+
+        return record_function(name)
 
     def _set_recording(self, on: bool) -> None:
         if self._tap is not None:

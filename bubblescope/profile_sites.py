@@ -26,8 +26,8 @@ from bubblescope.detect.host_syncs import HINTS
 from bubblescope.trace.steps import BUBBLESCOPE_STEP, step_index_of
 
 READ_MARKER_PREFIX = "bubblescope.read#"
+OWN_SYNC_MARKER = "bubblescope.own_sync"
 CHAIN_FRAMES = 12
-_OWN_DRAIN_SITE = "profile_session.py("
 CPU_WARNING = (
     "CPU run: blocking reads are the calls that read a device value when the same code runs on a GPU, "
     "counted per step at their exact lines; blocked time and GPU bubbles are not measured on CPU"
@@ -104,9 +104,10 @@ def analyze_with_read_sites(
     rank = ranks[0]
     described = {int(c["read_id"]): {**describe_call(c), "op": c["op"], "kind": c["kind"]} for c in calls}
     markers = _read_markers(rank.tables.ops)
+    own = _named_ranges(rank.tables.ops, OWN_SYNC_MARKER)
     stats = {"source": "bubblescope read tap", "tapped_calls": len(calls), "covered": COVERAGE}
     if cuda_run:
-        stats.update(_merge_trace_reads(rank, markers, described))
+        stats.update(_merge_trace_reads(rank, markers, own, described))
     analysis = analysis_dict(ranks)
     if not cuda_run:
         _add_cpu_reads(analysis, rank, markers, described)
@@ -147,13 +148,31 @@ def _read_markers(ops: pd.DataFrame) -> pd.DataFrame:
     ).sort_values("start_ns", kind="stable")
 
 
-def _merge_trace_reads(rank: Any, markers: pd.DataFrame, described: dict[int, dict]) -> dict[str, int]:
-    """Rename each trace read's site to its call's display site (in place); counts for the stats."""
+def _named_ranges(ops: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Annotations called `name`, as read_id (-1), tid (str), start_ns, end_ns."""
+    marks = ops[(ops["name"].astype(str) == name).to_numpy()]
+    return pd.DataFrame(
+        {
+            "read_id": np.full(len(marks), -1, dtype=np.int64),
+            "tid": marks["tid"].astype(str).to_numpy(),
+            "start_ns": marks["start_ns"].to_numpy().astype(np.int64),
+            "end_ns": marks["end_ns"].to_numpy().astype(np.int64),
+        }
+    )
+
+
+def _merge_trace_reads(
+    rank: Any, markers: pd.DataFrame, own: pd.DataFrame, described: dict[int, dict]
+) -> dict[str, Any]:
+    """Rename each trace read's site to its call's display site (in place); drop bubblescope's own
+    synchronizes (profiler start/stop); counts and the tapped calls that never blocked, for the stats."""
     reads = rank.reads.copy()
     sites = reads["site"].astype(str).tolist()
     keep = np.ones(len(reads), dtype=bool)
     matched = 0
     by_tid = {tid: group for tid, group in markers.groupby("tid", sort=False)}
+    own_by_tid = {tid: group for tid, group in own.groupby("tid", sort=False)}
+    blocked_ids: set[int] = set()
     for row, (tid, start, end) in enumerate(
         zip(reads["tid"].astype(str), reads["start_ns"].tolist(), reads["end_ns"].tolist(), strict=True)
     ):
@@ -162,12 +181,33 @@ def _merge_trace_reads(rank: Any, markers: pd.DataFrame, described: dict[int, di
         if info is not None:
             sites[row] = info["display"]
             matched += 1
-        elif sites[row].startswith(_OWN_DRAIN_SITE):
-            # The session's own synchronize after the last step (so the trace holds its GPU work).
+            blocked_ids.add(int(read_id))
+        elif _enclosing_marker(own_by_tid.get(tid), int(start), int(end)) is not None:
             keep[row] = False
     reads["site"] = sites
     rank.reads = reads[keep].reset_index(drop=True)
-    return {"trace_reads": int(keep.sum()), "matched_reads": matched, "unmatched_trace_reads": int(keep.sum()) - matched}
+    return {
+        "trace_reads": int(keep.sum()),
+        "matched_reads": matched,
+        "unmatched_trace_reads": int(keep.sum()) - matched,
+        "not_blocking": _not_blocking(markers, blocked_ids, described),
+    }
+
+
+def _not_blocking(markers: pd.DataFrame, blocked_ids: set[int], described: dict[int, dict]) -> list[dict]:
+    """Recorded calls that could read the device but made no blocking call in the trace (a non_blocking
+    copy, an empty_cache with nothing to free): where they are, so a user does not hunt them."""
+    rows: dict[tuple[str, str], dict] = {}
+    for read_id in markers["read_id"].tolist():
+        info = described.get(int(read_id))
+        if info is None or int(read_id) in blocked_ids:
+            continue
+        row = rows.setdefault(
+            (info["display"], info["op"]),
+            {"site": info["site"], "read_at": info["read_at"], "op": info["op"], "count": 0},
+        )
+        row["count"] += 1
+    return sorted(rows.values(), key=lambda r: -r["count"])
 
 
 def _enclosing_marker(group: pd.DataFrame | None, start_ns: int, end_ns: int) -> int | None:

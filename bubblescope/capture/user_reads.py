@@ -194,6 +194,16 @@ def _wrap(original: Callable, op: str, kind: str, predicate: str, is_compiling: 
     return tapped
 
 
+def _marker_factory(torch: Any) -> Callable[[str], Any]:
+    """`_RecordFunctionFast` (under 1 us) where torch has it; `record_function` costs ~20x more."""
+    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
+    if fast is not None:
+        return fast
+    from torch.autograd.profiler import record_function
+
+    return record_function
+
+
 class ReadTap:
     """Install/uninstall the wrappers; the calls land in `state.calls`.
 
@@ -209,12 +219,11 @@ class ReadTap:
     def install(self) -> ReadTap:
         global _STATE
         import torch
-        from torch.autograd.profiler import record_function
 
         if _STATE is not None:
             raise RuntimeError("a bubblescope read tap is already installed")
         is_compiling = torch.compiler.is_compiling
-        self.state.marker = record_function
+        self.state.marker = _marker_factory(torch)
         targets: list[tuple[Any, str, str, tuple[str, str]]] = [
             (torch.Tensor, name, f"Tensor.{name}", spec) for name, spec in TENSOR_METHODS.items()
         ]

@@ -59,7 +59,8 @@ def main() -> None:
         for _ in range(args.tokens):
             prof.step()
             token, state = step_fn(model, token, state)
-            state = state.clone()
+            # CUDA graphs reuse their output buffers: keep copies across calls (as gpt-fast does).
+            token, state = token.clone(), state.clone()
             next_id = token.item()  # READ-token
             emitted.append(next_id)
             if next_id == -1:

@@ -35,7 +35,7 @@ def with_form(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dic
 
 def test_outputs_written(with_form) -> None:
     out, analysis, record = with_form
-    for name in ("trace.json.gz", "analysis.json", "report.html", "profile.json"):
+    for name in ("trace.json.gz", "analysis.json", "report.html", "profile.json", "read_calls.json.gz"):
         assert (out / name).is_file(), name
     assert record["schema"] == "bubblescope.profile/1"
     assert record["steps"] == {"started": 6, "recorded": 3}
