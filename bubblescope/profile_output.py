@@ -43,6 +43,44 @@ def call_dicts(calls: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
+    """Redo `analysis.json` and `report.html` of a profile folder from its trace, read_calls.json.gz and
+    profile.json (after an analysis fix, or to draw the page here when the GPU machine lacked plotly).
+
+    Returns:
+        the new analysis/1 dict.
+    """
+    import gzip
+    import json
+
+    from bubblescope.profile_report import render_profile_html
+    from bubblescope.profile_sites import analyze_with_read_sites
+
+    out = Path(folder)
+    record = json.loads((out / "profile.json").read_text())
+    with gzip.open(out / "read_calls.json.gz", "rt") as handle:
+        calls = json.load(handle)
+    analysis = analyze_with_read_sites(
+        out / "trace.json.gz",
+        calls,
+        cuda_run=record["environment"]["device"] != "cpu",
+        step_marker=record["settings"]["step_marker"],
+        drop_last_step=any("last step ran until" in w for w in _previous_warnings(out)),
+    )
+    write_json_atomic(out / "analysis.json", analysis)
+    write_text_atomic(out / "report.html", render_profile_html(analysis, timeline=timeline))
+    return analysis
+
+
+def _previous_warnings(out: Path) -> list[str]:
+    import json
+
+    try:
+        return list(json.loads((out / "analysis.json").read_text()).get("warnings") or [])
+    except (OSError, ValueError):
+        return []
+
+
 def write_outputs(session: Any) -> dict[str, Any]:
     """Write everything a finished session has; returns {"files", "notices", "summary_line", "analysis"}."""
     out = Path(session.out)

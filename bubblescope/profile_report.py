@@ -53,13 +53,27 @@ def _chain_section(analysis: dict[str, Any]) -> str:
     )
 
 
-def render_profile_html(analysis: dict[str, Any]) -> str:
-    """The whole page for a profile session's analysis (with read_at/stack in its syncs)."""
+SMALL_PAGE_NOTE = (
+    "The one-step timeline is left out of this page to keep it small (plotly is ~4.6 MB inlined): "
+    "`bubblescope report analysis.json` draws it."
+)
+
+
+def render_profile_html(analysis: dict[str, Any], *, timeline: bool = True) -> str:
+    """The whole page for a profile session's analysis (with read_at/stack in its syncs).
+
+    Args:
+        analysis: analysis/1 from `bubblescope.profile_sites.analyze_with_read_sites`.
+        timeline: draw the one-step timeline (inlines plotly.js). Default True.
+    """
     try:
         from bubblescope.report.html import Page, add_trace_sections
     except ImportError:
         return _plain_page(analysis)
     page = Page("")
+    if not timeline:
+        analysis = {**analysis, "timeline": None}
+        page.add(f'<p class="sub">{html.escape(SMALL_PAGE_NOTE)}</p>')
     add_trace_sections(page, analysis)
     page.add(_chain_section(analysis))
     return page.render()

@@ -173,6 +173,9 @@ def _merge_trace_reads(
     by_tid = {tid: group for tid, group in markers.groupby("tid", sort=False)}
     own_by_tid = {tid: group for tid, group in own.groupby("tid", sort=False)}
     blocked_ids: set[int] = set()
+    # The profiler's own stop synchronises after bubblescope's last marked drain: nothing of the loop
+    # runs between them, so an unmatched read from there on is the session's, not the loop's.
+    stop_ns = int(own["start_ns"].max()) if len(own) else None
     for row, (tid, start, end) in enumerate(
         zip(reads["tid"].astype(str), reads["start_ns"].tolist(), reads["end_ns"].tolist(), strict=True)
     ):
@@ -182,7 +185,9 @@ def _merge_trace_reads(
             sites[row] = info["display"]
             matched += 1
             blocked_ids.add(int(read_id))
-        elif _enclosing_marker(own_by_tid.get(tid), int(start), int(end)) is not None:
+        elif _enclosing_marker(own_by_tid.get(tid), int(start), int(end)) is not None or (
+            stop_ns is not None and int(start) >= stop_ns
+        ):
             keep[row] = False
     reads["site"] = sites
     rank.reads = reads[keep].reset_index(drop=True)
