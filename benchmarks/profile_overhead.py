@@ -20,8 +20,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -78,7 +79,10 @@ def measure(name: str, step: Callable[[], Any], reset: Callable[[], None], args:
             )
             reset()
             rows[f"plain_{key}"].append(plain_ns_per_step(step, args.plain_steps, tap_on))
-    med = {k: statistics.median(r["host_ns_per_step"] if isinstance(r, dict) else r for r in v) for k, v in rows.items()}
+    med = {
+        k: statistics.median(r["host_ns_per_step"] if isinstance(r, dict) else r for r in v)
+        for k, v in rows.items()
+    }
     result = {
         "workload": name,
         "median_ns_per_step": med,
@@ -113,7 +117,10 @@ def gpt_fast_step() -> tuple[Callable[[], Any], Callable[[], None]]:
 
     model = TinyDecoder().to("cuda", torch.bfloat16).eval()
     compiled = torch.compile(decode_one_token, mode="reduce-overhead")
-    carry = {"token": torch.tensor([1], device="cuda"), "state": torch.zeros(1, 1024, device="cuda", dtype=torch.bfloat16)}
+    carry = {
+        "token": torch.tensor([1], device="cuda"),
+        "state": torch.zeros(1, 1024, device="cuda", dtype=torch.bfloat16),
+    }
 
     def step() -> int:
         with torch.inference_mode():
@@ -136,8 +143,15 @@ def main() -> None:
     args = parser.parse_args()
     # Each window's trace/analysis/report lands in scratch, not in OUT (only the summary is kept).
     args.scratch = Path(tempfile.mkdtemp(prefix="bs_overhead_"))
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "args": sys.argv[1:], "rows": []}
-    makers = [("gpt-fast-compiled", gpt_fast_step)] + ([] if args.skip_ling else [("ling3-tiny-all", ling3_tiny_step)])
+    results = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "args": sys.argv[1:],
+        "rows": [],
+    }
+    makers = [("gpt-fast-compiled", gpt_fast_step)] + (
+        [] if args.skip_ling else [("ling3-tiny-all", ling3_tiny_step)]
+    )
     for name, make in makers:
         try:
             step, reset = make()

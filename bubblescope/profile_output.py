@@ -39,7 +39,9 @@ def call_dicts(calls: list[Any]) -> list[dict[str, Any]]:
             }
             for code, line in call.frames
         ]
-        out.append({"read_id": call.read_id, "op": call.op, "kind": call.kind, "step": call.step, "frames": frames})
+        out.append(
+            {"read_id": call.read_id, "op": call.op, "kind": call.kind, "step": call.step, "frames": frames}
+        )
     return out
 
 
@@ -105,7 +107,12 @@ def write_outputs(session: Any) -> dict[str, Any]:
         notices.append(f"only {session.steps_recorded} of {session.active} active steps ran before the end")
     record = _record(session, files, notices, analysis)
     write_json_atomic(out / "profile.json", record)
-    return {"files": files, "notices": notices, "analysis": analysis, "summary_line": _summary_line(record, out)}
+    return {
+        "files": files,
+        "notices": notices,
+        "analysis": analysis,
+        "summary_line": _summary_line(record, out),
+    }
 
 
 def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, Any] | None:
@@ -164,7 +171,20 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
         "summary": (analysis or {}).get("summary"),
         "step_source": (analysis or {}).get("step_source"),
         "reads": [
-            {k: s.get(k) for k in ("site", "read_at", "op", "kind", "count", "per_step", "blocked_ns", "bubble_ns", "line")}
+            {
+                k: s.get(k)
+                for k in (
+                    "site",
+                    "read_at",
+                    "op",
+                    "kind",
+                    "count",
+                    "per_step",
+                    "blocked_ns",
+                    "bubble_ns",
+                    "line",
+                )
+            }
             for s in syncs[:TOP_READS]
         ],
         "notices": notices,
@@ -179,7 +199,9 @@ def _summary_line(record: dict[str, Any], out: Path) -> str:
         text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
     if reads:
         top = reads[0]
-        where = top["site"] if top.get("read_at") in (None, top["site"]) else f"{top['site']} → {top['read_at']}"
+        where = (
+            top["site"] if top.get("read_at") in (None, top["site"]) else f"{top['site']} → {top['read_at']}"
+        )
         text += f"; top: {where} ({top['per_step']}/step)"
     target = record["files"]["report"] or record["files"]["analysis"] or "profile.json"
     return f"{text} -> {out / target}"

@@ -9,7 +9,16 @@ from __future__ import annotations
 import html
 from typing import Any
 
-CHAIN_HEADERS = ["your line", "read at", "op", "per step", "count", "host blocked", "GPU bubble", "call chain"]
+CHAIN_HEADERS = [
+    "your line",
+    "read at",
+    "op",
+    "per step",
+    "count",
+    "host blocked",
+    "GPU bubble",
+    "call chain",
+]
 
 
 def _us(value: Any) -> str:
@@ -47,9 +56,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 def _chain_section(analysis: dict[str, Any]) -> str:
     sites = analysis.get("read_sites") or {}
     note = html.escape(f"exact lines from the read tap; covered: {sites.get('covered', 'n/a')}")
-    return (
-        "<h2>Where each blocking read is called from</h2>"
-        f'<p class="sub">{note}</p>' + _table(CHAIN_HEADERS, read_chain_rows(analysis))
+    return f'<h2>Where each blocking read is called from</h2><p class="sub">{note}</p>' + _table(
+        CHAIN_HEADERS, read_chain_rows(analysis)
     )
 
 

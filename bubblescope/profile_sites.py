@@ -272,4 +272,6 @@ def _annotate_syncs(analysis: dict, described: dict[int, dict]) -> None:
         if info is None:
             row.update({"read_at": None, "stack": None, "line": "def"})
             continue
-        row.update({"site": info["site"], "read_at": info["read_at"], "stack": info["stack"], "line": "exact"})
+        row.update(
+            {"site": info["site"], "read_at": info["read_at"], "stack": info["stack"], "line": "exact"}
+        )

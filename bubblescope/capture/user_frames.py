@@ -13,7 +13,15 @@ import sysconfig
 from pathlib import Path
 
 _BUBBLESCOPE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
-_COMPILER_PARTS = ("_dynamo/", "_inductor/", "_functorch/", "fx/", "_subclasses/", "_higher_order_ops/", "export/")
+_COMPILER_PARTS = (
+    "_dynamo/",
+    "_inductor/",
+    "_functorch/",
+    "fx/",
+    "_subclasses/",
+    "_higher_order_ops/",
+    "export/",
+)
 _LIBRARY_PARTS = ("/site-packages/", "/dist-packages/")
 
 

@@ -162,7 +162,9 @@ def _stack(skip_frames: int) -> list[tuple[CodeType, int]]:
     return frames
 
 
-def _wrap(original: Callable, op: str, kind: str, predicate: str, is_compiling: Callable[[], bool]) -> Callable:
+def _wrap(
+    original: Callable, op: str, kind: str, predicate: str, is_compiling: Callable[[], bool]
+) -> Callable:
     def tapped(*args: Any, **kwargs: Any) -> Any:
         # Dynamo inlines this wrapper with is_compiling() folded to True: the graph sees the original.
         if is_compiling():

@@ -33,7 +33,7 @@ def main(steps: int = 24) -> None:
         del scratch
         if device == "cuda":
             torch.cuda.empty_cache()  # READ-empty-cache
-    print("done", float(hidden.norm()), "reserved MiB after the loop:", torch.cuda.memory_reserved() >> 20 if device == "cuda" else 0)
+    print("done", float(hidden.norm()), "reserved MiB after the loop:", torch.cuda.memory_reserved() >> 20 if device == "cuda" else 0)  # noqa: E501
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ class TinyDecoder(nn.Module):
     def __init__(self, vocab: int = 4096, width: int = 1024, layers: int = 4) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)) for _ in range(layers))
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)) for _ in range(layers))  # noqa: E501
         self.head = nn.Linear(width, vocab)
 
     def forward(self, token: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,7 +22,18 @@ runner = CliRunner()
 
 def test_gpt_fast_loop_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = EXAMPLES / "gpt_fast_loop.py"
-    argv = [str(script), "--out", str(tmp_path), "--no-compile", "--tokens", "8", "--active", "4", "--warmup", "1"]
+    argv = [
+        str(script),
+        "--out",
+        str(tmp_path),
+        "--no-compile",
+        "--tokens",
+        "8",
+        "--active",
+        "4",
+        "--warmup",
+        "1",
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(script), run_name="__main__")
     analysis, record = load_outputs(tmp_path)
@@ -51,11 +62,15 @@ def test_hf_generate_reads_named_in_transformers_source(tmp_path: Path) -> None:
 
     script = EXAMPLES / "hf_generate.py"
     argv = ["profile", "--out", str(tmp_path), "--step-frame", "prepare_inputs_for_generation"]
-    result = runner.invoke(app, [*argv, "--active", "4", "--warmup", "1", "--", "python", str(script), "--new-tokens", "8"])
+    result = runner.invoke(
+        app, [*argv, "--active", "4", "--warmup", "1", "--", "python", str(script), "--new-tokens", "8"]
+    )
     assert result.exit_code == 0, result.output
     analysis, _ = load_outputs(tmp_path)
     source = Path(generation_utils.__file__).read_text().splitlines()
-    stop_lines = [n for n, text in enumerate(source, 1) if "return bool(unfinished_sequences.max() == 0)" in text]
+    stop_lines = [
+        n for n, text in enumerate(source, 1) if "return bool(unfinished_sequences.max() == 0)" in text
+    ]
     user_site = f"hf_generate.py({line_of(script, 'GENERATE-CALL')}): main"
     read_ats = {r["read_at"] for r in analysis["syncs"] if r["site"] == user_site}
     assert f"transformers/generation/utils.py({stop_lines[0]}): __call__" in read_ats

@@ -96,7 +96,9 @@ def test_trace_links_each_read_marker_inside_a_step(with_form) -> None:
     assert all(any(a <= m["ts"] < b for a, b in steps) for m in marks)
     # The item() read's marker encloses the ATen op that reads.
     items = [e for e in events if e["name"] == "aten::item"]
-    assert items and all(any(m["ts"] <= i["ts"] and i["ts"] + i["dur"] <= m["ts"] + m["dur"] for m in marks) for i in items)
+    assert items and all(
+        any(m["ts"] <= i["ts"] and i["ts"] + i["dur"] <= m["ts"] + m["dur"] for m in marks) for i in items
+    )
 
 
 @pytest.mark.parametrize("form", ["bare", "module"])

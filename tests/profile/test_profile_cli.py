@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +44,10 @@ def test_step_frame_steps_and_exact_lines(tmp_path: Path) -> None:
     rows = rows_by_site(analysis)
     assert set(rows) == _expected_rows()
     tolist = rows[(site(SCRIPT, "READ-tolist", "sample_ids"), "Tensor.tolist")]
-    assert tolist["stack"] == [site(SCRIPT, "READ-tolist", "sample_ids"), site(SCRIPT, "CALL-sample", "main")] + [
-        f"{SCRIPT}({line_of(SCRIPT, 'CALL-main')}): <module>"
-    ]
+    assert tolist["stack"] == [
+        site(SCRIPT, "READ-tolist", "sample_ids"),
+        site(SCRIPT, "CALL-sample", "main"),
+    ] + [f"{SCRIPT}({line_of(SCRIPT, 'CALL-main')}): <module>"]
 
 
 def test_explicit_bubblescope_step_calls(tmp_path: Path) -> None:

@@ -21,8 +21,20 @@ def _frame(file: str, line: int, function: str, cls: str, qualname: str | None =
 
 USER_FRAMES = [
     _frame("/venv/lib/python3.12/site-packages/torch/_tensor.py", 1100, "__bool__", "torch"),
-    _frame("/venv/lib/python3.12/site-packages/transformers/generation/utils.py", 383, "__call__", "library", "StopCheck.__call__"),
-    _frame("/venv/lib/python3.12/site-packages/transformers/generation/utils.py", 3083, "_sample", "library", "GenerationMixin._sample"),
+    _frame(
+        "/venv/lib/python3.12/site-packages/transformers/generation/utils.py",
+        383,
+        "__call__",
+        "library",
+        "StopCheck.__call__",
+    ),
+    _frame(
+        "/venv/lib/python3.12/site-packages/transformers/generation/utils.py",
+        3083,
+        "_sample",
+        "library",
+        "GenerationMixin._sample",
+    ),
     _frame("/home/user/app.py", 14, "step", "user"),
     _frame("/home/user/app.py", 40, "<module>", "user"),
     _frame("<frozen runpy>", 88, "_run_code", "stdlib"),
