@@ -48,6 +48,7 @@ class StepFrameHook:
         self.calls = 0
         self._depth = threading.local()
         self._tool_id: int | None = None
+        self._previous_trace: tuple[Any, Any] | None = None
 
     def _matches(self, code: CodeType) -> bool:
         hit = self.matches.get(code)
@@ -71,6 +72,8 @@ class StepFrameHook:
         if sys.version_info >= (3, 12):
             self._install_monitoring()
         else:
+            # A coverage tool or debugger already tracing loses its hook while the script runs.
+            self._previous_trace = (sys.gettrace(), threading.gettrace())
             sys.settrace(self._trace)
             threading.settrace(self._trace)
         return self
@@ -84,9 +87,11 @@ class StepFrameHook:
             mon.register_callback(self._tool_id, mon.events.PY_UNWIND, None)
             mon.free_tool_id(self._tool_id)
             self._tool_id = None
-        elif sys.gettrace() == self._trace:
-            sys.settrace(None)
-            threading.settrace(None)  # type: ignore[arg-type]
+        elif self._previous_trace is not None:
+            previous, previous_threads = self._previous_trace
+            self._previous_trace = None
+            sys.settrace(previous)
+            threading.settrace(previous_threads)  # type: ignore[arg-type]
 
     def _install_monitoring(self) -> None:
         mon = sys.monitoring  # type: ignore[attr-defined]
