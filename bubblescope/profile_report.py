@@ -1,7 +1,7 @@
 """`report.html` of a profile session: the trace report, plus where each blocking read is called from.
 
 The trace sections come from `bubblescope.report.html` (plotly). Without plotly the page keeps the
-tables and says the timeline needs plotly (`bubblescope report OUT/analysis.json` redraws it).
+tables and says the timeline needs plotly (`bubblescope report OUT/analysis.json -o page.html` redraws it).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _chain_section(analysis: dict[str, Any]) -> str:
 
 SMALL_PAGE_NOTE = (
     "The one-step timeline is left out of this page to keep it small (plotly is ~4.6 MB inlined): "
-    "`bubblescope report analysis.json` draws it."
+    "`bubblescope report analysis.json -o page.html` draws it."
 )
 
 
@@ -94,6 +94,6 @@ def _plain_page(analysis: dict[str, Any]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bubblescope profile</title>'
         "</head><body><h1>bubblescope profile</h1>"
-        "<p>plotly is not installed: no timeline; `bubblescope report analysis.json` draws it.</p>"
+        "<p>plotly is not installed: no timeline; `bubblescope report analysis.json -o page.html` draws it.</p>"
         f"{warnings}<ul>{items}</ul>{_chain_section(analysis)}</body></html>\n"
     )
