@@ -74,3 +74,14 @@ def test_hf_generate_reads_named_in_transformers_source(tmp_path: Path) -> None:
     user_site = f"hf_generate.py({line_of(script, 'GENERATE-CALL')}): main"
     read_ats = {r["read_at"] for r in analysis["syncs"] if r["site"] == user_site}
     assert f"transformers/generation/utils.py({stop_lines[0]}): __call__" in read_ats
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is not None, reason="transformers is installed")
+def test_hf_example_skips_cleanly_without_transformers() -> None:
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "hf_generate.py")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0
+    assert "transformers is not installed" in result.stderr

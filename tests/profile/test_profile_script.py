@@ -31,7 +31,12 @@ def test_parse_command(command: list[str], target: str, args: list[str], is_modu
 
 @pytest.mark.parametrize(
     ("command", "message"),
-    [([], "no script"), (["python"], "no script"), (["python", "-c", "x"], "unsupported"), (["-m"], "-m needs")],
+    [
+        ([], "no script"),
+        (["python"], "no script"),
+        (["python", "-c", "x"], "unsupported"),
+        (["-m"], "-m needs"),
+    ],
 )
 def test_parse_command_refuses(command: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
