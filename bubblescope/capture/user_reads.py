@@ -100,6 +100,7 @@ class TapState:
 
 
 _STATE: TapState | None = None
+_COMPILER_CODES: dict[CodeType, bool] = {}
 _LOCAL = threading.local()
 
 
@@ -153,11 +154,23 @@ def _is_read(predicate: str, args: tuple, kwargs: dict, state: TapState) -> bool
     return False
 
 
-def _stack(skip_frames: int) -> list[tuple[CodeType, int]]:
-    frame = sys._getframe(skip_frames)
+def _caller_frames() -> list[tuple[CodeType, int]] | None:
+    """(code, exact line) of the tapped call's caller and outwards, innermost first; None when a frame
+    belongs to torch.compile's machinery (Dynamo, Inductor, FX poking tensors while compiling).
+
+    One loop and a per-code-object cache: under the profiler's Python tracer every extra call costs.
+    """
+    frame = sys._getframe(2)
     frames = []
+    compiler = _COMPILER_CODES
     while frame is not None and len(frames) < MAX_FRAMES:
-        frames.append((frame.f_code, frame.f_lineno))
+        code = frame.f_code
+        in_compiler = compiler.get(code)
+        if in_compiler is None:
+            in_compiler = compiler[code] = frame_class(code.co_filename) == "compiler"
+        if in_compiler:
+            return None
+        frames.append((code, frame.f_lineno))
         frame = frame.f_back
     return frames
 
@@ -174,9 +187,8 @@ def _wrap(
             return original(*args, **kwargs)
         if not _is_read(predicate, args, kwargs, state):
             return original(*args, **kwargs)
-        frames = _stack(2)
-        if any(frame_class(code.co_filename) == "compiler" for code, _ in frames):
-            # torch.compile's own machinery (Dynamo, Inductor, FX) poking tensors while compiling.
+        frames = _caller_frames()
+        if frames is None:
             state.dropped_in_compiler += 1
             return original(*args, **kwargs)
         call = ReadCall(len(state.calls), op, kind, state.step, frames)
