@@ -111,7 +111,7 @@ def write_outputs(session: Any) -> dict[str, Any]:
         "files": files,
         "notices": notices,
         "analysis": analysis,
-        "summary_line": _summary_line(record, out),
+        "summary_line": "\n".join([_summary_line(record, out), *read_lines(record)]),
     }
 
 
@@ -189,6 +189,33 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
         ],
         "notices": notices,
     }
+
+
+SHOWN_READS = 5
+
+
+def read_lines(record: dict[str, Any]) -> list[str]:
+    """What the user reads first: each blocking read's line, count per step and cost per step.
+
+    `  1.0/step  blocked 13.2 µs  GPU idle 129.0 µs  gpt_fast_loop.py(64): main [aten::item]`
+    """
+    steps = max(int((record.get("summary") or {}).get("steps") or 0), 1)
+    lines = []
+    for read in record["reads"][:SHOWN_READS]:
+        if not read.get("per_step"):
+            continue
+        where = (
+            read["site"]
+            if read.get("read_at") in (None, read["site"])
+            else f"{read['site']} → {read['read_at']}"
+        )
+        cost = ""
+        if read.get("blocked_ns") or read.get("bubble_ns"):
+            blocked_us = (read.get("blocked_ns") or 0) / steps / 1e3
+            idle_us = (read.get("bubble_ns") or 0) / steps / 1e3
+            cost = f"  blocked {blocked_us:.1f} µs  GPU idle {idle_us:.1f} µs"
+        lines.append(f"  {read['per_step']}/step{cost}  {where} [{read['op']}]")
+    return lines
 
 
 def _summary_line(record: dict[str, Any], out: Path) -> str:

@@ -39,6 +39,9 @@ def test_step_frame_steps_and_exact_lines(tmp_path: Path) -> None:
     analysis, record = load_outputs(tmp_path)
     assert record["steps"] == {"started": 6, "recorded": 3}
     assert record["command"][0] == "python"
+    # What the user reads at the end: each read's line and count per step.
+    bool_site = site(SCRIPT, "READ-bool", "decode_one_token")
+    assert f"  1.0/step  {bool_site} [Tensor.__bool__]" in result.output
     # Each step runs from one decode_one_token call to the next, so sample_ids' read is inside it.
     assert [s["blocking_reads"] for s in analysis["steps"]] == [2, 2, 2]
     rows = rows_by_site(analysis)
