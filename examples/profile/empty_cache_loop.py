@@ -28,7 +28,7 @@ def main(steps: int = 24) -> None:
         bubblescope.step()
         hidden = decode(weights, hidden)
         # A transient 256 MiB working buffer, released to the caching allocator when it goes out of use.
-        scratch = torch.randn(64 << 20, device=device)
+        scratch = torch.randn(64 << 20 if device == "cuda" else 1 << 16, device=device)
         hidden = hidden + scratch[:2048] * 0
         del scratch
         if device == "cuda":

@@ -20,6 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "profile"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_gpt_fast_loop_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = EXAMPLES / "gpt_fast_loop.py"
     argv = [
