@@ -1,0 +1,234 @@
+"""What a `bubblescope.profile` session leaves under `out`, each file written atomically:
+
+- `trace.json.gz`   the recorded window (Kineto/Chrome trace; opens in Perfetto)
+- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (`profile_sites`)
+- `report.html`     the trace report plus a table of where each blocking read is called from
+- `profile.json`    the `bubblescope.profile/1` record (docs/SCHEMAS.md): settings, steps, exit, files
+- `read_calls.json.gz` the read tap's calls with their stacks (to redo the analysis from the trace)
+
+A failing analysis or report never loses the trace: the record names what failed in one line.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+from pathlib import Path
+from typing import Any
+
+from bubblescope.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from bubblescope.errors import BubblescopeError
+
+SCHEMA = "bubblescope.profile/1"
+TOP_READS = 20
+
+
+def call_dicts(calls: list[Any]) -> list[dict[str, Any]]:
+    """The tap's ReadCalls (code objects) as plain dicts, innermost frame first."""
+    from bubblescope.capture.user_frames import frame_class
+
+    out = []
+    for call in calls:
+        frames = [
+            {
+                "file": code.co_filename,
+                "line": int(line),
+                "function": code.co_name,
+                "qualname": getattr(code, "co_qualname", code.co_name),
+                "class": frame_class(code.co_filename),
+            }
+            for code, line in call.frames
+        ]
+        out.append(
+            {"read_id": call.read_id, "op": call.op, "kind": call.kind, "step": call.step, "frames": frames}
+        )
+    return out
+
+
+def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
+    """Redo `analysis.json` and `report.html` of a profile folder from its trace, read_calls.json.gz and
+    profile.json (after an analysis fix, or to draw the page here when the GPU machine lacked plotly).
+
+    Returns:
+        the new analysis/1 dict.
+    """
+    import gzip
+    import json
+
+    from bubblescope.profile_report import render_profile_html
+    from bubblescope.profile_sites import analyze_with_read_sites
+
+    out = Path(folder)
+    record = json.loads((out / "profile.json").read_text())
+    with gzip.open(out / "read_calls.json.gz", "rt") as handle:
+        calls = json.load(handle)
+    analysis = analyze_with_read_sites(
+        out / "trace.json.gz",
+        calls,
+        cuda_run=record["environment"]["device"] != "cpu",
+        step_marker=record["settings"]["step_marker"],
+        drop_last_step=any("last step ran until" in w for w in _previous_warnings(out)),
+    )
+    write_json_atomic(out / "analysis.json", analysis)
+    write_text_atomic(out / "report.html", render_profile_html(analysis, timeline=timeline))
+    return analysis
+
+
+def _previous_warnings(out: Path) -> list[str]:
+    import json
+
+    try:
+        return list(json.loads((out / "analysis.json").read_text()).get("warnings") or [])
+    except (OSError, ValueError):
+        return []
+
+
+def write_outputs(session: Any) -> dict[str, Any]:
+    """Write everything a finished session has; returns {"files", "notices", "summary_line", "analysis"}."""
+    out = Path(session.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str | None] = {"trace": None, "analysis": None, "report": None}
+    notices: list[str] = []
+    analysis = None
+    if session.trace_bytes is not None:
+        write_bytes_atomic(out / "trace.json.gz", session.trace_bytes)
+        files["trace"] = "trace.json.gz"
+        analysis = _analysis(session, out / "trace.json.gz", notices)
+    elif session.steps_recorded == 0:
+        notices.append(
+            f"no step was recorded ({session.steps_started} steps started, warm-up {session.warmup}): "
+            "call prof.step()/bubblescope.step() once per iteration, or pass --step-frame/--step-marker"
+        )
+    if analysis is not None:
+        write_json_atomic(out / "analysis.json", analysis)
+        files["analysis"] = "analysis.json"
+        files["report"] = _report(analysis, out, notices)
+    if session.steps_recorded and session.steps_recorded < session.active and not session.record_all:
+        notices.append(f"only {session.steps_recorded} of {session.active} active steps ran before the end")
+    record = _record(session, files, notices, analysis)
+    write_json_atomic(out / "profile.json", record)
+    return {
+        "files": files,
+        "notices": notices,
+        "analysis": analysis,
+        "summary_line": "\n".join([_summary_line(record, out), *read_lines(record)]),
+    }
+
+
+def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, Any] | None:
+    from bubblescope.profile_sites import analyze_with_read_sites
+
+    calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
+    # Kept beside the trace so the analysis can be redone later (`analyze_with_read_sites`).
+    write_json_atomic(trace_path.parent / "read_calls.json.gz", calls, indent=None)
+    try:
+        return analyze_with_read_sites(
+            trace_path,
+            calls,
+            cuda_run=session._on_cuda,
+            step_marker=session.step_marker,
+            drop_last_step=session.trailing_step_dropped,
+        )
+    except BubblescopeError as exc:
+        notices.append(f"analysis refused the trace: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the trace is written; say what failed, keep going
+        notices.append(f"analysis failed ({type(exc).__name__}: {exc}); the trace is kept")
+    return None
+
+
+def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | None:
+    from bubblescope.profile_report import render_profile_html
+
+    try:
+        html = render_profile_html(analysis)
+    except Exception as exc:  # noqa: BLE001 - the analysis is written; say why the page is not
+        notices.append(f"report.html skipped ({type(exc).__name__}: {exc})")
+        return None
+    write_text_atomic(out / "report.html", html)
+    return "report.html"
+
+
+def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, Any] | None) -> dict[str, Any]:
+    import torch
+
+    device = torch.cuda.get_device_name() if session._on_cuda and torch.cuda.is_initialized() else "cpu"
+    syncs = (analysis or {}).get("syncs") or []
+    return {
+        "schema": SCHEMA,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": session.command,
+        "environment": {"python": platform.python_version(), "torch": torch.__version__, "device": device},
+        "settings": {
+            "warmup": session.warmup,
+            "active": session.active,
+            "read_sites": session.read_sites,
+            "record_all": session.record_all,
+            "step_marker": session.step_marker,
+        },
+        "steps": {"started": session.steps_started, "recorded": session.steps_recorded},
+        "exit": {"code": session.exit_code, "error": session.error},
+        "files": files,
+        "summary": (analysis or {}).get("summary"),
+        "step_source": (analysis or {}).get("step_source"),
+        "reads": [
+            {
+                k: s.get(k)
+                for k in (
+                    "site",
+                    "read_at",
+                    "op",
+                    "kind",
+                    "count",
+                    "per_step",
+                    "blocked_ns",
+                    "bubble_ns",
+                    "line",
+                )
+            }
+            for s in syncs[:TOP_READS]
+        ],
+        "notices": notices,
+    }
+
+
+SHOWN_READS = 5
+
+
+def read_lines(record: dict[str, Any]) -> list[str]:
+    """What the user reads first: each blocking read's line, count per step and cost per step.
+
+    `  1.0/step  blocked 13.2 µs  GPU idle 129.0 µs  gpt_fast_loop.py(64): main [aten::item]`
+    """
+    steps = max(int((record.get("summary") or {}).get("steps") or 0), 1)
+    lines = []
+    for read in record["reads"][:SHOWN_READS]:
+        if not read.get("per_step"):
+            continue
+        where = (
+            read["site"]
+            if read.get("read_at") in (None, read["site"])
+            else f"{read['site']} → {read['read_at']}"
+        )
+        cost = ""
+        if read.get("blocked_ns") or read.get("bubble_ns"):
+            blocked_us = (read.get("blocked_ns") or 0) / steps / 1e3
+            idle_us = (read.get("bubble_ns") or 0) / steps / 1e3
+            cost = f"  blocked {blocked_us:.1f} µs  GPU idle {idle_us:.1f} µs"
+        lines.append(f"  {read['per_step']}/step{cost}  {where} [{read['op']}]")
+    return lines
+
+
+def _summary_line(record: dict[str, Any], out: Path) -> str:
+    summary = record.get("summary") or {}
+    reads = record["reads"]
+    text = f"bubblescope: {record['steps']['recorded']} steps recorded"
+    if summary:
+        text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
+    if reads:
+        top = reads[0]
+        where = (
+            top["site"] if top.get("read_at") in (None, top["site"]) else f"{top['site']} → {top['read_at']}"
+        )
+        text += f"; top: {where} ({top['per_step']}/step)"
+    target = record["files"]["report"] or record["files"]["analysis"] or "profile.json"
+    return f"{text} -> {out / target}"
