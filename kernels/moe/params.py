@@ -94,3 +94,11 @@ class FusedMoEConfig:
     num_warps: int = 8
     # Gate/up: elementwise accumulation reduced once (see swiglu_rows) instead of per tile.
     acc_2d: bool = True
+    # Routing by the packed-key routine (topk_keys.py, the `fast_topk` switch) instead of grouped_topk.
+    fast_topk: bool = False
+    # The shared expert's gate/up + SwiGLU before the experts launch waits for routing (the
+    # `early_shared` switch; see fused_kernel.early_shared_h): it streams while the router launch routes.
+    early_shared: bool = False
+    # Warps of the router launch (0: num_warps). Its routing program's reductions cross fewer warps
+    # with fewer; a tuning choice, measured in benchmarks/bench_routing.py.
+    router_num_warps: int = 0
