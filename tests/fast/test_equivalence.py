@@ -19,7 +19,15 @@ from .helpers import TRIMMED
 
 # Decode steps per equivalence run (the issue asks for >= 32 per switch).
 STEPS = 32
-CPU_SWITCHES = ["no_readback", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata"]
+CPU_SWITCHES = [
+    "no_readback",
+    "fused_moe",
+    "fast_topk",
+    "early_shared",
+    "bf16_gate",
+    "bf16_lm_head",
+    "graph_metadata",
+]
 
 
 def decode(workload: FastLingWorkload, enabled: frozenset[str], steps: int) -> list[int]:
@@ -53,6 +61,17 @@ def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[in
     tokens = decode(trimmed, frozenset({switch}), STEPS)
     first_diff = next((i for i, (a, b) in enumerate(zip(tokens, baseline, strict=True)) if a != b), None)
     assert first_diff is None, f"{switch}: tokens differ from all-off at step {first_diff}"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("switches", [("fused_moe", "fast_topk"), ("fused_moe", "early_shared")])
+def test_new_moe_switches_on_the_fused_path_keep_tokens(
+    trimmed: FastLingWorkload, baseline: list[int], switches: tuple[str, ...]
+) -> None:
+    # fast_topk and early_shared change the fused launches; alone they would run the unfused MoE.
+    tokens = decode(trimmed, frozenset(switches), STEPS)
+    first_diff = next((i for i, (a, b) in enumerate(zip(tokens, baseline, strict=True)) if a != b), None)
+    assert first_diff is None, f"{switches}: tokens differ from all-off at step {first_diff}"
 
 
 @pytest.mark.interpreter
