@@ -42,6 +42,13 @@ for stage in "$@"; do
       timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggle $old --steps 64 --repeats 3 \
         --out /tmp/run-old 2>&1 | tail -14
       tar -czf "$out/runs_e256.tar.gz" -C /tmp run-all run-old ;;
+    issue17-ablate)
+      # The issue-17 switches ablated ON TOP of the earlier ones (reference_model/on_top.py: baseline =
+      # the old all-on step, all-on = the new one), records, traces and analyses as one tarball.
+      timeout ${ABLATE_S:-200} bubblescope ablate --workload bubblescope.reference_model.on_top:make_workload \
+        --preset ling3-flash-e256 --toggles fast_topk,early_shared --steps 64 --repeats 3 --out /tmp/abl17 \
+        --format table 2>&1 | grep -v Warn | tail -30
+      tar -czf "$out/ablate17.tar.gz" -C /tmp abl17 ;;
     ablate-tiny)
       timeout 200 bubblescope ablate --preset ling3-tiny --all --shapley-permutations 1 --max-exact-shapley 0 \
         --steps 48 --repeats 3 --out /tmp/ablate-tiny --format table 2>&1 | tail -30
