@@ -12,7 +12,9 @@ any expert is known; (b) an expert's down projection needs its whole intermediat
   unless every program is co-resident (not guaranteed by the launch model). SGLang stops at the
   same place and chains the two launches with PDL, as here: under PDL the shared-expert programs
   of launch 2 load their first weight tiles before `gdc_wait` (they do not depend on routing).
-Launch 1 also zeroes the accumulator, so no memset node is needed.
+Launch 1 also zeroes the accumulator, so no memset node is needed. With EARLY_SHARED (the
+`early_shared` switch) the shared expert's programs go further before the wait: its whole gate/up and
+SwiGLU (early_shared_h); only its down projection, whose atomics need the zeroed y, waits.
 """
 
 from __future__ import annotations
