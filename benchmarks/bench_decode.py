@@ -77,10 +77,22 @@ MIN_PRESET_S = 90.0
 BREAKDOWN_KEYS = ("off", "all_on")
 
 
+# Switches added by issue 17, measured together as "all_on-new" (all on but these) too.
+NEW_SWITCHES = ("fast_topk", "early_shared")
+
+
 def configurations() -> list[tuple[str, frozenset[str]]]:
     """(key, enabled): all off, each switch alone, all on."""
     alone = [(name, frozenset({name})) for name in FAST_SWITCHES]
     return [("off", frozenset()), *alone, ("all_on", frozenset(FAST_SWITCHES))]
+
+
+def extra_configurations() -> list[tuple[str, frozenset[str]]]:
+    """Run only when --keys names them: all on but one switch ("all_on-NAME"), and all on but the
+    issue-17 switches ("all_on-new"), each to compare with all_on in the same process."""
+    every = frozenset(FAST_SWITCHES)
+    but_one = [(f"all_on-{name}", every - {name}) for name in FAST_SWITCHES]
+    return [*but_one, ("all_on-new", every - set(NEW_SWITCHES))]
 
 
 class EagerView:
@@ -245,7 +257,8 @@ def run_preset(
     default_splits = workload.decoder.kda_v_splits
     result["kda_v_splits_default"] = default_splits
     variants = [(default_splits, "")] + [(n, f"@kda_nv{n}") for n in kda_v_splits if n != default_splits]
-    for (key, enabled), (splits, suffix) in itertools.product(configurations(), variants):
+    chosen = configurations() + (extra_configurations() if plan.keys is not None else [])
+    for (key, enabled), (splits, suffix) in itertools.product(chosen, variants):
         if plan.keys is not None and key not in plan.keys:
             continue
         workload.decoder.kda_v_splits = splits

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
+# Stages: issue17 (fast_topk / early_shared kernels, tests, e256 step), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
@@ -22,6 +22,33 @@ for stage in "$@"; do
     trace)
       timeout 90 python3 benchmarks/record_h200_trace.py "$out/trace" --steps 5 2>&1 | tail -5
       tar -czf "$out/trace.tar.gz" -C "$out" trace && rm -rf "$out/trace" ;;
+    issue17)
+      # issue 17: the fast_topk / early_shared kernels against the old path (same run), their GPU
+      # equivalence tests, then ling3-flash-e256 all on vs all on but each new switch (one build).
+      timeout ${ROUTING_S:-95} python3 benchmarks/bench_routing.py --out "$out" ${ROUTING_ONLY:+--only "$ROUTING_ONLY"} \
+        2>&1 | grep -v '^{' | tail -24
+      timeout ${KTEST_S:-70} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe.py \
+        -k "fast_topk or new_switches or early_shared" 2>&1 | tail -4 | tee "$out/kernel_tests.log"
+      timeout ${FTEST_S:-90} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
+        -k "fast_topk or early_shared or new_moe" 2>&1 | grep -v "^bf16\|^\s*$" | tail -16 | tee "$out/fast_gpu_tests.log"
+      timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
+        --keys all_on,all_on-fast_topk,all_on-early_shared,all_on-new --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
+        2>&1 | grep -v "^\s*$" | tail -10 ;;
+    issue17-run)
+      # The product's own measurement: all on (the issue-17 switches included) vs all on but them.
+      old=no_readback,pdl,fused_moe,bf16_gate,bf16_lm_head,graph_metadata
+      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --all --steps 64 --repeats 3 --out /tmp/run-all \
+        2>&1 | tail -14
+      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggle $old --steps 64 --repeats 3 \
+        --out /tmp/run-old 2>&1 | tail -14
+      tar -czf "$out/runs_e256.tar.gz" -C /tmp run-all run-old ;;
+    issue17-ablate)
+      # The issue-17 switches ablated ON TOP of the earlier ones (reference_model/on_top.py: baseline =
+      # the old all-on step, all-on = the new one), records, traces and analyses as one tarball.
+      timeout ${ABLATE_S:-200} bubblescope ablate --workload bubblescope.reference_model.on_top:make_workload \
+        --preset ling3-flash-e256 --toggles fast_topk,early_shared --steps 64 --repeats 3 --out /tmp/abl17 \
+        --format table 2>&1 | grep -v Warn | tail -30
+      tar -czf "$out/ablate17.tar.gz" -C /tmp abl17 ;;
     ablate-tiny)
       timeout 200 bubblescope ablate --preset ling3-tiny --all --shapley-permutations 1 --max-exact-shapley 0 \
         --steps 48 --repeats 3 --out /tmp/ablate-tiny --format table 2>&1 | tail -30

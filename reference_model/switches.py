@@ -33,6 +33,18 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "fast_topk",
+        "grouped top-k routing on packed (score, position) keys: one integer max per chosen expert",
+        "argmax of (value, index) pairs over flat [E] and [groups, E] blocks, two reductions per expert",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "early_shared",
+        "fused MoE: the shared expert's gate/up + SwiGLU stream before the experts launch waits for routing",
+        "every expert slot, the shared one too, waits for the router launch (its first tiles prefetched)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "bf16_gate",
         "router gate GEMV in bf16 (fp32 accumulation)",
         "fp32 router weights and GEMV (HF's router_dtype fp32)",
@@ -82,6 +94,9 @@ class LingSwitches:
     no_readback: bool = False
     pdl: bool = False
     fused_moe: bool = False
+    fast_topk: bool = False
+    # Acts on the fused MoE launch only: with fused_moe off the step is unchanged.
+    early_shared: bool = False
     bf16_gate: bool = False
     bf16_lm_head: bool = False
     staged_kda: bool = False

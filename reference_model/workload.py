@@ -31,7 +31,16 @@ from .switches import SWITCH_INFO, LingSwitches
 # Switches the eager path implements.
 IMPLEMENTED_SWITCHES = ("bf16_gate", "bf16_lm_head")
 # Switches the fast path implements (SWITCH_INFO order); the speculative ones belong to --spec.
-FAST_SWITCHES = ("no_readback", "pdl", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata")
+FAST_SWITCHES = (
+    "no_readback",
+    "pdl",
+    "fused_moe",
+    "fast_topk",
+    "early_shared",
+    "bf16_gate",
+    "bf16_lm_head",
+    "graph_metadata",
+)
 PATHS = ("auto", "fast", "eager")
 
 

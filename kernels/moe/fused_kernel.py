@@ -12,7 +12,9 @@ any expert is known; (b) an expert's down projection needs its whole intermediat
   unless every program is co-resident (not guaranteed by the launch model). SGLang stops at the
   same place and chains the two launches with PDL, as here: under PDL the shared-expert programs
   of launch 2 load their first weight tiles before `gdc_wait` (they do not depend on routing).
-Launch 1 also zeroes the accumulator, so no memset node is needed.
+Launch 1 also zeroes the accumulator, so no memset node is needed. With EARLY_SHARED (the
+`early_shared` switch) the shared expert's programs go further before the wait: its whole gate/up and
+SwiGLU (early_shared_h); only its down projection, whose atomics need the zeroed y, waits.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def router_route_kernel(
     BLOCK_Z: tl.constexpr,
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    FAST_TOPK: tl.constexpr = False,
+    BLOCK_PG: tl.constexpr = 1,
 ):
     """Launch 1. Grid (cdiv(E, BLOCK_N),): router logits strip + zero a share of y; last program routes."""
     i_n = tl.program_id(0).to(tl.int64)
@@ -102,6 +106,8 @@ def router_route_kernel(
                 BLOCK_E,
                 BLOCK_G,
                 BLOCK_TOPK,
+                FAST_TOPK,
+                BLOCK_PG,
             )
         # Re-arm for the next call (or the next CUDA-graph replay).
         tl.atomic_xchg(p_counter, 0, sem="relaxed")
@@ -130,18 +136,96 @@ def fused_experts_kernel(
     BLOCK_DOUT: tl.constexpr,
     USE_PDL: tl.constexpr,
     ACC_2D: tl.constexpr = False,
+    EARLY_SHARED: tl.constexpr = False,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
-    the down projection, scaled by the routing weight, atomically added into y[m] (fp32)."""
+    the down projection, scaled by the routing weight, atomically added into y[m] (fp32).
+    EARLY_SHARED (`early_shared`): the shared slot's gate/up + SwiGLU run before `gdc_wait`."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
     slot = i_ms % SLOTS
     o_i = i_blk * BLOCK_I + tl.arange(0, BLOCK_I)
     m_i = o_i < INTER
+    if EARLY_SHARED:
+        expert, b_h = early_shared_h(
+            p_x + i_m * stride_xm,
+            p_ids,
+            p_weights,
+            p_w13,
+            i_m,
+            slot,
+            o_i,
+            m_i,
+            stride_w13e,
+            D,
+            INTER,
+            shared_slot,
+            limit,
+            shared_limit,
+            TOP_K,
+            BLOCK_D,
+            USE_PDL,
+            ACC_2D,
+        )
+    else:
+        expert, b_h = waited_h(
+            p_x + i_m * stride_xm,
+            p_ids,
+            p_weights,
+            p_w13,
+            i_m,
+            slot,
+            o_i,
+            m_i,
+            stride_w13e,
+            D,
+            INTER,
+            shared_slot,
+            limit,
+            shared_limit,
+            TOP_K,
+            BLOCK_D,
+            USE_PDL,
+            ACC_2D,
+        )
+    p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
+    b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
+    for d_start in range(0, D, BLOCK_DOUT):
+        # Prefetch the next [BLOCK_DOUT, BLOCK_I] tile before the reduction and the atomics.
+        b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
+        o_d = d_start + tl.arange(0, BLOCK_DOUT)
+        b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
+        tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=o_d < D, sem="relaxed")
+        b_w2 = b_w2_next
+
+
+@triton.jit
+def waited_h(
+    p_x_row,
+    p_ids,
+    p_weights,
+    p_w13,
+    i_m,
+    slot,
+    o_i,
+    m_i,
+    stride_w13e,
+    D,
+    INTER,
+    shared_slot,
+    limit,
+    shared_limit,
+    TOP_K: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    ACC_2D: tl.constexpr,
+):
+    """(expert, gain * h[o_i]) of this slot; every slot waits for routing first, the shared one
+    having loaded its first weight tiles before the wait."""
     # Only with a shared expert is there a slot past TOP_K (SLOTS = TOP_K + 1).
     # (broadcast to a block: the CPU interpreter rejects a scalar bool inside a mask)
-    m_shared = (tl.zeros((BLOCK_I,), dtype=tl.int64) + slot) >= TOP_K
+    m_shared = (tl.zeros(o_i.shape, dtype=tl.int64) + slot) >= TOP_K
     is_shared = slot >= TOP_K
     # The shared expert does not depend on routing: fetch its first tiles before waiting.
     b_gate_pre, b_up_pre = load_w13_tiles(
@@ -156,18 +240,51 @@ def fused_experts_kernel(
     b_gate = tl.where(is_shared, b_gate_pre, b_gate)
     b_up = tl.where(is_shared, b_up_pre, b_up)
     slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
-    b_h = (
-        swiglu_rows(
-            p_x + i_m * stride_xm, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D, ACC_2D
-        )
-        * gain
-    )
-    p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
-    b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
-    for d_start in range(0, D, BLOCK_DOUT):
-        # Prefetch the next [BLOCK_DOUT, BLOCK_I] tile before the reduction and the atomics.
-        b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
-        o_d = d_start + tl.arange(0, BLOCK_DOUT)
-        b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
-        tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=o_d < D, sem="relaxed")
-        b_w2 = b_w2_next
+    b_h = swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, slot_limit, BLOCK_D, ACC_2D) * gain
+    return expert, b_h
+
+
+@triton.jit
+def early_shared_h(
+    p_x_row,
+    p_ids,
+    p_weights,
+    p_w13,
+    i_m,
+    slot,
+    o_i,
+    m_i,
+    stride_w13e,
+    D,
+    INTER,
+    shared_slot,
+    limit,
+    shared_limit,
+    TOP_K: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    ACC_2D: tl.constexpr,
+):
+    """(expert, gain * h[o_i]) of this slot, the shared slot's h computed BEFORE `gdc_wait`.
+
+    The shared expert needs x but not routing, and x is complete when this grid starts: under PDL
+    this launch begins only once every program of the router launch has called
+    `gdc_launch_dependents`, which each does after its own `gdc_wait` on the kernel that wrote x.
+    So 2/3 of the shared expert's bytes (gate and up) stream while the router launch still routes.
+    The routed slots wait as before; y is zeroed by the router launch, so every atomic stays after
+    the wait."""
+    if slot >= TOP_K:
+        p_w13_e = p_w13 + shared_slot * stride_w13e
+        b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
+        b_h = swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, shared_limit, BLOCK_D, ACC_2D)
+        pdl_wait(USE_PDL)
+        pdl_launch_dependents(USE_PDL)
+        expert = slot * 0 + shared_slot
+    else:
+        pdl_wait(USE_PDL)
+        pdl_launch_dependents(USE_PDL)
+        expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
+        p_w13_e = p_w13 + expert * stride_w13e
+        b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
+        b_h = swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, limit, BLOCK_D, ACC_2D) * gain
+    return expert, b_h

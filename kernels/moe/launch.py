@@ -12,7 +12,8 @@ from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorksp
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
 
 
-def routing_constants(experts: int, rule: RoutingRule) -> dict[str, object]:
+def routing_constants(experts: int, rule: RoutingRule, fast_topk: bool = False) -> dict[str, object]:
+    """Routing constexprs; fast_topk picks the packed-key routine (topk_keys.py)."""
     return dict(
         TOP_K=rule.top_k,
         N_GROUP=rule.n_group,
@@ -21,6 +22,8 @@ def routing_constants(experts: int, rule: RoutingRule) -> dict[str, object]:
         BLOCK_E=triton.next_power_of_2(experts),
         BLOCK_G=triton.next_power_of_2(rule.n_group),
         BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
+        FAST_TOPK=fast_topk,
+        BLOCK_PG=triton.next_power_of_2(experts // rule.n_group),
     )
 
 
@@ -31,6 +34,7 @@ def launch_routing(
     gains: torch.Tensor,
     rule: RoutingRule,
     pdl: bool,
+    fast_topk: bool = False,
 ) -> None:
     """Grid (M,) launch of routing_kernel."""
     routing_kernel[(logits.shape[0],)](
@@ -42,17 +46,22 @@ def launch_routing(
         rule.scale,
         USE_PDL=pdl,
         num_warps=4,
-        **routing_constants(logits.shape[1], rule),
+        **routing_constants(logits.shape[1], rule, fast_topk),
         **launch_options(pdl),
     )
 
 
 def launch_router_and_routing(
-    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, pdl: bool
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    pdl: bool,
+    fast_topk: bool = False,
 ) -> None:
     """Router GEMV into ws.logits (tuned for the row count), then one routing program per row."""
     launch_gemv(x, weights.router, ws.logits, choose_config(x.shape[0], *weights.router.shape), pdl)
-    launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl)
+    launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl, fast_topk)
 
 
 def launch_swiglu_experts(
@@ -141,8 +150,8 @@ def launch_router_route(
         BLOCK_Z=1024,
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
-        num_warps=cfg.num_warps,
-        **routing_constants(experts, rule),
+        num_warps=cfg.router_num_warps or cfg.num_warps,
+        **routing_constants(experts, rule, cfg.fast_topk),
         **launch_options(pdl),
     )
 
@@ -163,7 +172,7 @@ def launch_fused_moe(
     slots = rule.top_k + (weights.shared_slot is not None)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
-        launch_router_and_routing(x, weights, rule, ws, pdl)
+        launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
     else:
         launch_router_route(x, weights, rule, ws, cfg, out, pdl)
     fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
@@ -188,6 +197,7 @@ def launch_fused_moe(
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,
         ACC_2D=cfg.acc_2d,
+        EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
         **launch_options(pdl),
     )

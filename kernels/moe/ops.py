@@ -40,7 +40,11 @@ def check_rule(rule: RoutingRule, experts: int) -> None:
 
 
 def route_topk(
-    logits: torch.Tensor, expert_bias: torch.Tensor, rule: RoutingRule, use_pdl: bool = False
+    logits: torch.Tensor,
+    expert_bias: torch.Tensor,
+    rule: RoutingRule,
+    use_pdl: bool = False,
+    fast_topk: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Grouped top-k routing on device (one launch).
 
@@ -49,6 +53,7 @@ def route_topk(
         expert_bias: `[E]` selection bias.
         rule: RoutingRule.
         use_pdl: Programmatic Dependent Launch where supported.
+        fast_topk: the packed-key routine (topk_keys.py); same ids and weights.
     Returns:
         (ids `[M, top_k]` int32 in selection order, weights `[M, top_k]` fp32).
     """
@@ -60,7 +65,7 @@ def route_topk(
     check_rule(rule, logits.shape[1])
     ids = torch.empty(logits.shape[0], rule.top_k, dtype=torch.int32, device=logits.device)
     gains = torch.empty(logits.shape[0], rule.top_k, dtype=torch.float32, device=logits.device)
-    launch_routing(logits, expert_bias, ids, gains, rule, resolve_pdl(use_pdl, logits.device))
+    launch_routing(logits, expert_bias, ids, gains, rule, resolve_pdl(use_pdl, logits.device), fast_topk)
     return ids, gains
 
 
@@ -108,6 +113,7 @@ def moe_unfused(
     rule: RoutingRule,
     use_pdl: bool = False,
     workspace: MoEWorkspace | None = None,
+    fast_topk: bool = False,
 ) -> torch.Tensor:
     """MoE layer in 4 launches: router GEMV (fp32 math on the router's dtype), routing, gate/up +
     SwiGLU of every (token, slot, I-slice), down + weighted sum per output slice (no atomics).
@@ -118,6 +124,7 @@ def moe_unfused(
         rule: RoutingRule.
         use_pdl: Programmatic Dependent Launch where supported.
         workspace: reusable buffers; default allocated per call.
+        fast_topk: route with the packed-key routine (topk_keys.py); same ids and weights.
     Returns:
         `[M, D]` fp32: sum_i w_i E_i(x) + E_shared(x).
     """
@@ -125,7 +132,7 @@ def moe_unfused(
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
-    launch_router_and_routing(x, weights, rule, ws, pdl)
+    launch_router_and_routing(x, weights, rule, ws, pdl, fast_topk)
     out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
     launch_swiglu_experts(x, weights, rule, ws, out, pdl)
     return out

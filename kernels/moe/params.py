@@ -94,3 +94,12 @@ class FusedMoEConfig:
     num_warps: int = 8
     # Gate/up: elementwise accumulation reduced once (see swiglu_rows) instead of per tile.
     acc_2d: bool = True
+    # Routing by the packed-key routine (topk_keys.py, the `fast_topk` switch) instead of grouped_topk.
+    fast_topk: bool = False
+    # The shared expert's gate/up + SwiGLU before the experts launch waits for routing (the
+    # `early_shared` switch; see fused_kernel.early_shared_h): it streams while the router launch routes.
+    early_shared: bool = False
+    # Warps of the router launch (0: num_warps); with fewer, the routing program's reductions cross
+    # fewer warps. H200 2026-12-01 (bench_routing.py, fast_topk, e256): the router launch took 5.57 us
+    # with 4 warps vs 5.91 with 8 under PDL, but the whole MoE layer without PDL 46.25 vs 45.80 us: 0.
+    router_num_warps: int = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
+from bubblescope.kernels.moe.topk_keys import route_row_keys
 
 
 @triton.jit
@@ -79,18 +80,41 @@ def route_row(
     BLOCK_E: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_TOPK: tl.constexpr,
+    FAST_TOPK: tl.constexpr = False,
+    BLOCK_PG: tl.constexpr = 1,
 ):
-    """Route token i_m: read its E logits, write ids[i_m, :TOP_K] and weights[i_m, :TOP_K]."""
-    o_e = tl.arange(0, BLOCK_E)
-    o_k = tl.arange(0, BLOCK_TOPK)
-    # ".cg": in the fused path other programs wrote these logits; bypass L1 to read them from L2.
-    b_logits = tl.load(p_logits + i_m * E + o_e, mask=o_e < E, other=0.0, cache_modifier=".cg").to(tl.float32)
-    b_bias = tl.load(p_bias + o_e, mask=o_e < E, other=0.0).to(tl.float32)
-    b_ids, b_weights = grouped_topk(
-        b_logits, b_bias, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE, BLOCK_E, BLOCK_G, BLOCK_TOPK
-    )
-    tl.store(p_ids + i_m * TOP_K + o_k, b_ids, mask=o_k < TOP_K)
-    tl.store(p_weights + i_m * TOP_K + o_k, b_weights, mask=o_k < TOP_K)
+    """Route token i_m: read its E logits, write ids[i_m, :TOP_K] and weights[i_m, :TOP_K].
+    FAST_TOPK: the packed-key routine of topk_keys.py (same result, fewer reductions)."""
+    if FAST_TOPK:
+        route_row_keys(
+            p_logits,
+            p_bias,
+            p_ids,
+            p_weights,
+            i_m,
+            E,
+            scale,
+            TOP_K,
+            N_GROUP,
+            TOPK_GROUP,
+            RENORMALIZE,
+            BLOCK_G,
+            BLOCK_PG,
+            BLOCK_TOPK,
+        )
+    else:
+        o_e = tl.arange(0, BLOCK_E)
+        o_k = tl.arange(0, BLOCK_TOPK)
+        # ".cg": in the fused path other programs wrote these logits; bypass L1 to read them from L2.
+        b_logits = tl.load(p_logits + i_m * E + o_e, mask=o_e < E, other=0.0, cache_modifier=".cg").to(
+            tl.float32
+        )
+        b_bias = tl.load(p_bias + o_e, mask=o_e < E, other=0.0).to(tl.float32)
+        b_ids, b_weights = grouped_topk(
+            b_logits, b_bias, E, scale, TOP_K, N_GROUP, TOPK_GROUP, RENORMALIZE, BLOCK_E, BLOCK_G, BLOCK_TOPK
+        )
+        tl.store(p_ids + i_m * TOP_K + o_k, b_ids, mask=o_k < TOP_K)
+        tl.store(p_weights + i_m * TOP_K + o_k, b_weights, mask=o_k < TOP_K)
 
 
 @triton.jit
@@ -109,6 +133,8 @@ def routing_kernel(
     BLOCK_G: tl.constexpr,
     BLOCK_TOPK: tl.constexpr,
     USE_PDL: tl.constexpr,
+    FAST_TOPK: tl.constexpr = False,
+    BLOCK_PG: tl.constexpr = 1,
 ):
     """Grid (M,): unfused routing, one token per program."""
     i_m = tl.program_id(0).to(tl.int64)
@@ -130,4 +156,6 @@ def routing_kernel(
         BLOCK_E,
         BLOCK_G,
         BLOCK_TOPK,
+        FAST_TOPK,
+        BLOCK_PG,
     )

@@ -62,6 +62,9 @@ class StepOptions:
         mla_scale: softmax scale 1/sqrt(nope + rope).
         kda_v_splits: programs per KDA head in the decode kernel (1 = one program per head; more
             spread the 64 KB fp32 state of a head over several SMs: split_kernel.py).
+        fast_topk: route with the packed-key top-k (kernels/moe/topk_keys.py), fused or not.
+        early_shared: the fused experts launch computes the shared expert's gate/up before waiting
+            for routing (no effect with fused_moe off).
     """
 
     use_pdl: bool
@@ -71,6 +74,8 @@ class StepOptions:
     eps: float
     mla_scale: float
     kda_v_splits: int = 1
+    fast_topk: bool = False
+    early_shared: bool = False
 
 
 def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
@@ -140,11 +145,12 @@ def moe_block(
     """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`."""
     weights = pack.with_router(opts.bf16_gate)
     if not opts.fused_moe:
-        return moe_unfused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace)
+        return moe_unfused(
+            normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, fast_topk=opts.fast_topk
+        )
     # Interpreter: one router program instead of one per expert row (cost is per program there).
-    config = (
-        FusedMoEConfig(router_block_n=triton.next_power_of_2(weights.router.shape[0]))
-        if is_interpreting()
-        else None
+    router_block_n = triton.next_power_of_2(weights.router.shape[0]) if is_interpreting() else 1
+    config = FusedMoEConfig(
+        router_block_n=router_block_n, fast_topk=opts.fast_topk, early_shared=opts.early_shared
     )
     return moe_fused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config)

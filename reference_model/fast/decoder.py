@@ -113,6 +113,8 @@ class FastDecoder:
             switches.bf16_lm_head,
             switches.graph_metadata,
             in_graph_advance,
+            switches.fast_topk,
+            switches.early_shared,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -139,6 +141,8 @@ class FastDecoder:
             bf16_gate=switches.bf16_gate,
             bf16_lm_head=switches.bf16_lm_head,
             kda_v_splits=self.kda_v_splits,
+            fast_topk=switches.fast_topk,
+            early_shared=switches.early_shared,
         )
         self._built_key = key
         self.graph = None

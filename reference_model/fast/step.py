@@ -28,6 +28,8 @@ def step_options(
     bf16_gate: bool,
     bf16_lm_head: bool,
     kda_v_splits: int = 1,
+    fast_topk: bool = False,
+    early_shared: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
     a switch: it changes which programs do the work, not the math)."""
@@ -40,6 +42,8 @@ def step_options(
         eps=config.rms_norm_eps,
         mla_scale=1.0 / math.sqrt(config.qk_head_dim),
         kda_v_splits=kda_v_splits,
+        fast_topk=fast_topk,
+        early_shared=early_shared,
     )
 
 

@@ -70,6 +70,8 @@ def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: Fa
     options = {
         "pdl": "use_pdl",
         "fused_moe": "fused_moe",
+        "fast_topk": "fast_topk",
+        "early_shared": "early_shared",
         "bf16_gate": "bf16_gate",
         "bf16_lm_head": "bf16_lm_head",
     }
@@ -84,8 +86,16 @@ def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: Fa
 def test_graph_key_separates_every_graph_relevant_switch() -> None:
     keys = {
         FastDecoder.graph_key(LingSwitches.from_names([name]))
-        for name in ("pdl", "fused_moe", "bf16_gate", "bf16_lm_head", "graph_metadata")
+        for name in (
+            "pdl",
+            "fused_moe",
+            "fast_topk",
+            "early_shared",
+            "bf16_gate",
+            "bf16_lm_head",
+            "graph_metadata",
+        )
     }
-    assert len(keys) == 5 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
+    assert len(keys) == 7 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
         LingSwitches()
     )

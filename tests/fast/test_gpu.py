@@ -48,7 +48,9 @@ from torch import nn
 pytestmark = pytest.mark.gpu
 
 STEPS = 32
-EXACT = ("no_readback", "graph_metadata", "pdl")
+# fast_topk picks the same experts with the same fp32 scores (only the renormalising sum's order may
+# differ: the last bit of a gain); early_shared computes the same products earlier.
+EXACT = ("no_readback", "graph_metadata", "pdl", "fast_topk", "early_shared")
 EXACT_TOLERANCE = 1e-5
 # bf16 router vs fp32 router on the fp32 model, per-position relative RMS of the logits (see above;
 # 2x the H200 measurement: median 5.0e-2, max 0.16).
@@ -231,3 +233,50 @@ def test_readback_baseline_really_reads_every_step(tiny: FastLingWorkload) -> No
             tiny.step()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_fast_topk_on_the_unfused_path_keeps_logits_and_tokens(tiny: FastLingWorkload, baseline) -> None:
+    """The unfused MoE has no atomics (run to run deterministic): fast_topk must give the same tokens."""
+    base_logits, base_tokens = baseline
+    logits, tokens = run(tiny, frozenset({"fast_topk"}), STEPS)
+    error = relative_rms(logits, base_logits)
+    assert error <= EXACT_TOLERANCE, f"fast_topk: relative RMS {error:.2e} vs all-off"
+    assert tokens == base_tokens, "fast_topk changed the greedy tokens of the unfused path"
+
+
+# The fused MoE adds its expert partials with fp32 atomics in whatever order they land, so two runs of
+# the SAME fused configuration differ in the last bits of the MoE output; where that flips a bf16
+# rounding of the residual, logits move by ~1e-4 relative and, with random weights, a near-tied greedy
+# token can flip some steps later (H200 2026-12-01: a new switch vs fused_moe + pdl agreed for 13 steps).
+# So on the fused path: first-step logits within FUSED_TOLERANCE of the base and the first tokens equal;
+# a wrong routing (other experts, other gains) moves the logits by O(1).
+FUSED_TOLERANCE = 1e-3
+FUSED_BASE = frozenset({"fused_moe", "pdl", "bf16_gate"})
+
+
+@pytest.fixture(scope="module")
+def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int]]]:
+    """The fused base run twice (its own run-to-run noise) and once with each new switch set."""
+    runs = {"base": run(tiny, FUSED_BASE, STEPS), "base_again": run(tiny, FUSED_BASE, STEPS)}
+    for new in (("fast_topk",), ("early_shared",), ("fast_topk", "early_shared")):
+        runs["+".join(new)] = run(tiny, FUSED_BASE | set(new), STEPS)
+    return runs
+
+
+def leading_agreement(tokens: list[int], reference: list[int]) -> int:
+    return next((i for i, (a, b) in enumerate(zip(tokens, reference, strict=True)) if a != b), len(tokens))
+
+
+@pytest.mark.parametrize("new", ["fast_topk", "early_shared", "fast_topk+early_shared"])
+def test_new_moe_switches_on_the_fused_pdl_path(fused_runs, new: str) -> None:
+    base_logits, base_tokens = fused_runs["base"]
+    logits, tokens = fused_runs[new]
+    noise = relative_rms(fused_runs["base_again"][0], base_logits)
+    error = relative_rms(logits, base_logits)
+    print(
+        f"{new} on fused_moe+pdl+bf16_gate: first-step relative RMS {error:.2e} (base vs base again "
+        f"{noise:.2e}); tokens agree for {leading_agreement(tokens, base_tokens)} steps (base vs base again "
+        f"{leading_agreement(fused_runs['base_again'][1], base_tokens)}) of {len(base_tokens)}"
+    )
+    assert error <= FUSED_TOLERANCE, f"{new}: relative RMS {error:.2e} vs the fused base (noise {noise:.2e})"
+    assert tokens[:2] == base_tokens[:2], f"{new} changed the first greedy tokens"

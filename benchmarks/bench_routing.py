@@ -1,0 +1,186 @@
+"""Benchmark the fused MoE router launch (router GEMV + routing by the last program) with the scan
+top-k and the packed-key top-k (`fast_topk`), against the router GEMV alone, and the whole MoE layer.
+
+Every case is checked first (routing ids equal to `route_naive` on the launch's own logits; the layer
+against `moe_naive`), then timed as bench_kernels.py does: 16 calls (router copies rotated past the
+50 MB L2) captured back to back in one CUDA graph, median of replays per call, without and with PDL.
+Variants of one shape run in the same process, so their ratios are same-run ratios.
+
+Usage: python3 benchmarks/bench_routing.py --out OUT   (writes routing.json there; prints a table last)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import triton
+from bench_kernels import BF16, case_moe, copies_for, measure_copy_ceiling_tbps, time_graph_us
+from bubblescope.kernels.gemv import GemvConfig, gemv
+from bubblescope.kernels.moe import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule, route_naive
+from bubblescope.kernels.moe.launch import launch_router_route
+
+from bubblescope.atomic import write_json_atomic
+
+HIDDEN = 2560
+RULE = RoutingRule(top_k=8, n_group=8, topk_group=4, scale=2.5)
+
+
+def router_weights(experts: int, dtype: torch.dtype, copies: int) -> list[MoEWeights]:
+    """`copies` router layers (random bias, no expert weights: the router launch never reads them)."""
+    empty = torch.empty(experts + 1, 2, HIDDEN, device="cuda", dtype=BF16)
+    return [
+        MoEWeights(
+            router=(torch.randn(experts, HIDDEN, device="cuda") / HIDDEN**0.5).to(dtype),
+            expert_bias=torch.randn(experts, device="cuda") * 0.01,
+            w13=empty,
+            w2=torch.empty(experts + 1, HIDDEN, 1, device="cuda", dtype=BF16),
+            shared_slot=experts,
+        )
+        for _ in range(copies)
+    ]
+
+
+def case_router_launch(experts: int, dtype: torch.dtype, config: FusedMoEConfig) -> dict:
+    """Launch 1 of the fused layer alone: router logits, zeroed output, last program routes."""
+    bytes_per_call = experts * HIDDEN * torch.tensor([], dtype=dtype).element_size()
+    layers = router_weights(experts, dtype, copies_for(bytes_per_call))
+    x = torch.randn(1, HIDDEN, device="cuda", dtype=BF16)
+    workspaces = [MoEWorkspace.allocate(1, weights, RULE) for weights in layers]
+    out = torch.empty(1, HIDDEN, device="cuda", dtype=torch.float32)
+
+    def call(index: int, pdl: bool) -> None:
+        launch_router_route(x, layers[index], RULE, workspaces[index], config, out, pdl)
+
+    call(0, False)
+    logits = workspaces[0].logits.clone()
+    want_ids, _ = route_naive(logits, layers[0].expert_bias, RULE)
+    logits_err = float((logits - x.float() @ layers[0].router.float().T).abs().max())
+    ok = (
+        bool(torch.equal(workspaces[0].ids.long(), want_ids)) and bool((out == 0).all()) and logits_err < 1e-2
+    )
+    return dict(
+        bytes=bytes_per_call,
+        ok=ok,
+        err=logits_err,
+        calls=lambda pdl: [lambda i=i: call(i, pdl) for i in range(len(layers))],
+    )
+
+
+def case_router_gemv(experts: int, dtype: torch.dtype, num_warps: int) -> dict:
+    """The router GEMV alone with launch 1's tiles (one row per program): launch 1's lower bound."""
+    bytes_per_call = experts * HIDDEN * torch.tensor([], dtype=dtype).element_size()
+    layers = router_weights(experts, dtype, copies_for(bytes_per_call))
+    x = torch.randn(1, HIDDEN, device="cuda", dtype=BF16)
+    out = torch.empty(1, experts, device="cuda", dtype=torch.float32)
+    config = GemvConfig(block_n=1, block_k=512, num_warps=num_warps)
+    got = gemv(x, layers[0].router, config=config, out_dtype=torch.float32)
+    err = float((got - x.float() @ layers[0].router.float().T).abs().max())
+    return dict(
+        bytes=bytes_per_call,
+        ok=err < 1e-2,
+        err=err,
+        calls=lambda pdl: [
+            lambda w=w: gemv(x, w.router, use_pdl=pdl, config=config, out_dtype=torch.float32, out=out)
+            for w in layers
+        ],
+    )
+
+
+def build_cases() -> dict[str, Callable[[], dict]]:
+    """The decode shapes of ling3-flash-e256 (bf16 gate, all on) first, then E = 512 and fp32 gates."""
+    cases: dict[str, Callable[[], dict]] = {}
+    variants = ((False, 8), (True, 8), (True, 4), (False, 4))
+    for experts, dtype, dname in ((256, BF16, "bf16"), (512, BF16, "bf16"), (256, torch.float32, "fp32")):
+        shape = f"e{experts} {dname} gate"
+        cases[f"router gemv only {shape} w8"] = lambda e=experts, d=dtype: case_router_gemv(e, d, 8)
+        for fast, warps in variants if experts == 256 and dname == "bf16" else variants[:2]:
+            cfg = FusedMoEConfig(fast_topk=fast, router_num_warps=warps)
+            label = f"router launch {shape} {'fast_topk' if fast else 'scan'} w{warps}"
+            cases[label] = lambda e=experts, d=dtype, c=cfg: case_router_launch(e, d, c)
+    for fast, early, warps in (
+        (False, False, 0),
+        (True, False, 0),
+        (False, True, 0),
+        (True, True, 0),
+        (True, True, 4),
+    ):
+        cfg = FusedMoEConfig(fast_topk=fast, early_shared=early, router_num_warps=warps)
+        label = (
+            f"moe layer e256 bf16 gate fast_topk={int(fast)} early_shared={int(early)} router w{warps or 8}"
+        )
+        cases[label] = lambda c=cfg: case_moe(True, BF16, c)
+    return cases
+
+
+def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
+    case = build()
+    row = {"case": name, "bytes_per_call": case["bytes"], "correct": case["ok"], "max_err": case["err"]}
+    if not case["ok"]:
+        return row | {"error": "correctness check failed; not timed"}
+    for label, pdl in (("graph", False), ("graph_pdl", True)):
+        row[f"{label}_us"] = time_graph_us(case["calls"](pdl), replays=50)
+    best_us = min(row["graph_us"], row["graph_pdl_us"])
+    row["bandwidth_tbps"] = case["bytes"] / (best_us * 1e-6) / 1e12
+    row["fraction_of_copy"] = row["bandwidth_tbps"] / ceiling_tbps
+    return row
+
+
+def print_table(rows: list[dict], ceiling_tbps: float) -> None:
+    print(f"\ncopy ceiling: {ceiling_tbps:.2f} TB/s")
+    print(f"{'case':56s} {'graph us':>9s} {'pdl us':>8s} {'TB/s':>6s} {'%copy':>6s}")
+    for row in rows:
+        if "graph_us" not in row:
+            print(f"{row['case']:56s} ERROR {row.get('error', '')[:80]}")
+            continue
+        print(
+            f"{row['case']:56s} {row['graph_us']:9.2f} {row['graph_pdl_us']:8.2f} "
+            f"{row['bandwidth_tbps']:6.2f} {100 * row['fraction_of_copy']:5.0f}%"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path, help="folder for routing.json")
+    parser.add_argument("--only", default="", help="run only cases whose name contains this text")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_routing: needs a CUDA device", file=sys.stderr)
+        return 2
+    ceiling_tbps = measure_copy_ceiling_tbps()
+    rows = []
+    for name, build in build_cases().items():
+        if args.only not in name:
+            continue
+        try:
+            row = run_case(name, build, ceiling_tbps)
+        except Exception as exc:  # a broken case must not stop the others
+            traceback.print_exc()
+            row = {"case": name, "error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        torch.cuda.empty_cache()
+    payload = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "command": " ".join([sys.executable, *sys.argv]),
+        "copy_ceiling_tbps": ceiling_tbps,
+        "results": rows,
+    }
+    write_json_atomic(args.out / "routing.json", payload)
+    print_table(rows, ceiling_tbps)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""The on-top workload: new switches ablated with the earlier ones fixed on (no model needed)."""
+
+from __future__ import annotations
+
+import pytest
+from bubblescope.reference_model.on_top import FIXED_ON, STUDIED, OnTopWorkload
+from bubblescope.reference_model.switches import SWITCH_INFO
+from bubblescope.reference_model.workload import FAST_SWITCHES
+
+from bubblescope.errors import ConfigError
+
+
+class FakeFastWorkload:
+    name = "ling3"
+    device = "cuda"
+
+    def __init__(self) -> None:
+        self.prepared: list[frozenset[str]] = []
+
+    def switches(self):
+        return [info for info in SWITCH_INFO if info.name in FAST_SWITCHES]
+
+    def prepare(self, enabled: frozenset[str]) -> None:
+        self.prepared.append(enabled)
+
+    def step(self) -> int:
+        return 1
+
+    def bytes_per_token(self, enabled: frozenset[str]) -> int:
+        return 1000 + len(enabled)
+
+    def describe(self) -> dict[str, object]:
+        return {"preset": "debug"}
+
+
+def test_offers_only_the_studied_switches_and_holds_the_rest_on() -> None:
+    inner = FakeFastWorkload()
+    workload = OnTopWorkload(inner)
+    assert [info.name for info in workload.switches()] == list(STUDIED)
+    workload.prepare(frozenset())
+    workload.prepare(frozenset({"fast_topk"}))
+    assert inner.prepared == [FIXED_ON, FIXED_ON | {"fast_topk"}]
+    assert FIXED_ON | set(STUDIED) == set(FAST_SWITCHES) and not FIXED_ON & set(STUDIED)
+    assert workload.bytes_per_token(frozenset()) == 1000 + len(FIXED_ON)
+    assert workload.describe()["fixed_on"] == sorted(FIXED_ON)
+    # Everything else is the inner workload's.
+    assert workload.device == "cuda" and workload.step() == 1
+
+
+def test_refuses_to_turn_a_fixed_switch_on_or_off() -> None:
+    with pytest.raises(ConfigError, match="pdl is fixed on"):
+        OnTopWorkload(FakeFastWorkload()).prepare(frozenset({"pdl"}))
