@@ -103,6 +103,31 @@ def short_site(frame_name: str) -> str:
     return f"{base}({match['line']}): {match['func']}"
 
 
+def site_text(frame_name: str, open_at_start: bool) -> str:
+    """A Kineto Python frame as a site, saying honestly which line its number is.
+
+    Kineto names a frame `path(line): func`. For a function entered while tracing, `line` is where
+    the function was entered: its `def` line, not the line that blocked. Only frames already open
+    when tracing began carry the line they were executing.
+
+    Args:
+        frame_name: the frame event's name.
+        open_at_start: the frame was open when tracing began (its start is the thread's first frame
+            start).
+
+    Returns:
+        'run.py(12): main' for a frame open at start, 'step_readback (decode.py, def line 70)' for
+        any other frame, the name unchanged when it is not of that form.
+    """
+    match = _FRAME_NAME.match(frame_name)
+    if not match:
+        return frame_name
+    base = match["path"].rsplit("/", 1)[-1]
+    if open_at_start:
+        return f"{base}({match['line']}): {match['func']}"
+    return f"{match['func']} ({base}, def line {match['line']})"
+
+
 def indexes_by_thread(table: pd.DataFrame, tids: set[str]) -> dict[str, NestingIndex]:
     """One NestingIndex per thread in `tids` that has rows in `table`."""
     out: dict[str, NestingIndex] = {}

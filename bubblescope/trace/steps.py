@@ -133,14 +133,16 @@ def launch_times_ns(gpu: pd.DataFrame) -> np.ndarray:
     return np.where(launch >= 0, launch, gpu["start_ns"].to_numpy()).astype(np.int64)
 
 
-def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
+def gpu_step_bounds(
+    launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows, not_before_ns: int | None = None
+) -> np.ndarray:
     """Per-step GPU interval bounds of one device: [B_0, E_0, ..., E_last]. [n_steps + 1] int64.
 
     Step i's GPU interval is [bounds[i], bounds[i + 1]). E_i is the end of the last op launched before
     step i's host window ended (ops launched in steps <= i, or between windows before it; cumulative
     max, so under host run-ahead step k's kernels, running during later host windows, still count for
-    k). B_0 = max(host start of step 0, end of the ops launched before step 0). Empty steps get an
-    empty interval.
+    k). B_0 = max(host start of step 0, end of the ops launched before step 0, `not_before_ns`).
+    Empty steps get an empty interval.
 
         host   |--step 0--|--step 1--|--step 2--|
         GPU         |==k0==k0==|==k1==k1==|==k2==|
@@ -150,6 +152,8 @@ def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindow
         launch_ns: [n_ops] start of each op's launching call (its own start when unmatched).
         end_ns: [n_ops] end of each op.
         steps: this rank's step windows (host time).
+        not_before_ns: no step's interval starts earlier (the start of a first op queued before
+            tracing began: the idle before it belongs to no step). Default None.
     """
     n_steps = len(steps)
     if not n_steps:
@@ -161,6 +165,8 @@ def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindow
     cuts = np.concatenate(([steps.start_ns[0]], steps.end_ns)).astype(np.int64)
     last_end = run_end[np.searchsorted(launch_ns[order], cuts, side="left")]
     first_ns = max(int(steps.start_ns[0]), int(last_end[0]))
+    if not_before_ns is not None:
+        first_ns = max(first_ns, int(not_before_ns))
     return np.maximum(last_end, first_ns).astype(np.int64)
 
 

@@ -96,7 +96,7 @@ def test_timeline_shows_the_steps_own_gpu_work(all_on: dict) -> None:
 def test_synchronous_loop_bubble_belongs_to_the_step_it_delays(base: dict) -> None:
     reads = [s for s in base["syncs"] if s["per_step"] > 0]
     assert [(s["site"], s["op"], s["per_step"]) for s in reads] == [
-        ("decoder.py(177): _read_back_and_rebuild", "aten::item", 2.0)
+        ("_read_back_and_rebuild (decoder.py, def line 177)", "aten::item", 2.0)
     ]
     for step in base["steps"][WARM_STEPS]:
         # The GPU idles from the previous step's last kernel until this step's first: lost run-ahead
