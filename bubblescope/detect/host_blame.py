@@ -35,7 +35,7 @@ NOTHING_RECORDED = "host (nothing recorded on the launching thread during the ga
 
 
 def _runtime_label(name: str, dur_ns: int) -> str:
-    if rt.is_poll(name):
+    if rt.is_poll(name) and "Query" in name:
         return f"polling ({name})"
     if rt.is_kernel_launch(name) and dur_ns >= MODULE_LOAD_LAUNCH_NS:
         return f"{name} (module load)"

@@ -11,8 +11,10 @@ map to their graph launch) returned at x_r. The gap is cut at x_r when g0 < x_r 
                 replay or had no launching call in the trace: the work was there, the device waited
                   launch      X is on the stream that was running at g0 (kernel-to-kernel latency,
                               gaps inside a graph: what PDL and fusion remove)
-                  dependency  X is on another stream (it waited on an event / another stream; the
-                              stream-wait call seen before X's launch is named)
+                  dependency  X is on another stream (it waited on an event / another stream), or,
+                              after a late launch, X's stream had been made to wait on an event
+                              (`cudaStreamWaitEvent` / `hipStreamWaitEvent` seen between the stream's
+                              previous launch and X's); the stream-wait call is named
     outside     the part of any gap outside every step's GPU interval; also the leading gap before
                 a first op whose launch is not in the trace (it was queued before tracing began)
 
@@ -173,11 +175,11 @@ def _raw_pieces(
     # Nothing ran before a leading gap: the op waited on launch latency alone.
     wait_api, wait_ns = _waits_before(gpu, before, stream_waits)
     other_stream = (streams[before] != running) & (running != -2)
-    # A whole queued gap on another stream waited on it. After a late launch (split gap) the device
-    # is idle, so the remainder is a dependency only when X's stream waited on an event (a stream-wait
-    # call before X's launch) that some work launched before that wait had not yet reached: work that
-    # starts only after the gap. Otherwise the event was complete and the remainder is launch latency.
-    waited = np.where(queued_whole, other_stream, _wait_pending(gpu, wait_ns, g1))
+    # A whole queued gap on another stream waited on it. After a late launch (split gap) the remainder
+    # is a dependency when X's stream was made to wait on an event (a stream-wait call issued after the
+    # stream's previous launch and before X's): the event may depend on work not in the trace (another
+    # device, another process), so the trace cannot show it complete. Otherwise it is launch latency.
+    waited = np.where(queued_whole, other_stream, wait_api != "")
     queued_class = np.where(waited, "dependency", "launch")
     n = len(before)
     rows = {
@@ -217,19 +219,6 @@ def _raw_pieces(
     pieces["start_ns"] = pieces["start_ns"].astype(np.int64)
     pieces["end_ns"] = pieces["end_ns"].astype(np.int64)
     return pieces, (pieces["class"] == _HOST_BOUND).to_numpy()
-
-
-def _wait_pending(gpu: pd.DataFrame, wait_ns: np.ndarray, gap_end_ns: np.ndarray) -> np.ndarray:
-    """[n] bool: some op launched before the stream-wait call (at `wait_ns`, -1 none) starts at or
-    after the gap's end, so the event waited on could not have been complete during the gap."""
-    launch_ns = launch_times_ns(gpu)
-    order = np.argsort(launch_ns, kind="stable")
-    latest_start = np.maximum.accumulate(gpu["start_ns"].to_numpy()[order]) if len(order) else order
-    k = np.searchsorted(launch_ns[order], wait_ns, side="left") - 1
-    has = (wait_ns >= 0) & (k >= 0)
-    return (
-        has & (latest_start[np.maximum(k, 0)] >= gap_end_ns) if len(order) else np.zeros(len(wait_ns), bool)
-    )
 
 
 def _waits_before(
