@@ -6,8 +6,10 @@ ops, user annotations (`record_function`, `enumerate(DataLoader)#...__next__`, N
 annotations) and runtime calls (a long `cudaFree`/`hipFree`, a first kernel launch that loads its
 module, stream/event creation, `cudaStreamQuery` polling). Nested ranges of one kind count once (the
 outermost partial one); the top three names by overlapped ns are named. When only enclosing ranges
-exist, the innermost one is named ("host in ..."). Only when nothing at all was recorded on the thread
-during the gap does the text say so. Step markers (`ProfilerStep#N`, `bubblescope.*`) are never named.
+exist, the innermost one is named ("host in ..."); when the named work covers less than half the gap,
+the innermost enclosing range is added ("rest: host in ..."). Only when nothing at all was recorded
+on the thread during the gap does the text say so. Step markers (`ProfilerStep#N`, `bubblescope.*`)
+are never named.
 
 Kineto's Python frames carry the line a function was entered at, its `def` line (see
 `trace.nesting.site_text`); blame says so instead of presenting it as the line that ran.
@@ -141,9 +143,13 @@ class HostBlame:
             summed = summed.sort_values(["gap", "ns"], ascending=[True, False], kind="stable")
             top = summed.groupby("gap", sort=False).head(TOP_BLAME_ENTRIES)
             for gap, group in top.groupby("gap", sort=False):
-                texts[gap] = "; ".join(
+                text = "; ".join(
                     f"{name} {ns / 1000:.1f}us" for name, ns in zip(group["name"], group["ns"], strict=True)
                 )
+                # The named work is a small part of the gap: say what held the host the rest of it.
+                if 2 * int(group["ns"].max()) < int(g1[gap] - g0[gap]):
+                    text += f"; rest: {self._enclosing_text(int(g0[gap]), int(g1[gap]))}"
+                texts[gap] = text
         for j in np.flatnonzero(texts == ""):
             texts[j] = self._enclosing_text(int(g0[j]), int(g1[j]))
         out = np.empty(n_gaps, dtype=object)
