@@ -354,18 +354,24 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
         out = [""] * len(gaps)
         for j, text in zip(host_rows.tolist(), host_text, strict=True):
             out[j] = text
-        for j, row in enumerate(gaps.to_dict("records")):
-            if row["class"] == "sync":
-                out[j] = sites.get(int(row["read_id"]), "blocking read")
-            elif row["class"] not in ("host", "outside"):
-                wait_ns = int(row.get("wait_call_ns", -1))
-                out[j] = queued_blame(
-                    row["class"],
-                    int(row["next_stream"]),
-                    bool(row["graph"]),
-                    str(row.get("wait_api", "") or ""),
-                    (wait_ns - origin) / 1000 if wait_ns >= 0 else None,
-                )
+        n = len(gaps)
+        read_ids = gaps["read_id"].to_numpy()
+        streams = gaps["next_stream"].to_numpy()
+        graph = gaps["graph"].to_numpy() if "graph" in gaps else np.zeros(n, dtype=bool)
+        wait_api = gaps["wait_api"].to_numpy() if "wait_api" in gaps else np.full(n, "", dtype=object)
+        wait_ns = gaps["wait_call_ns"].to_numpy() if "wait_call_ns" in gaps else np.full(n, -1)
+        for j in np.flatnonzero((classes != "host") & (classes != "outside")).tolist():
+            if classes[j] == "sync":
+                out[j] = sites.get(int(read_ids[j]), "blocking read")
+                continue
+            waited = int(wait_ns[j])
+            out[j] = queued_blame(
+                str(classes[j]),
+                int(streams[j]),
+                bool(graph[j]),
+                str(wait_api[j] or ""),
+                (waited - origin) / 1000 if waited >= 0 else None,
+            )
         return out
 
     return blame_all

@@ -140,18 +140,30 @@ class HostBlame:
             )
             frame = pd.DataFrame({"gap": pairs_gap, "name": self._names[pairs_range], "ns": overlap})
             summed = frame.groupby(["gap", "name"], sort=False)["ns"].sum().reset_index()
-            summed = summed.sort_values(["gap", "ns"], ascending=[True, False], kind="stable")
-            top = summed.groupby("gap", sort=False).head(TOP_BLAME_ENTRIES)
-            for gap, group in top.groupby("gap", sort=False):
-                text = "; ".join(
-                    f"{name} {ns / 1000:.1f}us" for name, ns in zip(group["name"], group["ns"], strict=True)
-                )
+            gap_of = summed["gap"].to_numpy()
+            ns_of = summed["ns"].to_numpy()
+            by_size = np.lexsort((-ns_of, gap_of))
+            gap_of, ns_of, name_of = gap_of[by_size], ns_of[by_size], summed["name"].to_numpy()[by_size]
+            first = np.concatenate(([True], gap_of[1:] != gap_of[:-1]))
+            group_start = np.maximum.accumulate(np.where(first, np.arange(len(gap_of)), 0))
+            keep = (np.arange(len(gap_of)) - group_start) < TOP_BLAME_ENTRIES
+            parts: dict[int, list[str]] = {}
+            largest: dict[int, int] = {}
+            for gap, name, ns in zip(
+                gap_of[keep].tolist(), name_of[keep].tolist(), ns_of[keep].tolist(), strict=True
+            ):
+                parts.setdefault(gap, []).append(f"{name} {ns / 1000:.1f}us")
+                largest.setdefault(gap, ns)
+            enclosing = self._enclosing_texts(g0, g1)
+            for gap, names in parts.items():
+                text = "; ".join(names)
                 # The named work is a small part of the gap: say what held the host the rest of it.
-                if 2 * int(group["ns"].max()) < int(g1[gap] - g0[gap]):
-                    text += f"; rest: {self._enclosing_text(int(g0[gap]), int(g1[gap]))}"
+                if 2 * largest[gap] < int(g1[gap] - g0[gap]):
+                    text += f"; rest: {enclosing[gap]}"
                 texts[gap] = text
-        for j in np.flatnonzero(texts == ""):
-            texts[j] = self._enclosing_text(int(g0[j]), int(g1[j]))
+        empty = np.flatnonzero(texts == "")
+        if len(empty):
+            texts[empty] = self._enclosing_texts(g0[empty], g1[empty])
         out = np.empty(n_gaps, dtype=object)
         out[order] = texts
         return out.tolist()
@@ -179,16 +191,22 @@ class HostBlame:
         parent_partial = (parent >= 0) & np.isin(np.maximum(parent, 0) * len(g0) + gaps, keys)
         return ranges[~parent_partial], gaps[~parent_partial]
 
-    def _enclosing_text(self, start_ns: int, end_ns: int) -> str:
-        """The innermost range of any kind enclosing the gap, frames first on ties; or nothing."""
-        best, best_start = -1, np.iinfo(np.int64).min
+    def _enclosing_texts(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """Per gap, the innermost range of any kind enclosing it (frames first on equal starts), or
+        that nothing was recorded. [n] object."""
+        best = np.full(len(g0), -1, dtype=np.int64)
+        best_start = np.full(len(g0), np.iinfo(np.int64).min, dtype=np.int64)
         for index, offset in zip(self._indexes, self._offsets[:-1], strict=True):
-            j = index.innermost(start_ns, end_ns)
-            if j >= 0 and index.starts[j] > best_start:
-                best, best_start = j + int(offset), int(index.starts[j])
-        if best < 0:
-            return NOTHING_RECORDED
-        return f"host in {self._names[best]}"
+            j = index.innermost_many(g0, g1)
+            found = j >= 0
+            start = np.where(found, index.starts[np.maximum(j, 0)] if len(index.starts) else 0, best_start)
+            better = found & (start > best_start)
+            best[better] = j[better] + int(offset)
+            best_start[better] = start[better]
+        out = np.full(len(g0), NOTHING_RECORDED, dtype=object)
+        has = best >= 0
+        out[has] = np.asarray([f"host in {name}" for name in self._names[best[has]].tolist()], dtype=object)
+        return out
 
 
 def queued_blame(

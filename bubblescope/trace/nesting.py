@@ -52,6 +52,16 @@ class NestingIndex:
             j = int(self.parent[j])
         return j
 
+    def innermost_many(self, starts_ns: np.ndarray, ends_ns: np.ndarray) -> np.ndarray:
+        """`innermost` for many queries at once: one searchsorted, then one vectorised step up the
+        parents per nesting level still needed. [n] int64, -1 where no range encloses."""
+        j = np.searchsorted(self.starts, starts_ns, side="right").astype(np.int64) - 1
+        while True:
+            short = (j >= 0) & (self.ends[np.maximum(j, 0)] < ends_ns) if len(self.ends) else j >= 0
+            if not short.any():
+                return np.where(j >= 0, j, -1) if len(self.ends) else np.full(len(starts_ns), -1)
+            j[short] = self.parent[j[short]]
+
     def outermost_since(self, j: int, since_ns: int) -> int:
         """Walk up from range `j` to the outermost ancestor that still starts at or after `since_ns`."""
         while j >= 0 and self.parent[j] >= 0 and self.starts[self.parent[j]] >= since_ns:

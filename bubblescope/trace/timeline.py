@@ -127,14 +127,15 @@ def _step_gaps(rank: RankAnalysis, step: int, blame_all: Callable) -> list[dict]
     gaps = rank.gaps[(rank.gaps["step"] == step).to_numpy()]
     texts = blame_all(gaps) if len(gaps) else []
     return [
-        {
-            "lane": f"GPU {int(g['device'])}",
-            "start_ns": int(g["start_ns"]) - origin,
-            "dur_ns": int(g["dur_ns"]),
-            "class": g["class"],
-            "blame": text,
-        }
-        for g, text in zip(gaps.to_dict("records"), texts, strict=True)
+        {"lane": f"GPU {device}", "start_ns": start - origin, "dur_ns": dur, "class": cls, "blame": text}
+        for device, start, dur, cls, text in zip(
+            gaps["device"].tolist(),
+            gaps["start_ns"].tolist(),
+            gaps["dur_ns"].tolist(),
+            gaps["class"].tolist(),
+            texts,
+            strict=True,
+        )
     ]
 
 
