@@ -148,6 +148,9 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
         gaps["graph"] = ops["graph"].to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)] & (
             gaps["next_row"].to_numpy() >= 0
         )
+        # The thread that launched the gap's closing op is the one that was late: blame looks there.
+        next_tid = ops["launch_tid"].astype(str).to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)]
+        gaps["next_tid"] = np.where(gaps["next_row"].to_numpy() >= 0, next_tid, "").astype(object)
         gap_parts.append(gaps)
         devices.append(_device_entry(tables, ops, gaps, span, int(device)))
     gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else _no_gaps()
@@ -204,6 +207,7 @@ def _no_gaps() -> pd.DataFrame:
             "next_op": pd.Series(dtype=object),
             "wait_api": pd.Series(dtype=object),
             "graph": pd.Series(dtype=bool),
+            "next_tid": pd.Series(dtype=object),
         }
     )
 
@@ -340,20 +344,32 @@ def gap_blamer(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
 
 def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
     """Gap rows (DataFrame) -> blame text of each, host blame done once for all of them (linear)."""
-    host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid, window_ns, rank.tables.runtime)
+    blamers: dict[str, HostBlame] = {}
     sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist(), strict=True))
     origin = rank.tables.origin_ns
 
+    def host_blame(tid: str) -> HostBlame:
+        if tid not in blamers:
+            tables = rank.tables
+            blamers[tid] = HostBlame(tables.ops, tables.frames, tid, window_ns, tables.runtime)
+        return blamers[tid]
+
     def blame_all(gaps: pd.DataFrame) -> list[str]:
         classes = gaps["class"].to_numpy()
-        host_rows = np.flatnonzero((classes == "host") | (classes == "outside"))
-        host_text = host.blame_many(
-            gaps["start_ns"].to_numpy()[host_rows].astype(np.int64),
-            gaps["end_ns"].to_numpy()[host_rows].astype(np.int64),
-        )
         out = [""] * len(gaps)
-        for j, text in zip(host_rows.tolist(), host_text, strict=True):
-            out[j] = text
+        host_rows = np.flatnonzero((classes == "host") | (classes == "outside"))
+        # Each host gap is blamed on the thread that launched its closing op (the launching thread
+        # of the rank for a trailing gap or an unmatched op): backward runs on autograd's thread.
+        tids = gaps["next_tid"].to_numpy()[host_rows] if "next_tid" in gaps else np.full(len(host_rows), "")
+        tids = np.where(tids == "", rank.host_tid, tids).astype(str)
+        for tid in np.unique(tids).tolist():
+            rows = host_rows[tids == tid]
+            texts = host_blame(tid).blame_many(
+                gaps["start_ns"].to_numpy()[rows].astype(np.int64),
+                gaps["end_ns"].to_numpy()[rows].astype(np.int64),
+            )
+            for j, text in zip(rows.tolist(), texts, strict=True):
+                out[j] = text
         n = len(gaps)
         read_ids = gaps["read_id"].to_numpy()
         streams = gaps["next_stream"].to_numpy()
