@@ -66,7 +66,28 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
 
 
 def launch_counts(runtime: pd.DataFrame) -> dict[str, int]:
-    """How many graph launches and kernel launches the host made (for plausibility checks)."""
-    graph = int(category_mask(runtime["name"], rt.is_graph_launch).sum())
-    kernel = int(category_mask(runtime["name"], rt.is_kernel_launch).sum())
-    return {"graph_launches": graph, "kernel_launches": kernel}
+    """How many graph launches and kernel launches the host made (for plausibility checks).
+
+    Kernel launches made while their thread was capturing a graph (between a stream begin-capture and
+    end-capture call) run only on replay: they are counted apart, as `captured_launches`.
+    """
+    names = runtime["name"]
+    graph = int(category_mask(names, rt.is_graph_launch).sum())
+    is_kernel = category_mask(names, rt.is_kernel_launch)
+    captured = np.zeros(len(runtime), dtype=bool)
+    begins = category_mask(names, rt.CAPTURE_BEGINS.__contains__)
+    if begins.any():
+        ends = category_mask(names, rt.CAPTURE_ENDS.__contains__)
+        tids = runtime["tid"].astype(str).to_numpy()
+        starts = runtime["start_ns"].to_numpy()
+        for tid in np.unique(tids[begins]).tolist():
+            mine = tids == tid
+            # Depth of open captures at each call: +1 after a begin, -1 after an end, in time order.
+            order = np.flatnonzero(mine)[np.argsort(starts[mine], kind="stable")]
+            depth = np.cumsum(begins[order].astype(np.int64) - ends[order].astype(np.int64))
+            captured[order] = depth > 0
+    return {
+        "graph_launches": graph,
+        "kernel_launches": int((is_kernel & ~captured).sum()),
+        "captured_launches": int((is_kernel & captured).sum()),
+    }

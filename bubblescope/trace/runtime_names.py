@@ -161,6 +161,20 @@ HIP = RuntimeNames(
 
 VENDORS: tuple[RuntimeNames, ...] = (CUDA, HIP)
 
+# Stream capture: kernels launched between these run only when the captured graph is replayed.
+CAPTURE_BEGINS = frozenset(
+    {
+        "cudaStreamBeginCapture",
+        "cudaStreamBeginCapture_ptsz",
+        "cuStreamBeginCapture",
+        "cuStreamBeginCapture_v2",
+    }
+    | {"hipStreamBeginCapture"}
+)
+CAPTURE_ENDS = frozenset(
+    {"cudaStreamEndCapture", "cudaStreamEndCapture_ptsz", "cuStreamEndCapture"} | {"hipStreamEndCapture"}
+)
+
 SYNCHRONIZE = frozenset().union(*(v.synchronize for v in VENDORS))
 POLLS = frozenset().union(*(v.polls for v in VENDORS))
 GRAPH_LAUNCHES = frozenset().union(*(v.graph_launches for v in VENDORS))

@@ -310,3 +310,28 @@ def test_warm_up_step_stays_out_of_the_top_gaps(tmp_path: Path) -> None:
     assert result["summary"]["outlier_steps"] == 1
     assert result["gaps_top"] and all(g["step"] != 0 for g in result["gaps_top"])
     assert max(g["dur_ns"] for g in result["gaps_top"]) < 100 * US
+
+
+def test_launches_under_stream_capture_are_not_missing_kernels(tmp_path: Path) -> None:
+    """20 hipLaunchKernel calls between hipStreamBeginCapture and hipStreamEndCapture run nothing (they
+    are recorded into a graph), and two kernels run outside the capture: the trace is whole. The same
+    20 launches outside a capture, with no kernel, are GPU activity missing."""
+
+    def build(capture: bool) -> TraceBuilder:
+        b = TraceBuilder()
+        b.annotation("bubblescope.step", 0, 400 * US)
+        b.kernel("k", (1 * US, 3 * US), (5 * US, 10 * US), api="hipLaunchKernel")
+        if capture:
+            b.runtime("hipStreamBeginCapture", 20 * US, 21 * US)
+        for i in range(20):
+            b.runtime("hipLaunchKernel", (30 + 10 * i) * US, (32 + 10 * i) * US)
+        if capture:
+            b.runtime("hipStreamEndCapture", 250 * US, 251 * US)
+        b.kernel("k", (260 * US, 262 * US), (264 * US, 270 * US), api="hipLaunchKernel")
+        return b
+
+    captured = _analyze(build(True), tmp_path / "captured")
+    assert captured["gpu_measured"] and captured["warnings"] == []
+    missing = _analyze(build(False), tmp_path / "missing")
+    assert not missing["gpu_measured"]
+    assert any("only 2 of 22 kernel launches" in w for w in missing["warnings"])
