@@ -78,7 +78,7 @@ class RankAnalysis:
     host_tid: str = ""
     # device -> [n_steps + 1] GPU interval bounds of the steps (`trace.steps.gpu_step_bounds`).
     gpu_bounds: dict[int, np.ndarray] = field(default_factory=dict)
-    # read_id -> lost lead L in ns (summed over devices; 0 for a read that drained no device).
+    # read_id -> lost lead L in ns (the largest over devices; 0 for a read that drained no device).
     lost_lead_ns: pd.Series = field(default_factory=lambda: pd.Series(dtype=np.int64))
 
 
@@ -132,6 +132,7 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
     reads = detector("host_syncs").run(tables, gpu)
     waits = stream_wait_calls(tables.runtime, tables.waits)
     devices, gap_parts, bounds, lead_parts = [], [], {}, []
+    spent = pd.Series(dtype=np.int64)
     for device, ops in gpu.groupby("device", sort=True):
         ops = ops.reset_index(drop=True)
         span = (
@@ -142,9 +143,12 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
             launch_times_ns(ops), ops["end_ns"].to_numpy(), steps, unlaunched_lead_ns(ops)
         )
         gaps, leads = detector("idle_gaps").run(
-            ops, reads, steps, int(device), span, bounds[int(device)], waits
+            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent
         )
         lead_parts.append(leads)
+        # With several devices per rank, a read's sync over all of them stays within its largest lead.
+        sync_rows = gaps[(gaps["class"] == "sync").to_numpy()]
+        spent = spent.add(sync_rows.groupby("read_id")["dur_ns"].sum(), fill_value=0)
         gaps["graph"] = ops["graph"].to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)] & (
             gaps["next_row"].to_numpy() >= 0
         )
@@ -167,7 +171,7 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
         gpu_measured=not problems and len(gpu) > 0,
         host_tid=_host_tid(tables),
         gpu_bounds=bounds,
-        lost_lead_ns=pd.concat(lead_parts).groupby(level=0).sum()
+        lost_lead_ns=pd.concat(lead_parts).groupby(level=0).max()
         if lead_parts
         else pd.Series(dtype=np.int64),
     )

@@ -124,6 +124,7 @@ def find_idle_gaps_and_leads(
     span_ns: tuple[int, int],
     bounds_ns: np.ndarray | None = None,
     stream_waits: pd.DataFrame | None = None,
+    spent_ns: pd.Series | None = None,
 ) -> tuple[pd.DataFrame, pd.Series]:
     """Classified idle pieces of one device, split at x_r and at the steps' GPU interval bounds.
 
@@ -137,6 +138,8 @@ def find_idle_gaps_and_leads(
         bounds_ns: [n_steps + 1] `gpu_step_bounds` of this device; computed from `gpu` when None.
         stream_waits: stream-wait calls (`stream_wait_calls`): stream (-1 unknown), tid, start_ns,
             name; names the wait a `dependency` piece waited on. Default None.
+        spent_ns: read_id -> sync ns already blamed on the read on other devices of the rank; a
+            read's blame over all devices stays within its largest lost lead. Default None.
 
     Returns:
         (gaps with GAP_COLUMNS, the `dur_ns` sum equal to span minus busy time;
@@ -148,7 +151,11 @@ def find_idle_gaps_and_leads(
         lead_ns = unlaunched_lead_ns(gpu)
         bounds_ns = gpu_step_bounds(launch_times_ns(gpu), gpu["end_ns"].to_numpy(), steps, lead_ns)
     pieces = split_at_steps(pieces, bounds_ns)
-    pieces = _assign_sync(pieces, leads, _regain_times(gpu))
+    budget = leads
+    if spent_ns is not None and len(leads):
+        spent = leads["read_id"].map(spent_ns).fillna(0).to_numpy().astype(np.int64)
+        budget = leads.assign(lead_ns=np.maximum(leads["lead_ns"].to_numpy() - spent, 0))
+    pieces = _assign_sync(pieces, budget, _regain_times(gpu))
     pieces.insert(0, "device", device)
     pieces["dur_ns"] = pieces["end_ns"] - pieces["start_ns"]
     lead_series = pd.Series(leads["lead_ns"].to_numpy(), index=leads["read_id"].to_numpy(), dtype=np.int64)

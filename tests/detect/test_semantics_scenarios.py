@@ -335,3 +335,23 @@ def test_launches_under_stream_capture_are_not_missing_kernels(tmp_path: Path) -
     missing = _analyze(build(False), tmp_path / "missing")
     assert not missing["gpu_measured"]
     assert any("only 2 of 22 kernel launches" in w for w in missing["warnings"])
+
+
+def test_a_read_draining_two_devices_is_blamed_for_its_lead_once(tmp_path: Path) -> None:
+    """`item_sync` with every GPU op also on device 1 (same launches): the read (blocked 21, lead 21)
+    drains both devices. Its sync idle over both stays within its lead: 21 on device 0, 0 on device 1
+    (there [41,65) is host-bound: host 24)."""
+    from tests.trace import scenarios
+
+    b = scenarios.item_sync()
+    copies = []
+    for event in b.events:
+        if event["cat"] in ("kernel", "gpu_memcpy"):
+            copies.append({**event, "pid": 1, "args": {**event["args"], "device": 1}})
+    b.events.extend(copies)
+    result = _analyze(b, tmp_path)
+    by_device = {d["device"]: d["idle_by_class_ns"] for d in result["devices"]}
+    assert (by_device[0]["sync"], by_device[1]["sync"]) == (21 * US, 0)
+    assert by_device[1]["host"] == by_device[0]["host"] + 21 * US
+    (read,) = result["syncs"]
+    assert (read["blocked_ns"], read["lost_lead_ns"], read["bubble_ns"]) == (21 * US, 21 * US, 21 * US)
