@@ -398,14 +398,16 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
 
 
 def _top_gaps(rank: RankAnalysis, typical_steps: np.ndarray | None = None) -> list[dict]:
-    """The largest gaps of the rank, leaving out the steps that are not typical (warm-up, outliers)
-    when any typical step has gaps."""
+    """The largest gaps of the rank inside its typical steps (no warm-up/outlier step, no `outside`
+    idle), when any typical step has gaps; otherwise the largest of all."""
     gaps = rank.gaps
     if typical_steps is not None and len(typical_steps):
         step = gaps["step"].to_numpy()
         in_typical = (step >= 0) & typical_steps[np.clip(step, 0, len(typical_steps) - 1)]
+        # Idle outside every step (profiler start-up, between windows) is in the device totals; the
+        # list names what slows the steps.
         if in_typical.any():
-            gaps = gaps[in_typical | (step < 0)]
+            gaps = gaps[in_typical]
     top = gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
     blames = gap_blames(rank)(top)
     origin = rank.tables.origin_ns
