@@ -29,7 +29,11 @@ which the device never drains (the queue outlived the wait).
 
 After a draining read, host-bound idle is `sync`, blamed on R, up to L in total across the pieces
 that follow, until the host has work queued ahead again (an op launched after r1 was enqueued before
-the device was free for it) or another read drains the device; the rest is `host`. Had R not blocked, the host
+the device was free for it) or a later read holds the host while the device drains (even one that
+began on a drained device, whose own copy drained it again: it re-synchronises host and device, so
+the idle after it would be there without R); the rest is `host`. The drain may be up to the trace's
+proven GPU clock lag after r1 (`clock_skew_ns`: a device synchronize returned before ops it waited
+for "ended"; seen on ROCm). Had R not blocked, the host
 would have been L further ahead, so fixing R can hide at most L: a read's `bubble_ns` (its `sync`
 idle) is the expected saving if it is fixed, and bubble_ns <= L <= blocked_ns always.
 
@@ -146,7 +150,7 @@ def find_idle_gaps_and_leads(
          lost lead L in ns per read_id on this device, 0 for a read that did not drain it).
     """
     pieces, host_bound = _raw_pieces(gpu, span_ns, stream_waits)
-    leads = _lost_leads(reads, pieces[host_bound])
+    leads = _lost_leads(reads, pieces[host_bound], clock_skew_ns(gpu, reads))
     if bounds_ns is None:
         lead_ns = unlaunched_lead_ns(gpu)
         bounds_ns = gpu_step_bounds(launch_times_ns(gpu), gpu["end_ns"].to_numpy(), steps, lead_ns)
@@ -267,10 +271,31 @@ def _waits_before(
     return names, times
 
 
-def _lost_leads(reads: pd.DataFrame, host_bound: pd.DataFrame) -> pd.DataFrame:
-    """Per read: drain time d (-1 if none) and lost lead L = min(d - r0, blocked_ns) (0 if none)."""
+def clock_skew_ns(gpu: pd.DataFrame, reads: pd.DataFrame) -> int:
+    """How far the GPU clock runs behind the host clock, as the trace itself proves it: a device-wide
+    synchronize returns only after every op launched before it ended, so an op that ends after such a
+    read returned shows the skew. 0 when no read proves any (the usual case on CUDA)."""
+    if not len(reads) or not len(gpu):
+        return 0
+    device_wide = reads["api"].astype(str).isin(rt.DEVICE_SYNCHRONIZE).to_numpy()
+    if not device_wide.any():
+        return 0
+    launch_ns = launch_times_ns(gpu)
+    order = np.argsort(launch_ns, kind="stable")
+    latest_end = np.maximum.accumulate(gpu["end_ns"].to_numpy()[order])
+    starts = reads["start_ns"].to_numpy()[device_wide].astype(np.int64)
+    k = np.searchsorted(launch_ns[order], starts, side="left") - 1
+    late = np.where(k >= 0, latest_end[np.maximum(k, 0)] - reads["end_ns"].to_numpy()[device_wide], 0)
+    return int(max(late.max(), 0))
+
+
+def _lost_leads(reads: pd.DataFrame, host_bound: pd.DataFrame, skew_ns: int = 0) -> pd.DataFrame:
+    """Per read: the drain d in its hold [r0, r1 + skew] (`redrain_ns`, -1 if none), and, when the
+    device was not already drained at r0, `drain_ns` = d and lost lead L = min(d - r0, blocked_ns)
+    (else -1 and 0)."""
     if not len(reads):
-        return pd.DataFrame({"read_id": [], "drain_ns": [], "lead_ns": []}, dtype=np.int64)
+        columns = ("read_id", "drain_ns", "redrain_ns", "lead_ns", "start_ns", "end_ns")
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in columns})
     r0 = reads["hold_start_ns"].to_numpy().astype(np.int64)
     r1 = reads["end_ns"].to_numpy().astype(np.int64)
     blocked = reads["blocked_ns"].to_numpy().astype(np.int64)
@@ -282,15 +307,20 @@ def _lost_leads(reads: pd.DataFrame, host_bound: pd.DataFrame) -> pd.DataFrame:
     drained_before = (
         (inside >= 0) & (h0[safe] <= r0) & (r0 < h1[safe]) if len(h0) else np.zeros(len(r0), bool)
     )
+    # The first drain after r0: the read's own copy may drain the device again although it began on
+    # a drained device; that still re-synchronises the host with the device.
     nxt = np.searchsorted(h0, r0, side="left")
+    nxt = np.where(drained_before, inside + 1, nxt)
     has_next = nxt < len(h0)
     d = np.where(has_next, h0[np.minimum(nxt, max(len(h0) - 1, 0))] if len(h0) else 0, -1)
-    drains = ~drained_before & has_next & (d <= r1) & (d >= r0)
-    lead = np.where(drains, np.minimum(d - r0, blocked), 0)
+    in_hold = has_next & (d >= r0) & (d <= r1 + skew_ns)
+    drains = ~drained_before & in_hold
+    lead = np.where(drains, np.minimum(np.maximum(d, r0) - r0, blocked), 0)
     return pd.DataFrame(
         {
             "read_id": reads["read_id"].to_numpy().astype(np.int64),
             "drain_ns": np.where(drains, d, -1).astype(np.int64),
+            "redrain_ns": np.where(in_hold, d, -1).astype(np.int64),
             "lead_ns": np.maximum(lead, 0).astype(np.int64),
             "start_ns": r0,
             "end_ns": r1,
@@ -321,7 +351,8 @@ def _assign_sync(pieces: pd.DataFrame, leads: pd.DataFrame, regain_ns: np.ndarra
     read_of = np.full(len(pieces), -1, dtype=np.int64)
     if len(drains) and host_bound.any():
         d = drains["drain_ns"].to_numpy()
-        seg_end = _segment_ends(drains, regain_ns)
+        redrains = np.unique(leads["redrain_ns"].to_numpy())
+        seg_end = _segment_ends(drains, redrains[redrains >= 0], regain_ns)
         idx = np.flatnonzero(host_bound)
         a = pieces["start_ns"].to_numpy()[idx]
         dur = (pieces["end_ns"].to_numpy() - pieces["start_ns"].to_numpy())[idx]
@@ -340,16 +371,21 @@ def _assign_sync(pieces: pd.DataFrame, leads: pd.DataFrame, regain_ns: np.ndarra
     return _split_sync(pieces, host_bound, sync_ns, read_of)
 
 
-def _segment_ends(drains: pd.DataFrame, regain_ns: np.ndarray) -> np.ndarray:
+def _segment_ends(drains: pd.DataFrame, redrains_ns: np.ndarray, regain_ns: np.ndarray) -> np.ndarray:
     """Where each draining read's blame stops: the host leads again after the read returned (an op
-    enqueued before the device was free for it), or the next draining read drains the device.
+    enqueued before the device was free for it), or a later read holds the host while the device
+    drains (it re-synchronises host and device: without this read that idle would be there anyway).
     [n_drains] int64."""
     r1 = drains["end_ns"].to_numpy()
+    d = drains["drain_ns"].to_numpy()
     regained = np.full(len(r1), _NONE, dtype=np.int64)
     if len(regain_ns):
         k = np.searchsorted(regain_ns, r1, side="left")
         regained = np.where(k < len(regain_ns), regain_ns[np.minimum(k, len(regain_ns) - 1)], _NONE)
-    next_drain = np.append(drains["drain_ns"].to_numpy()[1:], _NONE)
+    next_drain = np.full(len(d), _NONE, dtype=np.int64)
+    if len(redrains_ns):
+        j = np.searchsorted(redrains_ns, d, side="right")
+        next_drain = np.where(j < len(redrains_ns), redrains_ns[np.minimum(j, len(redrains_ns) - 1)], _NONE)
     return np.minimum(regained, next_drain).astype(np.int64)
 
 

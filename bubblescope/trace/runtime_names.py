@@ -161,6 +161,18 @@ HIP = RuntimeNames(
 
 VENDORS: tuple[RuntimeNames, ...] = (CUDA, HIP)
 
+# Synchronizes that wait for all of a device's work: when one returns, every op launched before it has
+# ended. A trace where such an op ends later shows the GPU clock running behind the host clock.
+DEVICE_SYNCHRONIZE = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaThreadSynchronize",
+        "cuCtxSynchronize",
+        "hipDeviceSynchronize",
+        "hipCtxSynchronize",
+    }
+)
+
 # Stream capture: kernels launched between these run only when the captured graph is replayed.
 CAPTURE_BEGINS = frozenset(
     {

@@ -355,3 +355,55 @@ def test_a_read_draining_two_devices_is_blamed_for_its_lead_once(tmp_path: Path)
     assert by_device[1]["host"] == by_device[0]["host"] + 21 * US
     (read,) = result["syncs"]
     assert (read["blocked_ns"], read["lost_lead_ns"], read["bubble_ns"]) == (21 * US, 21 * US, 21 * US)
+
+
+def test_a_later_read_that_drains_again_ends_the_earlier_reads_blame(tmp_path: Path) -> None:
+    """The H100 Qwen pattern. Step [0,400]: k0 launched 1-3 runs 5-100; cudaDeviceSynchronize 10-102
+    (r0 10, blocked 92) drains the device at 100: L = 90. Then aten::item 150-190 begins on the drained
+    device (L 0), but its own copy (launched 151-153, runs 155-156) drains it again at 156: that ends
+    the first read's blame. Gap [100,155): host-bound [100,153) = sync 53, launch 2. Gap [156,257)
+    (k1 launched 250-255): host 99, launch 2, although 37 µs of the first read's lead are unspent.
+    Leading host 3 + launch 2; [280,400) outside. sync 53, host 102, launch 6, outside 120."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 400 * US)
+    b.frame(APP, 0, 400 * US)
+    b.kernel("k0", (1 * US, 3 * US), (5 * US, 100 * US))
+    b.device_synchronize(10 * US, 102 * US)
+    b.blocking_read(
+        ["aten::item"], (150 * US, 190 * US), (151 * US, 153 * US), (155 * US, 156 * US), (153 * US, 160 * US)
+    )
+    b.kernel("k1", (250 * US, 255 * US), (257 * US, 280 * US))
+    result = _analyze(b, tmp_path)
+    assert _classes(result) == {"sync": 53, "host": 102, "launch": 6, "dependency": 0, "outside": 120}
+    reads = _reads(result)
+    assert (reads["synchronize"]["lost_lead_ns"], reads["synchronize"]["bubble_ns"]) == (90 * US, 53 * US)
+    assert (reads["item"]["lost_lead_ns"], reads["item"]["bubble_ns"]) == (0, 0)
+
+
+def test_a_gpu_clock_behind_the_host_clock_is_tolerated(tmp_path: Path) -> None:
+    """The MI300X Qwen pattern: hipDeviceSynchronize 10-100 returns while its last kernel k0 (launched
+    1-3) 'ends' at 107.5 on the GPU clock: the GPU clock lags 7.5 µs. The drain at 107.5 is matched to
+    the read (r0 10, blocked 90): L = min(97.5, 90) = 90. k1 launched 150-155 runs 157-170: [107.5,155)
+    is sync 47.5, launch 2. Leading host 3 + launch 2; [170,200) outside."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 200 * US)
+    b.frame(APP, 0, 200 * US)
+    b.kernel("k0", (1 * US, 3 * US), (5 * US, 107_500), api="hipLaunchKernel")
+    b.runtime("hipDeviceSynchronize", 10 * US, 100 * US)
+    b.kernel("k1", (150 * US, 155 * US), (157 * US, 170 * US), api="hipLaunchKernel")
+    result = _analyze(b, tmp_path)
+    (device,) = result["devices"]
+    assert device["idle_by_class_ns"] == {
+        "sync": 47_500,
+        "host": 3 * US,
+        "launch": 4 * US,
+        "dependency": 0,
+        "outside": 30 * US,
+    }
+    (read,) = result["syncs"]
+    assert (read["api"], read["kind"], read["lost_lead_ns"], read["bubble_ns"]) == (
+        "hipDeviceSynchronize",
+        "synchronize",
+        90 * US,
+        47_500,
+    )
