@@ -6,8 +6,9 @@ the device when it is
     the driver `cu*Synchronize` forms, ...),
   - a synchronous copy (`cudaMemcpy`, `cuMemcpyDtoH`, `hipMemcpyWithStream`, ...: no `Async` in the
     name),
-  - an async copy or a synchronous memset whose GPU side touches pageable memory (the driver stages
-    it and waits),
+  - a device-to-host async copy into pageable memory (the driver stages it and waits for the data;
+    a host-to-device one from pageable memory returns once the source is staged: not a read), or a
+    synchronous memset on pageable memory,
   - an implicit synchronizer: `cudaFree`/`hipFree` (the caching allocator releasing memory),
     pinned host allocation (`cudaHostAlloc`, `cudaHostRegister`, `hipHostMalloc`, ...), and
     `cudaMalloc`/`hipMalloc` when the trace shows it waited (a sync row), each its own read kind, or
@@ -123,9 +124,15 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
             rt.is_synchronize(n) or rt.is_sync_copy(n) or rt.implicit_sync_kind(n) in ("free", "host_alloc")
         ),
     )
-    # Pageable memory: an async copy stages through a bounce buffer and a memset cannot be queued.
+    # Pageable memory: a device-to-host async copy into pageable memory waits for the data (a
+    # host-to-device one only stages the source and returns), and a memset cannot be queued.
     staged = gpu[(gpu["kind"] != "kernel").to_numpy()]
-    pageable = staged["name"].astype(str).str.contains("Pageable", regex=False).to_numpy()
+    names_of = staged["name"].astype(str)
+    to_pageable = names_of.str.contains("-> Pageable", regex=False) | (
+        names_of.str.contains("DtoH", regex=False) & names_of.str.contains("Pageable", regex=False)
+    )
+    memset_pageable = (staged["kind"] == "memset") & names_of.str.contains("Pageable", regex=False)
+    pageable = (to_pageable | memset_pageable).to_numpy()
     pageable_rows = staged.loc[pageable & (staged["launch_row"] >= 0).to_numpy(), "launch_row"].to_numpy()
     is_pageable = np.zeros(len(runtime), dtype=bool)
     launcher = names.to_numpy()[pageable_rows] if len(pageable_rows) else np.zeros(0, dtype=object)

@@ -407,3 +407,26 @@ def test_a_gpu_clock_behind_the_host_clock_is_tolerated(tmp_path: Path) -> None:
         90 * US,
         47_500,
     )
+
+
+def test_pageable_host_to_device_copy_is_not_a_read(tmp_path: Path) -> None:
+    """aten::to 10-20 with cudaMemcpyAsync 11-19 whose GPU copy is 'Memcpy HtoD (Pageable -> Device)'
+    (the driver staged the source and returned) is not a read; aten::to 40-60 whose copy is
+    'Memcpy DtoH (Device -> Pageable)' is."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.frame(APP, 0, 100 * US)
+    b.op("aten::to", 10 * US, 20 * US)
+    corr = b.runtime("cudaMemcpyAsync", 11 * US, 19 * US)
+    b.gpu_op("Memcpy HtoD (Pageable -> Device)", 21 * US, 22 * US, corr=corr, kind="memcpy", nbytes=64)
+    b.op("aten::to", 40 * US, 60 * US)
+    corr = b.runtime("cudaMemcpyAsync", 41 * US, 58 * US)
+    b.gpu_op("Memcpy DtoH (Device -> Pageable)", 50 * US, 51 * US, corr=corr, kind="memcpy", nbytes=64)
+    result = _analyze(b, tmp_path)
+    (read,) = result["syncs"]
+    assert (read["op"], read["kind"], read["api"], read["blocked_ns"]) == (
+        "aten::to",
+        "copy",
+        "cudaMemcpyAsync",
+        17 * US,
+    )
