@@ -18,8 +18,9 @@ the device when it is
     row; a spin loop of them is polling, a wait the host chose, not a read).
 Calls under one outermost ATen op instance are one read (`.item()` is a `cudaMemcpyAsync` plus a
 `cudaStreamSynchronize`); blocked time is the host time of those calls. Each read is tied to the
-outermost ATen op under the innermost Python frame (`aten::item` rather than its
-`aten::_local_scalar_dense` child) and to the innermost Python frame outside torch and site-packages.
+outermost ATen op of the chain around the call under the innermost Python frame (`aten::item` rather
+than its `aten::_local_scalar_dense` child, but not a TorchScript `forward` holding it) and to the
+innermost Python frame outside torch and site-packages.
 
 A read holds the host over [hold_start_ns, end_ns]: from the start of the outermost user-visible call
 that blocks (the enclosing ATen op, such as `aten::item` / `aten::to`, or the runtime call when there is
@@ -237,7 +238,7 @@ def _enclosing(ops, frames, start: int, end: int) -> dict:
     user_j, own = _user_or_own_frame(frames, frame_j)
     since = int(frames.starts[frame_j]) if frame_j >= 0 else np.iinfo(np.int64).min
     inner = ops.innermost(start, end) if ops is not None else -1
-    outer = ops.outermost_since(inner, since) if inner >= 0 else -1
+    outer = _reading_op(ops, inner, since) if inner >= 0 else -1
     return {
         "op": str(ops.names[outer]) if outer >= 0 else "",
         "inner_op": str(ops.names[inner]) if inner >= 0 else "",
@@ -249,6 +250,21 @@ def _enclosing(ops, frames, start: int, end: int) -> dict:
         "site_open_at_start": bool(user_j >= 0 and frames.starts[user_j] <= frames.starts[0]),
         "own": own,
     }
+
+
+def _reading_op(ops, inner: int, since_ns: int) -> int:
+    """The op a read is tied to: from the innermost op around the call, up through ATen ops
+    (`aten::item` above `aten::_local_scalar_dense`, `aten::is_nonzero` above `aten::item`) but not
+    into a non-ATen op that holds them (a TorchScript `forward`, an `nn.Module` range); when the
+    innermost op is not ATen, its outermost ancestor under the innermost Python frame."""
+    if not str(ops.names[inner]).startswith("aten::"):
+        return ops.outermost_since(inner, since_ns)
+    j = inner
+    while True:
+        parent = int(ops.parent[j])
+        if parent < 0 or ops.starts[parent] < since_ns or not str(ops.names[parent]).startswith("aten::"):
+            return j
+        j = parent
 
 
 def _user_or_own_frame(frames, j: int) -> tuple[int, bool]:

@@ -430,3 +430,25 @@ def test_pageable_host_to_device_copy_is_not_a_read(tmp_path: Path) -> None:
         "cudaMemcpyAsync",
         17 * US,
     )
+
+
+def test_read_under_a_torchscript_forward_is_the_aten_op(tmp_path: Path) -> None:
+    """No Python frames (TorchScript): `forward` 0-100 holds two `.item()` reads (aten::item 10-30 and
+    60-80, each with aten::_local_scalar_dense, a memcpyAsync and a cudaStreamSynchronize): two reads
+    of op aten::item, not one read of op `forward`."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.op("forward", 0, 100 * US)
+    b.kernel("k", (1 * US, 3 * US), (5 * US, 15 * US))
+    for start in (10, 60):
+        t = start * US
+        b.blocking_read(
+            ["aten::item", "aten::_local_scalar_dense"],
+            (t, t + 20 * US),
+            (t + 2 * US, t + 4 * US),
+            (t + 15 * US, t + 16 * US),
+            (t + 4 * US, t + 17 * US),
+        )
+    result = _analyze(b, tmp_path)
+    (read,) = result["syncs"]
+    assert (read["op"], read["kind"], read["count"]) == ("aten::item", "item", 2)
