@@ -11,10 +11,12 @@ map to their graph launch) returned at x_r. The gap is cut at x_r when g0 < x_r 
                 replay or had no launching call in the trace: the work was there, the device waited
                   launch      X is on the stream that was running at g0 (kernel-to-kernel latency,
                               gaps inside a graph: what PDL and fusion remove)
-                  dependency  X is on another stream (it waited on an event / another stream), or,
-                              after a late launch, X's stream had been made to wait on an event
-                              (`cudaStreamWaitEvent` / `hipStreamWaitEvent` seen between the stream's
-                              previous launch and X's); the stream-wait call is named
+                  dependency  X is on another stream (it waited on an event / another stream), or
+                              X's stream had been made to wait on an event (`cudaStreamWaitEvent` /
+                              `hipStreamWaitEvent` seen between the stream's previous launch and
+                              X's; the call is named), or X sat queued longer than 1 ms
+                              (QUEUED_LAUNCH_MAX_NS: no launch takes that long; a graph's hidden
+                              cross-stream edge, another device, an op launched before tracing)
     outside     the part of any gap outside every step's GPU interval; also the leading gap before
                 a first op whose launch is not in the trace (it was queued before tracing began)
 
@@ -80,6 +82,9 @@ GAP_COLUMNS = [
     "wait_api",
     "wait_call_ns",
 ]
+# Kernel-to-kernel and graph launch latency is µs (tens of µs for a graph's first node); an op queued
+# longer than this waited on something else.
+QUEUED_LAUNCH_MAX_NS = 1_000_000
 # Marker for host-bound pieces before sync/host is decided.
 _HOST_BOUND = "host-bound"
 _NONE = np.iinfo(np.int64).max
@@ -190,7 +195,12 @@ def _raw_pieces(
     # is a dependency when X's stream was made to wait on an event (a stream-wait call issued after the
     # stream's previous launch and before X's): the event may depend on work not in the trace (another
     # device, another process), so the trace cannot show it complete. Otherwise it is launch latency.
-    waited = np.where(queued_whole, other_stream, wait_api != "")
+    # A whole queued gap is also a dependency when X's stream was made to wait on an event, and any
+    # queued piece longer than QUEUED_LAUNCH_MAX_NS is: no launch takes a millisecond, the op waited
+    # on something the trace does not show (a cross-stream edge inside a graph, another device).
+    queued_from = np.where(queued_whole, g0, np.minimum(np.maximum(x_r, g0), g1))
+    too_long = g1 - queued_from > QUEUED_LAUNCH_MAX_NS
+    waited = np.where(queued_whole, other_stream, False) | (wait_api != "") | too_long
     queued_class = np.where(waited, "dependency", "launch")
     n = len(before)
     rows = {

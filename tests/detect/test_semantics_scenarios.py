@@ -452,3 +452,17 @@ def test_read_under_a_torchscript_forward_is_the_aten_op(tmp_path: Path) -> None
     result = _analyze(b, tmp_path)
     (read,) = result["syncs"]
     assert (read["op"], read["kind"], read["count"]) == ("aten::item", "item", 2)
+
+
+def test_an_op_queued_for_milliseconds_waited_on_something(tmp_path: Path) -> None:
+    """Stream 7: kA launched 1-3 runs 5-20; kB launched 6-8 (queued) runs 2020-2030; kC launched 9-10
+    runs 2040-2050 (queued, 10 µs after kB). [20,2020) is a 2 ms queued gap on the running stream:
+    dependency (no launch takes a millisecond); [2030,2040) is launch latency. Leading host 3,
+    launch 2."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 2100 * US)
+    b.kernel("kA", (1 * US, 3 * US), (5 * US, 20 * US))
+    b.kernel("kB", (6 * US, 8 * US), (2020 * US, 2030 * US))
+    b.kernel("kC", (9 * US, 10 * US), (2040 * US, 2050 * US))
+    result = _analyze(b, tmp_path)
+    assert _classes(result) == {"sync": 0, "host": 3, "launch": 12, "dependency": 2000, "outside": 50}
