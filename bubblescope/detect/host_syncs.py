@@ -203,8 +203,10 @@ def _group_calls(
         found = _enclosing(op_index.get(tid), frame_index.get(tid), start, end)
         if found["own"]:
             continue
-        # No enclosing op: each call stands alone (key by its own start).
-        key = (tid, found["op_start"] if found["op"] else -start - 1)
+        # No enclosing op: each call stands alone (key by its own start). So does an implicit
+        # synchronizer (a hipHostMalloc inside aten::item is the allocator's read, not the item's).
+        implicit = rt.implicit_sync_kind(name) is not None
+        key = (tid, found["op_start"] if found["op"] and not implicit else -start - 1)
         group = groups.get(key)
         wait_ns = int(wait_by_corr.get(corr, 0)) if corr >= 0 else 0
         if group is None:
@@ -213,7 +215,7 @@ def _group_calls(
                 "tid": tid,
                 "start_ns": start,
                 "end_ns": end,
-                "hold_start_ns": found["op_start"] if found["op"] else start,
+                "hold_start_ns": found["op_start"] if found["op"] and not implicit else start,
                 "blocked_ns": end - start,
                 "wait_ns": wait_ns,
                 "api": name,

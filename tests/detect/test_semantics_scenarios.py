@@ -466,3 +466,22 @@ def test_an_op_queued_for_milliseconds_waited_on_something(tmp_path: Path) -> No
     b.kernel("kC", (9 * US, 10 * US), (2040 * US, 2050 * US))
     result = _analyze(b, tmp_path)
     assert _classes(result) == {"sync": 0, "host": 3, "launch": 12, "dependency": 2000, "outside": 50}
+
+
+def test_an_implicit_synchronizer_inside_a_read_is_its_own_read(tmp_path: Path) -> None:
+    """aten::item 10-50 first allocates its pinned buffer (hipHostMalloc 12-30, longer than the copy)
+    then copies synchronously (hipMemcpyWithStream 32-45): two reads, the item read with the copy as
+    its API, and a host_alloc read, not one read called hipHostMalloc."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.frame(APP, 0, 100 * US)
+    b.kernel("k", (1 * US, 3 * US), (5 * US, 40 * US), api="hipLaunchKernel")
+    b.op("aten::item", 10 * US, 50 * US)
+    b.runtime("hipHostMalloc", 12 * US, 30 * US)
+    corr = b.runtime("hipMemcpyWithStream", 32 * US, 45 * US)
+    b.gpu_op("Memcpy DtoH (Device -> Pinned)", 41 * US, 42 * US, corr=corr, kind="memcpy", nbytes=8)
+    result = _analyze(b, tmp_path)
+    reads = _reads(result)
+    assert set(reads) == {"item", "host_alloc"}
+    assert (reads["item"]["api"], reads["item"]["blocked_ns"]) == ("hipMemcpyWithStream", 13 * US)
+    assert (reads["host_alloc"]["op"], reads["host_alloc"]["api"]) == ("aten::item", "hipHostMalloc")
