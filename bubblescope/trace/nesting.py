@@ -86,6 +86,14 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if not n:
         return parent
     closed = np.searchsorted(np.sort(ends), starts, side="right")
+    # A zero-length range at t (`aten::resolve_neg` in integer-µs traces) "ends" at t: it must not count
+    # as an earlier range closed before itself or before the zero-length ranges after it at t. They
+    # sort last among the ranges starting at t, so those to discount are the ones from i on.
+    group_end = np.searchsorted(starts, starts, side="right")
+    unique_starts, group_first = np.unique(starts, return_index=True)
+    zero_per_group = np.add.reduceat((ends == starts).astype(np.int64), group_first)
+    first_zero = group_end - zero_per_group[np.searchsorted(unique_starts, starts)]
+    closed -= np.maximum(group_end - np.maximum(np.arange(n), first_zero), 0)
     depth = np.maximum(np.arange(n) - closed, 0)
     order = np.argsort(depth, kind="stable")
     bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
