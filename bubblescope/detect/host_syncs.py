@@ -27,8 +27,8 @@ that blocks (the enclosing ATen op, such as `aten::item` / `aten::to`, or the ru
 none: a pageable `.cpu()` already blocks inside its `cudaMemcpyAsync`) to the end of its last
 blocking call. `detect.idle_gaps` bounds what a read can be blamed for with that interval.
 
-bubblescope's own synchronize (the profiled window's drain, under a `bubblescope.*` annotation other
-than `bubblescope.step`, or called from `bubblescope/capture/` code) is not the user's read: dropped.
+bubblescope's own synchronize (under a `bubblescope.own_sync` / `bubblescope.window_drain` annotation,
+or called from `bubblescope/capture/` code) is not the user's read: dropped.
 
     host   |--launch--launch--[aten::item: memcpy | streamSync ........]--python--launch--
     GPU    |==k1==k2==k3==================memcpy|            idle            |==k4==
@@ -48,7 +48,10 @@ _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
 _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 # Code of bubblescope's own profiled window; a read called from it is the tool's, not the user's.
 _OWN_FRAME_PART = "bubblescope/capture/"
-_OWN_ANNOTATION_PREFIX = "bubblescope."
+# Annotations bubblescope puts around its own synchronizes (profiled window drain, `bubblescope.profile`
+# session). Only these: other `bubblescope.*` ranges (`bubblescope.step`, `bubblescope.read#N`) hold the
+# user's own reads.
+OWN_SYNC_ANNOTATIONS = frozenset({"bubblescope.own_sync", "bubblescope.window_drain"})
 NO_STACK_SITE = "(no Python stack in trace)"
 
 # op name -> kind; the first kind found walking from the outer op inwards wins.
@@ -171,10 +174,7 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     cpu_ops = cpu_ops[~markers]
     op_index = indexes_by_thread(cpu_ops, tids)
     frame_index = indexes_by_thread(tables.frames, tids)
-    own_marks = category_mask(
-        tables.ops["name"],
-        lambda n: n.startswith(_OWN_ANNOTATION_PREFIX) and not n.startswith("bubblescope.step"),
-    )
+    own_marks = category_mask(tables.ops["name"], OWN_SYNC_ANNOTATIONS.__contains__)
     own_index = indexes_by_thread(tables.ops[own_marks], tids)
     wait_by_corr = (
         tables.waits.groupby("correlation")["end_ns"].sum()

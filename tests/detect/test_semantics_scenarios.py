@@ -485,3 +485,19 @@ def test_an_implicit_synchronizer_inside_a_read_is_its_own_read(tmp_path: Path) 
     assert set(reads) == {"item", "host_alloc"}
     assert (reads["item"]["api"], reads["item"]["blocked_ns"]) == ("hipMemcpyWithStream", 13 * US)
     assert (reads["host_alloc"]["op"], reads["host_alloc"]["api"]) == ("aten::item", "hipHostMalloc")
+
+
+def test_reads_inside_other_bubblescope_ranges_are_the_users(tmp_path: Path) -> None:
+    """A `bubblescope.read#3` range (the profile session's exact-line marker) around a user's
+    cudaDeviceSynchronize keeps it a read; `bubblescope.own_sync` around another drops it."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.frame(APP, 0, 100 * US)
+    b.kernel("k", (1 * US, 2 * US), (3 * US, 10 * US))
+    b.annotation("bubblescope.read#3", 20 * US, 40 * US)
+    b.device_synchronize(22 * US, 38 * US)
+    b.annotation("bubblescope.own_sync", 60 * US, 80 * US)
+    b.device_synchronize(62 * US, 78 * US)
+    result = _analyze(b, tmp_path)
+    (read,) = result["syncs"]
+    assert (read["api"], read["count"], read["blocked_ns"]) == ("cudaDeviceSynchronize", 1, 16 * US)
