@@ -20,7 +20,8 @@ from tests.trace.builder import US, TraceBuilder
 
 kernel_specs = st.lists(
     st.tuples(
-        st.sampled_from([7, 8]),
+        # 9: a graph replay of three kernels on stream 7.
+        st.sampled_from([7, 8, 9]),
         st.integers(0, 40 * US),
         st.integers(1, 10 * US),
         st.integers(0, 6 * US),
@@ -44,9 +45,20 @@ def _random_trace(
         stream_free[7] = queued_before_ns + 5 * US
     for stream, think_ns, launch_ns, latency_ns, run_ns, then_sync in specs:
         launch = (host_ns + think_ns, host_ns + think_ns + launch_ns)
-        start = max(launch[1] + latency_ns, stream_free[stream] + latency_ns // 3)
-        b.kernel(f"k{stream}", launch, (start, start + run_ns), stream=stream)
-        stream_free[stream] = start + run_ns
+        graph = stream == 9
+        stream = 7 if graph else stream
+        # A kernel may start before its launch call returns (the call still unwinding).
+        start = max(launch[0] + latency_ns, stream_free[stream] + latency_ns // 3)
+        if graph:
+            runs = [
+                (start + i * (run_ns + latency_ns), start + i * (run_ns + latency_ns) + run_ns)
+                for i in range(3)
+            ]
+            b.graph_replay(launch, runs, stream=stream)
+            stream_free[stream] = runs[-1][1]
+        else:
+            b.kernel(f"k{stream}", launch, (start, start + run_ns), stream=stream)
+            stream_free[stream] = start + run_ns
         host_ns = launch[1]
         if then_sync:
             # A stream sync returns when that stream is done: the host waits. The read's ATen op
