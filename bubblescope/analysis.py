@@ -14,7 +14,12 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.detect.host_blame import HostBlame, queued_blame
-from bubblescope.detect.idle_gaps import GAP_CLASSES, device_busy_intervals
+from bubblescope.detect.idle_gaps import (
+    GAP_CLASSES,
+    device_busy_intervals,
+    stream_wait_calls,
+    unlaunched_lead_ns,
+)
 from bubblescope.detect.registry import detector
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import (
@@ -45,6 +50,18 @@ OUTLIER_STEP_FACTOR = 10
 FIRST_STEP_FACTOR = 1.25
 
 
+# What the read numbers mean (also in docs/analysis.md); written into every analysis dict.
+DEFINITIONS = {
+    "blocked_ns": "host time spent inside the read's blocking runtime calls",
+    "lost_lead_ns": "GPU work the host had queued when the read began, lost because the device drained "
+    "while the host waited (0 when the device was already idle or never drained); never more than "
+    "blocked_ns",
+    "bubble_ns": "expected saving if fixed: GPU idle (sync) that follows the read, at most its lost lead; "
+    "bubble_ns <= lost_lead_ns <= blocked_ns",
+    "drained": "how many of the reads drained the device",
+}
+
+
 @dataclass
 class RankAnalysis:
     """Everything found in one rank's trace (tables kept for the annotated trace and timeline)."""
@@ -61,6 +78,8 @@ class RankAnalysis:
     host_tid: str = ""
     # device -> [n_steps + 1] GPU interval bounds of the steps (`trace.steps.gpu_step_bounds`).
     gpu_bounds: dict[int, np.ndarray] = field(default_factory=dict)
+    # read_id -> lost lead L in ns (the largest over devices; 0 for a read that drained no device).
+    lost_lead_ns: pd.Series = field(default_factory=lambda: pd.Series(dtype=np.int64))
 
 
 def analyze_traces(
@@ -111,18 +130,31 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
     steps = find_steps(tables, step_marker)
     problems = detector("plausibility").run(gpu, launches)
     reads = detector("host_syncs").run(tables, gpu)
-    devices, gap_parts, bounds = [], [], {}
+    waits = stream_wait_calls(tables.runtime, tables.waits)
+    devices, gap_parts, bounds, lead_parts = [], [], {}, []
+    spent = pd.Series(dtype=np.int64)
     for device, ops in gpu.groupby("device", sort=True):
         ops = ops.reset_index(drop=True)
         span = (
             int(min(ops["start_ns"].iloc[0], steps.start_ns.min())),
             int(max(ops["end_ns"].max(), steps.end_ns.max())),
         )
-        bounds[int(device)] = gpu_step_bounds(launch_times_ns(ops), ops["end_ns"].to_numpy(), steps)
-        gaps = detector("idle_gaps").run(ops, reads, steps, int(device), span, bounds[int(device)])
+        bounds[int(device)] = gpu_step_bounds(
+            launch_times_ns(ops), ops["end_ns"].to_numpy(), steps, unlaunched_lead_ns(ops)
+        )
+        gaps, leads = detector("idle_gaps").run(
+            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent
+        )
+        lead_parts.append(leads)
+        # With several devices per rank, a read's sync over all of them stays within its largest lead.
+        sync_rows = gaps[(gaps["class"] == "sync").to_numpy()]
+        spent = spent.add(sync_rows.groupby("read_id")["dur_ns"].sum(), fill_value=0)
         gaps["graph"] = ops["graph"].to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)] & (
             gaps["next_row"].to_numpy() >= 0
         )
+        # The thread that launched the gap's closing op is the one that was late: blame looks there.
+        next_tid = ops["launch_tid"].astype(str).to_numpy()[np.maximum(gaps["next_row"].to_numpy(), 0)]
+        gaps["next_tid"] = np.where(gaps["next_row"].to_numpy() >= 0, next_tid, "").astype(object)
         gap_parts.append(gaps)
         devices.append(_device_entry(tables, ops, gaps, span, int(device)))
     gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else _no_gaps()
@@ -139,6 +171,9 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
         gpu_measured=not problems and len(gpu) > 0,
         host_tid=_host_tid(tables),
         gpu_bounds=bounds,
+        lost_lead_ns=pd.concat(lead_parts).groupby(level=0).max()
+        if lead_parts
+        else pd.Series(dtype=np.int64),
     )
 
 
@@ -158,13 +193,25 @@ def _outlier_steps(steps: StepWindows) -> list[str]:
 
 
 def _no_gaps() -> pd.DataFrame:
-    ints = ["device", "start_ns", "end_ns", "dur_ns", "step", "read_id", "next_stream", "next_row"]
+    ints = [
+        "device",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "step",
+        "read_id",
+        "next_stream",
+        "next_row",
+        "wait_call_ns",
+    ]
     frame = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ints})
     return frame.assign(
         **{
             "class": pd.Series(dtype=object),
             "next_op": pd.Series(dtype=object),
+            "wait_api": pd.Series(dtype=object),
             "graph": pd.Series(dtype=bool),
+            "next_tid": pd.Series(dtype=object),
         }
     )
 
@@ -200,10 +247,13 @@ def _host_tid(tables: TraceTables) -> str:
 
 def analysis_dict(ranks: list[RankAnalysis]) -> dict:
     """Assemble the schema dict from per-rank analyses."""
-    steps_out, gaps_out = [], []
-    for rank in ranks:
-        steps_out.extend(_step_entries(rank))
-        gaps_out.extend(_top_gaps(rank))
+    per_rank = [_step_entries(rank) for rank in ranks]
+    steps_out = [s for entries in per_rank for s in entries]
+    typical = typical_steps(steps_out)
+    gaps_out, offset = [], 0
+    for rank, entries in zip(ranks, per_rank, strict=True):
+        gaps_out.extend(_top_gaps(rank, typical[offset : offset + len(entries)]))
+        offset += len(entries)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
     syncs = _sync_entries(ranks, n_steps=max(len(steps_out), 1))
     return {
@@ -223,9 +273,10 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "devices": [d for r in ranks for d in r.devices],
         "steps": steps_out,
         "syncs": syncs,
+        "definitions": DEFINITIONS,
         "gaps_top": gaps_out[:TOP_GAPS],
         "summary": _summary(steps_out),
-        "timeline": build_timeline(ranks[0], lambda window: gap_blamer(ranks[0], window)) if ranks else None,
+        "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
     }
 
 
@@ -287,22 +338,78 @@ def read_steps_of(rank: RankAnalysis) -> np.ndarray:
 
 def gap_blamer(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
     """Gap row -> blame text. `window_ns` limits host blame to ranges overlapping it (faster)."""
-    host = HostBlame(rank.tables.ops, rank.tables.frames, rank.host_tid, window_ns)
-    sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist(), strict=True))
+    many = gap_blames(rank, window_ns)
 
     def blame(row) -> str:
-        if row["class"] == "sync":
-            return sites.get(int(row["read_id"]), "blocking read")
-        if row["class"] in ("host", "outside"):
-            return host.blame(int(row["start_ns"]), int(row["end_ns"]))
-        return queued_blame(row["class"], int(row["next_stream"]), bool(row["graph"]))
+        return many(pd.DataFrame([row]))[0]
 
     return blame
 
 
-def _top_gaps(rank: RankAnalysis) -> list[dict]:
-    top = rank.gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
-    blame = gap_blamer(rank)
+def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
+    """Gap rows (DataFrame) -> blame text of each, host blame done once for all of them (linear)."""
+    blamers: dict[str, HostBlame] = {}
+    sites = dict(zip(rank.reads["read_id"].tolist(), rank.reads["site"].tolist(), strict=True))
+    origin = rank.tables.origin_ns
+
+    def host_blame(tid: str) -> HostBlame:
+        if tid not in blamers:
+            tables = rank.tables
+            blamers[tid] = HostBlame(tables.ops, tables.frames, tid, window_ns, tables.runtime)
+        return blamers[tid]
+
+    def blame_all(gaps: pd.DataFrame) -> list[str]:
+        classes = gaps["class"].to_numpy()
+        out = [""] * len(gaps)
+        host_rows = np.flatnonzero((classes == "host") | (classes == "outside"))
+        # Each host gap is blamed on the thread that launched its closing op (the launching thread
+        # of the rank for a trailing gap or an unmatched op): backward runs on autograd's thread.
+        tids = gaps["next_tid"].to_numpy()[host_rows] if "next_tid" in gaps else np.full(len(host_rows), "")
+        tids = np.where(tids == "", rank.host_tid, tids).astype(str)
+        for tid in np.unique(tids).tolist():
+            rows = host_rows[tids == tid]
+            texts = host_blame(tid).blame_many(
+                gaps["start_ns"].to_numpy()[rows].astype(np.int64),
+                gaps["end_ns"].to_numpy()[rows].astype(np.int64),
+            )
+            for j, text in zip(rows.tolist(), texts, strict=True):
+                out[j] = text
+        n = len(gaps)
+        read_ids = gaps["read_id"].to_numpy()
+        streams = gaps["next_stream"].to_numpy()
+        graph = gaps["graph"].to_numpy() if "graph" in gaps else np.zeros(n, dtype=bool)
+        wait_api = gaps["wait_api"].to_numpy() if "wait_api" in gaps else np.full(n, "", dtype=object)
+        wait_ns = gaps["wait_call_ns"].to_numpy() if "wait_call_ns" in gaps else np.full(n, -1)
+        for j in np.flatnonzero((classes != "host") & (classes != "outside")).tolist():
+            if classes[j] == "sync":
+                out[j] = sites.get(int(read_ids[j]), "blocking read")
+                continue
+            waited = int(wait_ns[j])
+            out[j] = queued_blame(
+                str(classes[j]),
+                int(streams[j]),
+                bool(graph[j]),
+                str(wait_api[j] or ""),
+                (waited - origin) / 1000 if waited >= 0 else None,
+            )
+        return out
+
+    return blame_all
+
+
+def _top_gaps(rank: RankAnalysis, typical_steps: np.ndarray | None = None) -> list[dict]:
+    """The largest gaps of the rank inside its typical steps (no warm-up/outlier step, no `outside`
+    idle), when any typical step has gaps; otherwise the largest of all."""
+    gaps = rank.gaps
+    if typical_steps is not None and len(typical_steps):
+        step = gaps["step"].to_numpy()
+        in_typical = (step >= 0) & typical_steps[np.clip(step, 0, len(typical_steps) - 1)]
+        # Idle outside every step (profiler start-up, between windows) is in the device totals; the
+        # list names what slows the steps.
+        if in_typical.any():
+            gaps = gaps[in_typical]
+    top = gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
+    blames = gap_blames(rank)(top)
     origin = rank.tables.origin_ns
     return [
         {
@@ -312,10 +419,10 @@ def _top_gaps(rank: RankAnalysis) -> list[dict]:
             "dur_ns": int(row["dur_ns"]),
             "class": row["class"],
             "step": int(row["step"]),
-            "blame": blame(row),
+            "blame": text,
             "next_op": row["next_op"],
         }
-        for _, row in top.iterrows()
+        for row, text in zip(top.to_dict("records"), blames, strict=True)
     ]
 
 
@@ -327,6 +434,8 @@ def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
         reads = rank.reads.copy()
         bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
         reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
+        reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
+        reads["drained"] = reads["lost_lead_ns"] > 0
         reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
         frames.append(reads)
     if not frames:
@@ -340,6 +449,8 @@ def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
             in_steps=("in_step", "sum"),
             blocked_ns=("blocked_ns", "sum"),
             bubble_ns=("bubble_ns", "sum"),
+            lost_lead_ns=("lost_lead_ns", "sum"),
+            drained=("drained", "sum"),
             wait_ns=("wait_ns", "sum"),
             hint=("hint", "first"),
             inner_op=("inner_op", "first"),
@@ -358,11 +469,39 @@ def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
             "per_step": round(float(r.in_steps) / n_steps, 4),
             "blocked_ns": int(r.blocked_ns),
             "bubble_ns": int(r.bubble_ns),
+            "lost_lead_ns": int(r.lost_lead_ns),
+            "drained": int(r.drained),
             "wait_ns": int(r.wait_ns),
             "hint": r.hint,
         }
         for r in grouped.itertuples(index=False)
     ]
+
+
+def typical_steps(steps: list[dict]) -> np.ndarray:
+    """[n_steps] bool: the steps per-step figures and the top-gap list use.
+
+    Left out: a step whose host window or GPU interval is over OUTLIER_STEP_FACTOR x the median
+    (warm-up: lazy init, compilation), and the window's first step when its GPU interval is over
+    FIRST_STEP_FACTOR x the median (it also waited for the profiler's start-up). All steps are typical
+    when that would leave none.
+    """
+    n_steps = len(steps)
+    if not n_steps:
+        return np.zeros(0, dtype=bool)
+    median_ns = float(np.median([s["dur_ns"] for s in steps]))
+    gpu_median_ns = float(np.median([s["gpu_dur_ns"] for s in steps]))
+    first_is_ramp = n_steps >= 3 and steps[0]["gpu_dur_ns"] > FIRST_STEP_FACTOR * max(gpu_median_ns, 1.0)
+    mask = np.asarray(
+        [
+            s["dur_ns"] <= OUTLIER_STEP_FACTOR * max(median_ns, 1.0)
+            and s["gpu_dur_ns"] <= OUTLIER_STEP_FACTOR * max(gpu_median_ns, 1.0)
+            and not (index == 0 and first_is_ramp)
+            for index, s in enumerate(steps)
+        ],
+        dtype=bool,
+    )
+    return mask if mask.any() else np.ones(n_steps, dtype=bool)
 
 
 def _summary(steps: list[dict]) -> dict:
@@ -383,16 +522,8 @@ def _summary(steps: list[dict]) -> dict:
     # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
     # otherwise dominate every "per step" time. Means (not medians) keep the idle classes additive.
     # Under host run-ahead a slow step can show on the GPU side only, so both durations are checked.
-    median_ns = float(np.median([s["dur_ns"] for s in steps]))
-    gpu_median_ns = float(np.median([s["gpu_dur_ns"] for s in steps]))
-    first_is_ramp = n_steps >= 3 and steps[0]["gpu_dur_ns"] > FIRST_STEP_FACTOR * max(gpu_median_ns, 1.0)
-    typical = [
-        s
-        for index, s in enumerate(steps)
-        if s["dur_ns"] <= OUTLIER_STEP_FACTOR * max(median_ns, 1.0)
-        and s["gpu_dur_ns"] <= OUTLIER_STEP_FACTOR * max(gpu_median_ns, 1.0)
-        and not (index == 0 and first_is_ramp)
-    ] or steps
+    mask = typical_steps(steps)
+    typical = [s for s, keep in zip(steps, mask.tolist(), strict=True) if keep]
     n_typical = len(typical)
     return {
         "steps": n_steps,

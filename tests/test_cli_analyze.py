@@ -73,7 +73,7 @@ def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:
     assert {e["name"] for e in added} >= {"idle: sync", "idle: host", "blocking read: aten::item", "step 0"}
     sync_gap = next(e for e in added if e["name"] == "idle: sync")
     assert sync_gap["args"]["blame"] == "app.py(12): step"
-    assert sync_gap["dur"] == 26.0
+    assert sync_gap["dur"] == 21.0
 
 
 def test_bad_trace_is_one_line_and_exit_2(tmp_path: Path) -> None:

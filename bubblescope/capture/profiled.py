@@ -20,6 +20,7 @@ from bubblescope.atomic import write_bytes_atomic
 from bubblescope.capture.timed import reset_if_possible
 
 STEP_MARKER = "bubblescope.step"
+WINDOW_DRAIN = "bubblescope.window_drain"
 NVTX_DOMAIN = "bubblescope"
 
 
@@ -93,8 +94,10 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
             with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
                 workload.step()
             if index == steps and on_cuda:
-                # Drain before the window closes so the last steps' GPU work is recorded.
-                torch.cuda.synchronize()
+                # Drain before the window closes so the last steps' GPU work is recorded. The
+                # annotation tells the analysis this synchronize is the tool's, not the workload's.
+                with record_function(WINDOW_DRAIN):
+                    torch.cuda.synchronize()
             prof.step()
     target = Path(trace_path)
     target.parent.mkdir(parents=True, exist_ok=True)

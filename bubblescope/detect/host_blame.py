@@ -1,8 +1,22 @@
 """Detector helper: name what the host was doing during a GPU idle gap, and why a queued op waited.
 
-Heuristic for `host` gaps: the user Python frames and ATen ops on the launching thread that overlap the
-gap without enclosing all of it (the work that ran in it), ranked by overlapped ns, top three. When
-only enclosing ranges exist (one long Python function), the innermost enclosing user frame is named.
+Heuristic for host-bound gaps, by time on the launching thread: every recorded range that overlaps
+the gap without enclosing all of it (the work that ran in it) is a candidate: Python frames, ATen
+ops, user annotations (`record_function`, `enumerate(DataLoader)#...__next__`, NVTX ranges written as
+annotations) and runtime calls (a long `cudaFree`/`hipFree`, a first kernel launch that loads its
+module, stream/event creation, `cudaStreamQuery` polling). Nested ranges of one kind count once (the
+outermost partial one); the top three names by overlapped ns are named. When only enclosing ranges
+exist, the innermost one is named ("host in ..."); when the named work covers less than half the gap,
+the innermost enclosing range is added ("rest: host in ..."). Only when nothing at all was recorded
+on the thread during the gap does the text say so. Step markers (`ProfilerStep#N`, `bubblescope.*`)
+are never named.
+
+Kineto's Python frames carry the line a function was entered at, its `def` line (see
+`trace.nesting.site_text`); blame says so instead of presenting it as the line that ran.
+
+Linear: each range partially overlaps at most the gap holding its start and the one holding its end,
+so candidates are found with two `searchsorted` over the sorted gaps and summed with one groupby,
+whatever the number of gaps (`blame_many`).
 """
 
 from __future__ import annotations
@@ -10,10 +24,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bubblescope.trace.nesting import NestingIndex, is_user_frame, short_site
+from bubblescope.trace import runtime_names as rt
+from bubblescope.trace.nesting import NestingIndex, is_user_frame, site_text
 from bubblescope.trace.tables import category_mask
 
 TOP_BLAME_ENTRIES = 3
+# A kernel launch call this long is the driver loading the kernel's module (lazy loading), not launch
+# overhead: named as such so the user does not hunt for a slow launch path.
+MODULE_LOAD_LAUNCH_NS = 1_000_000
+_MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
+NOTHING_RECORDED = "host (nothing recorded on the launching thread during the gap)"
+
+
+def _runtime_label(name: str, dur_ns: int) -> str:
+    if rt.is_poll(name) and "Query" in name:
+        return f"polling ({name})"
+    if rt.is_kernel_launch(name) and dur_ns >= MODULE_LOAD_LAUNCH_NS:
+        return f"{name} (module load)"
+    return name
 
 
 class HostBlame:
@@ -24,57 +52,180 @@ class HostBlame:
         frames: Python frame table.
         tid: the thread that launches GPU work.
         window_ns: only ranges overlapping this [start, end) are kept (default: all).
+        runtime: runtime/driver call table (default: none).
     """
 
     def __init__(
-        self, ops: pd.DataFrame, frames: pd.DataFrame, tid: str, window_ns: tuple[int, int] | None = None
+        self,
+        ops: pd.DataFrame,
+        frames: pd.DataFrame,
+        tid: str,
+        window_ns: tuple[int, int] | None = None,
+        runtime: pd.DataFrame | None = None,
     ) -> None:
-        ops = ops[((ops["tid"] == tid) & (ops["cat"] == "cpu_op")).to_numpy()]
+        ops = ops[(ops["tid"] == tid).to_numpy()]
+        ops = ops[~category_mask(ops["name"], lambda n: n.startswith(_MARKER_PREFIXES))]
         frames = frames[(frames["tid"] == tid).to_numpy()]
-        if window_ns is not None:
-            ops = ops[((ops["end_ns"] > window_ns[0]) & (ops["start_ns"] < window_ns[1])).to_numpy()]
-            overlaps = (frames["end_ns"] > window_ns[0]) & (frames["start_ns"] < window_ns[1])
-            frames = frames[overlaps.to_numpy()]
+        first_frame_ns = int(frames["start_ns"].min()) if len(frames) else 0
         frames = frames[category_mask(frames["name"], is_user_frame)]
-        frame_index, op_index = NestingIndex(frames), NestingIndex(ops)
-        sites = {name: short_site(name) for name in set(frame_index.names.tolist())}
-        self._names = np.asarray([sites[n] for n in frame_index.names] + list(op_index.names), dtype=object)
-        self._starts = np.concatenate((frame_index.starts, op_index.starts))
-        self._ends = np.concatenate((frame_index.ends, op_index.ends))
-        self._is_frame = np.arange(len(self._names)) < len(frame_index.starts)
-        # Parents in the concatenated numbering, so that nested ranges are not counted twice.
-        self._parent = np.concatenate(
-            (
-                frame_index.parent,
-                np.where(op_index.parent >= 0, op_index.parent + len(frame_index.starts), -1),
+        runtime = runtime[(runtime["tid"] == tid).to_numpy()] if runtime is not None else None
+        tables = [frames, ops] + ([runtime] if runtime is not None else [])
+        if window_ns is not None:
+            tables = [
+                t[((t["end_ns"] > window_ns[0]) & (t["start_ns"] < window_ns[1])).to_numpy()] for t in tables
+            ]
+        indexes = [NestingIndex(t) for t in tables]
+        names: list[np.ndarray] = []
+        frame_index = indexes[0]
+        sites = {
+            (n, s): site_text(n, s <= first_frame_ns)
+            for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
+        }
+        names.append(
+            np.asarray(
+                [
+                    sites[(n, s)]
+                    for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
+                ],
+                dtype=object,
             )
         )
+        names.append(np.asarray(indexes[1].names, dtype=object))
+        if runtime is not None:
+            run = indexes[2]
+            names.append(
+                np.asarray(
+                    [
+                        _runtime_label(str(n), int(e - s))
+                        for n, s, e in zip(
+                            run.names.tolist(), run.starts.tolist(), run.ends.tolist(), strict=True
+                        )
+                    ],
+                    dtype=object,
+                )
+            )
+        offsets = np.cumsum([0] + [len(i.starts) for i in indexes])
+        self._names = np.concatenate(names) if names else np.zeros(0, dtype=object)
+        self._starts = np.concatenate([i.starts for i in indexes]).astype(np.int64)
+        self._ends = np.concatenate([i.ends for i in indexes]).astype(np.int64)
+        # Parents in the concatenated numbering, so that nested ranges of one kind are not counted twice.
+        self._parent = np.concatenate(
+            [
+                np.where(i.parent >= 0, i.parent + off, -1)
+                for i, off in zip(indexes, offsets[:-1], strict=True)
+            ]
+        ).astype(np.int64)
+        self._indexes = indexes
+        self._offsets = offsets
+        self._is_frame = np.arange(len(self._names)) < offsets[1]
 
     def blame(self, start_ns: int, end_ns: int) -> str:
         """'a.py(3): f 12.1us; aten::copy_ 4.0us' for the host work inside [start_ns, end_ns)."""
-        overlap = np.minimum(self._ends, end_ns) - np.maximum(self._starts, start_ns)
-        encloses = (self._starts <= start_ns) & (self._ends >= end_ns)
-        partial = (overlap > 0) & ~encloses
-        # Keep the outermost partial ranges: a child of a partially overlapping range is inside it.
-        parent_partial = np.zeros(len(partial), dtype=bool)
-        has_parent = self._parent >= 0
-        parent_partial[has_parent] = partial[self._parent[has_parent]]
-        partial &= ~parent_partial
-        if partial.any():
-            by_name = pd.Series(overlap[partial]).groupby(self._names[partial]).sum()
-            top = by_name.sort_values(ascending=False, kind="stable").head(TOP_BLAME_ENTRIES)
-            return "; ".join(f"{name} {ns / 1000:.1f}us" for name, ns in top.items())
-        enclosing_frames = np.flatnonzero(encloses & self._is_frame)
-        if len(enclosing_frames):
-            innermost = enclosing_frames[np.argmax(self._starts[enclosing_frames])]
-            return f"host in {self._names[innermost]}"
-        return "host (no op or frame recorded in the gap)"
+        return self.blame_many(np.asarray([start_ns]), np.asarray([end_ns]))[0]
+
+    def blame_many(self, starts_ns: np.ndarray, ends_ns: np.ndarray) -> list[str]:
+        """Blame text of each gap [starts_ns[i], ends_ns[i]) (gaps need not be sorted). [n] str."""
+        n_gaps = len(starts_ns)
+        if not n_gaps:
+            return []
+        starts_ns = np.asarray(starts_ns, dtype=np.int64)
+        ends_ns = np.asarray(ends_ns, dtype=np.int64)
+        order = np.argsort(starts_ns, kind="stable")
+        g0, g1 = starts_ns[order], ends_ns[order]
+        pairs_range, pairs_gap = self._partial_pairs(g0, g1)
+        texts = np.full(n_gaps, "", dtype=object)
+        if len(pairs_range):
+            overlap = np.minimum(self._ends[pairs_range], g1[pairs_gap]) - np.maximum(
+                self._starts[pairs_range], g0[pairs_gap]
+            )
+            frame = pd.DataFrame({"gap": pairs_gap, "name": self._names[pairs_range], "ns": overlap})
+            summed = frame.groupby(["gap", "name"], sort=False)["ns"].sum().reset_index()
+            gap_of = summed["gap"].to_numpy()
+            ns_of = summed["ns"].to_numpy()
+            by_size = np.lexsort((-ns_of, gap_of))
+            gap_of, ns_of, name_of = gap_of[by_size], ns_of[by_size], summed["name"].to_numpy()[by_size]
+            first = np.concatenate(([True], gap_of[1:] != gap_of[:-1]))
+            group_start = np.maximum.accumulate(np.where(first, np.arange(len(gap_of)), 0))
+            keep = (np.arange(len(gap_of)) - group_start) < TOP_BLAME_ENTRIES
+            parts: dict[int, list[str]] = {}
+            largest: dict[int, int] = {}
+            for gap, name, ns in zip(
+                gap_of[keep].tolist(), name_of[keep].tolist(), ns_of[keep].tolist(), strict=True
+            ):
+                parts.setdefault(gap, []).append(f"{name} {ns / 1000:.1f}us")
+                largest.setdefault(gap, ns)
+            enclosing = self._enclosing_texts(g0, g1)
+            for gap, names in parts.items():
+                text = "; ".join(names)
+                # The named work is a small part of the gap: say what held the host the rest of it.
+                if 2 * largest[gap] < int(g1[gap] - g0[gap]):
+                    text += f"; rest: {enclosing[gap]}"
+                texts[gap] = text
+        empty = np.flatnonzero(texts == "")
+        if len(empty):
+            texts[empty] = self._enclosing_texts(g0[empty], g1[empty])
+        out = np.empty(n_gaps, dtype=object)
+        out[order] = texts
+        return out.tolist()
+
+    def _partial_pairs(self, g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(range, gap) pairs where the range overlaps the gap without enclosing it, outermost only."""
+        n_ranges = len(self._starts)
+        if not n_ranges:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        # The gap holding each range's start (g0 <= s < g1) and the one holding its end (g0 < e <= g1).
+        by_start = np.searchsorted(g0, self._starts, side="right") - 1
+        by_end = np.searchsorted(g0, self._ends, side="left") - 1
+        ranges = np.concatenate((np.arange(n_ranges), np.arange(n_ranges)))
+        gaps = np.concatenate((by_start, by_end))
+        safe = np.maximum(gaps, 0)
+        s, e = self._starts[ranges], self._ends[ranges]
+        overlap = np.minimum(e, g1[safe]) - np.maximum(s, g0[safe])
+        encloses = (s <= g0[safe]) & (e >= g1[safe])
+        keep = (gaps >= 0) & (overlap > 0) & ~encloses
+        ranges, gaps = ranges[keep], gaps[keep]
+        keys = np.unique(ranges * len(g0) + gaps)
+        ranges, gaps = keys // len(g0), keys % len(g0)
+        # A child of a partially overlapping range is inside it: keep the outermost.
+        parent = self._parent[ranges]
+        parent_partial = (parent >= 0) & np.isin(np.maximum(parent, 0) * len(g0) + gaps, keys)
+        return ranges[~parent_partial], gaps[~parent_partial]
+
+    def _enclosing_texts(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """Per gap, the innermost range of any kind enclosing it (frames first on equal starts), or
+        that nothing was recorded. [n] object."""
+        best = np.full(len(g0), -1, dtype=np.int64)
+        best_start = np.full(len(g0), np.iinfo(np.int64).min, dtype=np.int64)
+        for index, offset in zip(self._indexes, self._offsets[:-1], strict=True):
+            j = index.innermost_many(g0, g1)
+            found = j >= 0
+            start = np.where(found, index.starts[np.maximum(j, 0)] if len(index.starts) else 0, best_start)
+            better = found & (start > best_start)
+            best[better] = j[better] + int(offset)
+            best_start[better] = start[better]
+        out = np.full(len(g0), NOTHING_RECORDED, dtype=object)
+        has = best >= 0
+        out[has] = np.asarray([f"host in {name}" for name in self._names[best[has]].tolist()], dtype=object)
+        return out
 
 
-def queued_blame(gap_class: str, next_stream: int, graph: bool) -> str:
-    """Blame text for `launch` / `dependency` gaps, whose cause is on the device side."""
+def queued_blame(
+    gap_class: str, next_stream: int, graph: bool, wait_api: str = "", wait_call_us: float | None = None
+) -> str:
+    """Blame text for `launch` / `dependency` gaps, whose cause is on the device side.
+
+    Args:
+        gap_class: "launch" | "dependency" (others are returned as they are).
+        next_stream: stream of the op that ended the gap.
+        graph: the op belongs to a graph replay.
+        wait_api: the stream-wait call seen before the op's launch ("" when none).
+        wait_call_us: when that call began, µs from the trace start.
+    """
     if gap_class == "dependency":
+        if wait_api:
+            at = f" at {wait_call_us:.1f}us" if wait_call_us is not None else ""
+            return f"stream {next_stream} waited on an event ({wait_api}{at})"
         return f"stream {next_stream} waited on another stream or event"
     if gap_class == "launch":
-        return "launch latency inside a CUDA graph" if graph else "kernel-to-kernel launch latency"
+        return "launch latency in a graph replay" if graph else "kernel-to-kernel launch latency"
     return gap_class

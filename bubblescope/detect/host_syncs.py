@@ -1,17 +1,34 @@
 """Detector: host-blocking device reads.
 
-Heuristic. A runtime/driver call blocks the host on the device when it is
-  - an explicit synchronize (`cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`
-    and the driver `cu*Synchronize` forms),
-  - a synchronous copy (`cudaMemcpy`, `cudaMemcpy2D`, `cuMemcpyDtoH`, ... : no `Async` in the name),
-  - an async copy whose GPU side is device-to-pageable (the driver stages it and waits), or
+Heuristic. A runtime/driver call (CUDA or HIP: names from `trace.runtime_names`) blocks the host on
+the device when it is
+  - an explicit synchronize (`cudaStreamSynchronize`, `hipDeviceSynchronize`, `cudaEventSynchronize`,
+    the driver `cu*Synchronize` forms, ...),
+  - a synchronous copy (`cudaMemcpy`, `cuMemcpyDtoH`, `hipMemcpyWithStream`, ...: no `Async` in the
+    name),
+  - a device-to-host async copy into pageable memory (the driver stages it and waits for the data;
+    a host-to-device one from pageable memory returns once the source is staged: not a read), or a
+    synchronous memset on pageable memory,
+  - an implicit synchronizer: `cudaFree`/`hipFree` (the caching allocator releasing memory),
+    pinned host allocation (`cudaHostAlloc`, `cudaHostRegister`, `hipHostMalloc`, ...), and
+    `cudaMalloc`/`hipMalloc` when the trace shows it waited (a sync row), each its own read kind, or
   - any call the profiler paired with a `cuda_sync` wait row (except `Stream Wait Event`, which blocks
-    a stream, not the host, and except polls: `cudaEventQuery` / `cudaStreamQuery` and their driver
-    forms return at once whatever the device state, yet CUPTI pairs them with an "Event Sync" row).
+    a stream, not the host, and except polls: `cudaEventQuery` / `cudaStreamQuery` and their HIP and
+    driver forms return at once whatever the device state, yet CUPTI pairs them with an "Event Sync"
+    row; a spin loop of them is polling, a wait the host chose, not a read).
 Calls under one outermost ATen op instance are one read (`.item()` is a `cudaMemcpyAsync` plus a
 `cudaStreamSynchronize`); blocked time is the host time of those calls. Each read is tied to the
-outermost ATen op under the innermost Python frame (`aten::item` rather than its
-`aten::_local_scalar_dense` child) and to the innermost Python frame outside torch and site-packages.
+outermost ATen op of the chain around the call under the innermost Python frame (`aten::item` rather
+than its `aten::_local_scalar_dense` child, but not a TorchScript `forward` holding it) and to the
+innermost Python frame outside torch and site-packages.
+
+A read holds the host over [hold_start_ns, end_ns]: from the start of the outermost user-visible call
+that blocks (the enclosing ATen op, such as `aten::item` / `aten::to`, or the runtime call when there is
+none: a pageable `.cpu()` already blocks inside its `cudaMemcpyAsync`) to the end of its last
+blocking call. `detect.idle_gaps` bounds what a read can be blamed for with that interval.
+
+bubblescope's own synchronize (under a `bubblescope.own_sync` / `bubblescope.window_drain` annotation,
+or called from `bubblescope/capture/` code) is not the user's read: dropped.
 
     host   |--launch--launch--[aten::item: memcpy | streamSync ........]--python--launch--
     GPU    |==k1==k2==k3==================memcpy|            idle            |==k4==
@@ -23,40 +40,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bubblescope.trace.nesting import indexes_by_thread, short_site
+from bubblescope.trace import runtime_names as rt
+from bubblescope.trace.nesting import indexes_by_thread, is_user_frame, site_text
 from bubblescope.trace.tables import TraceTables, category_mask
 
-SYNC_APIS = frozenset(
-    {
-        "cudaStreamSynchronize",
-        "cudaDeviceSynchronize",
-        "cudaEventSynchronize",
-        "cudaThreadSynchronize",
-        "cuStreamSynchronize",
-        "cuCtxSynchronize",
-        "cuEventSynchronize",
-        "cudaStreamSynchronize_ptsz",
-        "cuStreamSynchronize_ptsz",
-    }
-)
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
-# Polls return at once (cudaSuccess or cudaErrorNotReady) and never block the host, but CUPTI with
-# sync events on pairs each one with a `cuda_sync` "Event Sync" row; the caching allocator polls
-# events on every cross-stream free and a run-ahead loop polls its pinned readback, so counting them
-# would report reads where the host never waited.
-POLL_APIS = frozenset(
-    {
-        "cudaEventQuery",
-        "cuEventQuery",
-        "cudaStreamQuery",
-        "cuStreamQuery",
-        "cudaStreamQuery_ptsz",
-        "cuStreamQuery_ptsz",
-        "cudaStreamGetCaptureInfo",
-        "cudaStreamIsCapturing",
-    }
-)
 _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
+# Code of bubblescope's own profiled window; a read called from it is the tool's, not the user's.
+_OWN_FRAME_PART = "bubblescope/capture/"
+# Annotations bubblescope puts around its own synchronizes (profiled window drain, `bubblescope.profile`
+# session). Only these: other `bubblescope.*` ranges (`bubblescope.step`, `bubblescope.read#N`) hold the
+# user's own reads.
+OWN_SYNC_ANNOTATIONS = frozenset({"bubblescope.own_sync", "bubblescope.window_drain"})
 NO_STACK_SITE = "(no Python stack in trace)"
 
 # op name -> kind; the first kind found walking from the outer op inwards wins.
@@ -93,7 +88,15 @@ HINTS = {
     "from a stream (stream.wait_event) instead of the host",
     "event": "host waits on an event: make the consumer stream wait (stream.wait_event) or poll "
     "event.query() instead",
-    "other": "a synchronous CUDA call blocks the host: use the asynchronous variant on a stream",
+    "free": "cudaFree/hipFree waits for the whole device: the caching allocator is releasing memory "
+    "(torch.cuda.empty_cache() in the loop, or fragmentation forcing frees); drop empty_cache, keep "
+    "shapes stable, or try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "host_alloc": "pinned host allocation/registration serialises with the device: allocate pinned "
+    "buffers once before the loop and reuse them",
+    "malloc": "a device allocation waited: the caching allocator found no cached block; warm it up "
+    "(run one step first) or keep tensor shapes stable",
+    "memset": "a synchronous memset on pageable memory blocks the host: use an async memset on device memory",
+    "other": "a synchronous runtime call blocks the host: use the asynchronous variant on a stream",
 }
 
 READ_COLUMNS = [
@@ -101,6 +104,7 @@ READ_COLUMNS = [
     "tid",
     "start_ns",
     "end_ns",
+    "hold_start_ns",
     "blocked_ns",
     "wait_ns",
     "api",
@@ -118,22 +122,33 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     """Row numbers in `tables.runtime` of calls that block the host on the device. [n] int64."""
     runtime = tables.runtime
     names = runtime["name"]
-    is_sync = category_mask(names, SYNC_APIS.__contains__)
-    is_sync_copy = category_mask(
-        names, lambda n: n.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in n
+    is_named_blocking = category_mask(
+        names,
+        lambda n: (
+            rt.is_synchronize(n) or rt.is_sync_copy(n) or rt.implicit_sync_kind(n) in ("free", "host_alloc")
+        ),
     )
-    memcpys = gpu[(gpu["kind"] == "memcpy").to_numpy()]
-    pageable = memcpys["name"].astype(str).str.contains("Pageable", regex=False).to_numpy()
-    pageable_rows = memcpys.loc[pageable & (memcpys["launch_row"] >= 0).to_numpy(), "launch_row"]
+    # Pageable memory: a device-to-host async copy into pageable memory waits for the data (a
+    # host-to-device one only stages the source and returns), and a memset cannot be queued.
+    staged = gpu[(gpu["kind"] != "kernel").to_numpy()]
+    names_of = staged["name"].astype(str)
+    to_pageable = names_of.str.contains("-> Pageable", regex=False) | (
+        names_of.str.contains("DtoH", regex=False) & names_of.str.contains("Pageable", regex=False)
+    )
+    memset_pageable = (staged["kind"] == "memset") & names_of.str.contains("Pageable", regex=False)
+    pageable = (to_pageable | memset_pageable).to_numpy()
+    pageable_rows = staged.loc[pageable & (staged["launch_row"] >= 0).to_numpy(), "launch_row"].to_numpy()
     is_pageable = np.zeros(len(runtime), dtype=bool)
-    is_pageable[pageable_rows.to_numpy()] = True
+    launcher = names.to_numpy()[pageable_rows] if len(pageable_rows) else np.zeros(0, dtype=object)
+    staging_call = np.asarray([rt.is_copy(str(n)) or rt.is_sync_memset(str(n)) for n in launcher], dtype=bool)
+    is_pageable[pageable_rows[staging_call]] = True
     waits = tables.waits
     blocking_waits = waits[~category_mask(waits["name"], _NOT_HOST_BLOCKING_WAITS.__contains__)]
     has_wait = runtime["correlation"].isin(blocking_waits["correlation"]).to_numpy() & (
         runtime["correlation"].to_numpy() >= 0
     )
-    is_poll = category_mask(names, POLL_APIS.__contains__)
-    return np.flatnonzero((is_sync | is_sync_copy | is_pageable | has_wait) & ~is_poll)
+    never = category_mask(names, lambda n: rt.is_poll(n) or rt.is_stream_wait(n))
+    return np.flatnonzero((is_named_blocking | is_pageable | has_wait) & ~never)
 
 
 def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
@@ -159,17 +174,20 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     cpu_ops = cpu_ops[~markers]
     op_index = indexes_by_thread(cpu_ops, tids)
     frame_index = indexes_by_thread(tables.frames, tids)
+    own_marks = category_mask(tables.ops["name"], OWN_SYNC_ANNOTATIONS.__contains__)
+    own_index = indexes_by_thread(tables.ops[own_marks], tids)
     wait_by_corr = (
         tables.waits.groupby("correlation")["end_ns"].sum()
         - tables.waits.groupby("correlation")["start_ns"].sum()
     )
-    return _reads_frame(_group_calls(calls, op_index, frame_index, wait_by_corr))
+    return _reads_frame(_group_calls(calls, op_index, frame_index, own_index, wait_by_corr))
 
 
 def _group_calls(
-    calls: pd.DataFrame, op_index: dict, frame_index: dict, wait_by_corr: pd.Series
+    calls: pd.DataFrame, op_index: dict, frame_index: dict, own_index: dict, wait_by_corr: pd.Series
 ) -> list[dict]:
-    """Merge blocking calls under one outer ATen op instance into one read (dicts, unsorted)."""
+    """Merge blocking calls under one outer ATen op instance into one read (dicts, unsorted); calls
+    of bubblescope's own window (see the module docstring) are dropped."""
     groups: dict[tuple[str, int], dict] = {}
     for name, tid, start, end, corr in zip(
         calls["name"].astype(str),
@@ -179,9 +197,16 @@ def _group_calls(
         calls["correlation"].tolist(),
         strict=True,
     ):
+        own = own_index.get(tid)
+        if own is not None and own.innermost(start, end) >= 0:
+            continue
         found = _enclosing(op_index.get(tid), frame_index.get(tid), start, end)
-        # No enclosing op: each call stands alone (key by its own start).
-        key = (tid, found["op_start"] if found["op"] else -start - 1)
+        if found["own"]:
+            continue
+        # No enclosing op: each call stands alone (key by its own start). So does an implicit
+        # synchronizer (a hipHostMalloc inside aten::item is the allocator's read, not the item's).
+        implicit = rt.implicit_sync_kind(name) is not None
+        key = (tid, found["op_start"] if found["op"] and not implicit else -start - 1)
         group = groups.get(key)
         wait_ns = int(wait_by_corr.get(corr, 0)) if corr >= 0 else 0
         if group is None:
@@ -190,6 +215,7 @@ def _group_calls(
                 "tid": tid,
                 "start_ns": start,
                 "end_ns": end,
+                "hold_start_ns": found["op_start"] if found["op"] and not implicit else start,
                 "blocked_ns": end - start,
                 "wait_ns": wait_ns,
                 "api": name,
@@ -203,6 +229,7 @@ def _group_calls(
         group["wait_ns"] += wait_ns
         group["calls"] += 1
         group["end_ns"] = max(group["end_ns"], end)
+        group["hold_start_ns"] = min(group["hold_start_ns"], start)
         if end - start > group["api_dur"]:
             group["api"], group["api_dur"] = name, end - start
     return list(groups.values())
@@ -210,17 +237,49 @@ def _group_calls(
 
 def _enclosing(ops, frames, start: int, end: int) -> dict:
     frame_j = frames.innermost(start, end) if frames is not None else -1
-    user_j = frames.first_user_ancestor(frame_j) if frame_j >= 0 else -1
+    user_j, own = _user_or_own_frame(frames, frame_j)
     since = int(frames.starts[frame_j]) if frame_j >= 0 else np.iinfo(np.int64).min
     inner = ops.innermost(start, end) if ops is not None else -1
-    outer = ops.outermost_since(inner, since) if inner >= 0 else -1
+    outer = _reading_op(ops, inner, since) if inner >= 0 else -1
     return {
         "op": str(ops.names[outer]) if outer >= 0 else "",
         "inner_op": str(ops.names[inner]) if inner >= 0 else "",
         "op_start": int(ops.starts[outer]) if outer >= 0 else -1,
         "op_chain": _chain(ops, inner, outer),
         "site_frame": str(frames.names[user_j]) if user_j >= 0 else "",
+        # Kineto writes a frame open when tracing began with the line it was on, others with their
+        # function's def line (see `trace.nesting.site_text`).
+        "site_open_at_start": bool(user_j >= 0 and frames.starts[user_j] <= frames.starts[0]),
+        "own": own,
     }
+
+
+def _reading_op(ops, inner: int, since_ns: int) -> int:
+    """The op a read is tied to: from the innermost op around the call, up through ATen ops
+    (`aten::item` above `aten::_local_scalar_dense`, `aten::is_nonzero` above `aten::item`) but not
+    into a non-ATen op that holds them (a TorchScript `forward`, an `nn.Module` range); when the
+    innermost op is not ATen, its outermost ancestor under the innermost Python frame."""
+    if not str(ops.names[inner]).startswith("aten::"):
+        return ops.outermost_since(inner, since_ns)
+    j = inner
+    while True:
+        parent = int(ops.parent[j])
+        if parent < 0 or ops.starts[parent] < since_ns or not str(ops.names[parent]).startswith("aten::"):
+            return j
+        j = parent
+
+
+def _user_or_own_frame(frames, j: int) -> tuple[int, bool]:
+    """Walk up from frame `j` to the first frame that is the user's code or bubblescope's capture
+    code: (that user frame or -1, True when bubblescope's own code comes first)."""
+    while j >= 0:
+        name = str(frames.names[j])
+        if _OWN_FRAME_PART in name:
+            return -1, True
+        if is_user_frame(name):
+            return j, False
+        j = int(frames.parent[j])
+    return -1, False
 
 
 def _chain(ops, inner: int, outer: int) -> list[str]:
@@ -235,7 +294,16 @@ def _chain(ops, inner: int, outer: int) -> list[str]:
 
 
 def classify_read(op_chain: list[str], api: str) -> str:
-    """Kind of a read from its ATen op chain (outer first) and blocking API name."""
+    """Kind of a read from its ATen op chain (outer first) and blocking API name (CUDA or HIP).
+
+    An implicit synchronizer (`cudaFree`, `hipHostMalloc`, ...) or a synchronous memset names its own
+    kind whatever op called it: the allocator, not the op, is what the user can change.
+    """
+    implicit = rt.implicit_sync_kind(api)
+    if implicit:
+        return implicit
+    if rt.is_sync_memset(api):
+        return "memset"
     for op in op_chain:
         kind = _KIND_OF_OP.get(op)
         if kind:
@@ -244,7 +312,7 @@ def classify_read(op_chain: list[str], api: str) -> str:
         return "event"
     if "Synchronize" in api:
         return "synchronize"
-    return "copy" if "Memcpy" in api else "other"
+    return "copy" if rt.is_copy(api) or "Memcpy" in api else "other"
 
 
 def _reads_frame(groups: list[dict]) -> pd.DataFrame:
@@ -253,7 +321,7 @@ def _reads_frame(groups: list[dict]) -> pd.DataFrame:
     for read_id, g in enumerate(groups):
         kind = classify_read(g["op_chain"], g["api"])
         site = (
-            short_site(g["site_frame"])
+            site_text(g["site_frame"], g["site_open_at_start"])
             if g["site_frame"]
             else (f"{NO_STACK_SITE} {g['op']}".strip() if g["op"] else NO_STACK_SITE)
         )
@@ -263,6 +331,7 @@ def _reads_frame(groups: list[dict]) -> pd.DataFrame:
                 "tid": g["tid"],
                 "start_ns": g["start_ns"],
                 "end_ns": g["end_ns"],
+                "hold_start_ns": g["hold_start_ns"],
                 "blocked_ns": g["blocked_ns"],
                 "wait_ns": g["wait_ns"],
                 "api": g["api"],
@@ -277,5 +346,11 @@ def _reads_frame(groups: list[dict]) -> pd.DataFrame:
         )
     frame = pd.DataFrame.from_records(records, columns=READ_COLUMNS)
     return frame.astype(
-        {"start_ns": np.int64, "end_ns": np.int64, "blocked_ns": np.int64, "wait_ns": np.int64}
+        {
+            "start_ns": np.int64,
+            "end_ns": np.int64,
+            "hold_start_ns": np.int64,
+            "blocked_ns": np.int64,
+            "wait_ns": np.int64,
+        }
     )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bubblescope.detect.host_syncs import find_host_syncs
-from bubblescope.detect.idle_gaps import find_idle_gaps
+from bubblescope.detect.idle_gaps import find_idle_gaps_and_leads
 from bubblescope.detect.plausibility import check_plausibility
 from bubblescope.detect.stream_idle import stream_idle
 
@@ -30,8 +30,8 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "idle_gaps",
-        "GPU idle gaps per device, classified sync/host/launch/dependency/outside",
-        find_idle_gaps,
+        "GPU idle gaps per device, classified sync/host/launch/dependency/outside, and each read's lost lead",
+        find_idle_gaps_and_leads,
     ),
     Detector(
         "stream_idle", "HTA-compatible per-stream idle breakdown (host/kernel wait, other)", stream_idle

@@ -1,7 +1,8 @@
 """Tie each GPU op to the host call that launched it, through `args.correlation`.
 
-A CUDA graph replay is one `cudaGraphLaunch` whose correlation id every kernel of the replay carries,
-so all of them map to that one call; `first_of_launch` marks the earliest op of each launch.
+A graph replay is one `cudaGraphLaunch` / `hipGraphLaunch` whose correlation id every kernel of the
+replay carries, so all of them map to that one call; `first_of_launch` marks the earliest op of each
+launch. Call names come from `trace.runtime_names` (CUDA and HIP).
 """
 
 from __future__ import annotations
@@ -9,17 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.tables import category_labels, category_mask
 
-GRAPH_LAUNCH_NAMES = frozenset(
-    {
-        "cudaGraphLaunch",
-        "cuGraphLaunch",
-        "cudaGraphLaunch_v10000",
-        "cuGraphLaunch_ptsz",
-        "cudaGraphLaunch_ptsz",
-    }
-)
+# Kept for importers; the table lives in `trace.runtime_names`.
+GRAPH_LAUNCH_NAMES = rt.GRAPH_LAUNCHES
 
 
 def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +55,7 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
     tids = category_labels(runtime["tid"])
     out["launch_name"] = np.where(has, names[safe] if len(names) else "", "")
     out["launch_tid"] = np.where(has, tids[safe] if len(tids) else "", "")
-    out["graph"] = out["launch_name"].isin(GRAPH_LAUNCH_NAMES).to_numpy()
+    out["graph"] = out["launch_name"].isin(rt.GRAPH_LAUNCHES).to_numpy()
     first_flag = np.ones(n_ops, dtype=bool)
     if n_ops:
         # Ops are sorted by start, so the first row of each correlation group starts first.
@@ -71,7 +66,28 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
 
 
 def launch_counts(runtime: pd.DataFrame) -> dict[str, int]:
-    """How many graph launches and kernel launches the host made (for plausibility checks)."""
-    graph = int(category_mask(runtime["name"], GRAPH_LAUNCH_NAMES.__contains__).sum())
-    kernel = int(category_mask(runtime["name"], lambda name: "LaunchKernel" in name).sum())
-    return {"graph_launches": graph, "kernel_launches": kernel}
+    """How many graph launches and kernel launches the host made (for plausibility checks).
+
+    Kernel launches made while their thread was capturing a graph (between a stream begin-capture and
+    end-capture call) run only on replay: they are counted apart, as `captured_launches`.
+    """
+    names = runtime["name"]
+    graph = int(category_mask(names, rt.is_graph_launch).sum())
+    is_kernel = category_mask(names, rt.is_kernel_launch)
+    captured = np.zeros(len(runtime), dtype=bool)
+    begins = category_mask(names, rt.CAPTURE_BEGINS.__contains__)
+    if begins.any():
+        ends = category_mask(names, rt.CAPTURE_ENDS.__contains__)
+        tids = runtime["tid"].astype(str).to_numpy()
+        starts = runtime["start_ns"].to_numpy()
+        for tid in np.unique(tids[begins]).tolist():
+            mine = tids == tid
+            # Depth of open captures at each call: +1 after a begin, -1 after an end, in time order.
+            order = np.flatnonzero(mine)[np.argsort(starts[mine], kind="stable")]
+            depth = np.cumsum(begins[order].astype(np.int64) - ends[order].astype(np.int64))
+            captured[order] = depth > 0
+    return {
+        "graph_launches": graph,
+        "kernel_launches": int((is_kernel & ~captured).sum()),
+        "captured_launches": int((is_kernel & captured).sum()),
+    }

@@ -52,6 +52,16 @@ class NestingIndex:
             j = int(self.parent[j])
         return j
 
+    def innermost_many(self, starts_ns: np.ndarray, ends_ns: np.ndarray) -> np.ndarray:
+        """`innermost` for many queries at once: one searchsorted, then one vectorised step up the
+        parents per nesting level still needed. [n] int64, -1 where no range encloses."""
+        j = np.searchsorted(self.starts, starts_ns, side="right").astype(np.int64) - 1
+        while True:
+            short = (j >= 0) & (self.ends[np.maximum(j, 0)] < ends_ns) if len(self.ends) else j >= 0
+            if not short.any():
+                return np.where(j >= 0, j, -1) if len(self.ends) else np.full(len(starts_ns), -1)
+            j[short] = self.parent[j[short]]
+
     def outermost_since(self, j: int, since_ns: int) -> int:
         """Walk up from range `j` to the outermost ancestor that still starts at or after `since_ns`."""
         while j >= 0 and self.parent[j] >= 0 and self.starts[self.parent[j]] >= since_ns:
@@ -76,6 +86,14 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if not n:
         return parent
     closed = np.searchsorted(np.sort(ends), starts, side="right")
+    # A zero-length range at t (`aten::resolve_neg` in integer-µs traces) "ends" at t: it must not count
+    # as an earlier range closed before itself or before the zero-length ranges after it at t. They
+    # sort last among the ranges starting at t, so those to discount are the ones from i on.
+    group_end = np.searchsorted(starts, starts, side="right")
+    unique_starts, group_first = np.unique(starts, return_index=True)
+    zero_per_group = np.add.reduceat((ends == starts).astype(np.int64), group_first)
+    first_zero = group_end - zero_per_group[np.searchsorted(unique_starts, starts)]
+    closed -= np.maximum(group_end - np.maximum(np.arange(n), first_zero), 0)
     depth = np.maximum(np.arange(n) - closed, 0)
     order = np.argsort(depth, kind="stable")
     bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
@@ -101,6 +119,31 @@ def short_site(frame_name: str) -> str:
         return frame_name
     base = match["path"].rsplit("/", 1)[-1]
     return f"{base}({match['line']}): {match['func']}"
+
+
+def site_text(frame_name: str, open_at_start: bool) -> str:
+    """A Kineto Python frame as a site, saying honestly which line its number is.
+
+    Kineto names a frame `path(line): func`. For a function entered while tracing, `line` is where
+    the function was entered: its `def` line, not the line that blocked. Only frames already open
+    when tracing began carry the line they were executing.
+
+    Args:
+        frame_name: the frame event's name.
+        open_at_start: the frame was open when tracing began (its start is the thread's first frame
+            start).
+
+    Returns:
+        'run.py(12): main' for a frame open at start, 'step_readback (decode.py, def line 70)' for
+        any other frame, the name unchanged when it is not of that form.
+    """
+    match = _FRAME_NAME.match(frame_name)
+    if not match:
+        return frame_name
+    base = match["path"].rsplit("/", 1)[-1]
+    if open_at_start:
+        return f"{base}({match['line']}): {match['func']}"
+    return f"{match['func']} ({base}, def line {match['line']})"
 
 
 def indexes_by_thread(table: pd.DataFrame, tids: set[str]) -> dict[str, NestingIndex]:

@@ -1,8 +1,22 @@
 """Cut a trace into decode steps.
 
-Order of preference: `bubblescope.step` annotations, then `ProfilerStep#N`, then a user regex over
-host annotation/op names, else the whole trace as one step (with a warning). Step windows are host
-time ranges; GPU work they launched may run past their end.
+Order of preference: `bubblescope.step` annotations, then `ProfilerStep#N` (any N: under
+`torch.profiler.schedule()` the recorded steps start at wait + warmup), then `--step-marker REGEX`,
+else the whole trace as one step (with a warning). Step windows are host time ranges; GPU work they
+launched may run past their end.
+
+`--step-marker` is matched (fully) against each marker kind in this order; the first kind with a
+match wins, and `step_source` names it:
+  regex:RE           host ranges: `record_function` / user annotations, ATen ops, NVTX ranges
+                     written as host annotations (the usual choice: host time, like ProfilerStep)
+  frame:RE           Python frames, by function name (`execute_model`) or by the whole frame name
+                     (`gpu_model_runner.py(1002): execute_model`): engines that mark steps only by
+                     a function, as vLLM V1 does with `execute_model`
+  gpu_annotation:RE  GPU-side user annotations (`gpu_user_annotation`), used only when no host range
+                     matches; their windows are GPU time, so a step's launches may fall just before
+                     its window: prefer a host marker when the trace has one
+A marker nested inside a kept marker (a frame inside a same-named frame, the same range written twice)
+is dropped silently; markers that overlap partly are dropped with a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from bubblescope.trace.tables import TraceTables, category_mask
 
 BUBBLESCOPE_STEP = "bubblescope.step"
 _PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
+_FRAME_FUNCTION = re.compile(r"^.*?\(\d+\): (?P<func>.*)$")
 
 
 @dataclass
@@ -25,7 +40,8 @@ class StepWindows:
     """Step windows of one rank.
 
     Attributes:
-        source: "bubblescope.step" | "ProfilerStep" | "regex:<RE>" | "whole-trace".
+        source: "bubblescope.step" | "ProfilerStep" | "regex:<RE>" | "frame:<RE>" |
+            "gpu_annotation:<RE>" | "whole-trace".
         names: name of each step's marker.
         start_ns, end_ns: [n_steps] absolute ns, sorted by start, non-overlapping.
         warnings: what the user should know (no markers found, overlapping markers dropped).
@@ -50,41 +66,76 @@ def find_steps(tables: TraceTables, step_marker: str | None = None) -> StepWindo
             `bubblescope.step` nor `ProfilerStep#N` is present. Default None.
     """
     names = tables.ops["name"]
-    candidates: list[tuple[str, np.ndarray]] = [
-        (BUBBLESCOPE_STEP, category_mask(names, lambda n: n.startswith(BUBBLESCOPE_STEP))),
-        ("ProfilerStep", category_mask(names, lambda n: _PROFILER_STEP.fullmatch(n) is not None)),
+    candidates: list[tuple[str, pd.DataFrame, np.ndarray]] = [
+        (BUBBLESCOPE_STEP, tables.ops, category_mask(names, lambda n: n.startswith(BUBBLESCOPE_STEP))),
+        ("ProfilerStep", tables.ops, category_mask(names, lambda n: _PROFILER_STEP.fullmatch(n) is not None)),
     ]
     if step_marker:
         try:
             pattern = re.compile(step_marker)
         except re.error as exc:
             raise BubblescopeError(f"--step-marker {step_marker!r} is not a valid regex ({exc})") from None
-        matches = category_mask(names, lambda n: pattern.fullmatch(n) is not None)
-        candidates.append((f"regex:{step_marker}", matches))
-    for source, mask in candidates:
+        candidates += [
+            (
+                f"regex:{step_marker}",
+                tables.ops,
+                category_mask(names, lambda n: pattern.fullmatch(n) is not None),
+            ),
+            (
+                f"frame:{step_marker}",
+                tables.frames,
+                category_mask(tables.frames["name"], _frame_matcher(pattern)),
+            ),
+            (
+                f"gpu_annotation:{step_marker}",
+                tables.gpu_annotations,
+                category_mask(tables.gpu_annotations["name"], lambda n: pattern.fullmatch(n) is not None),
+            ),
+        ]
+    for source, table, mask in candidates:
         if mask.any():
-            return _windows(tables.ops[mask], source)
+            return _windows(table[mask], source)
     warning = "no step markers found (bubblescope.step, ProfilerStep#N"
-    warning += f", or {step_marker!r})" if step_marker else "; pass --step-marker REGEX)"
+    warning += (
+        f", or {step_marker!r} as a host range, Python frame or GPU annotation)"
+        if step_marker
+        else ("; pass --step-marker REGEX)")
+    )
     return _whole_trace(tables, warning + "; the whole trace is one step")
 
 
+def _frame_matcher(pattern: re.Pattern[str]):
+    """Frame name -> True when the pattern fully matches its function name or the whole name."""
+
+    def matches(name: str) -> bool:
+        if pattern.fullmatch(name):
+            return True
+        found = _FRAME_FUNCTION.match(name)
+        return bool(found and pattern.fullmatch(found["func"]))
+
+    return matches
+
+
 def _windows(marks: pd.DataFrame, source: str) -> StepWindows:
-    marks = marks.sort_values("start_ns", kind="stable")
-    starts = marks["start_ns"].to_numpy()
-    ends = marks["end_ns"].to_numpy()
-    names = marks["name"].astype(str).tolist()
+    # Longest first among equal starts, so that an enclosing marker is seen before what it encloses.
+    order = np.lexsort((-marks["end_ns"].to_numpy(), marks["start_ns"].to_numpy()))
+    starts = marks["start_ns"].to_numpy()[order]
+    ends = marks["end_ns"].to_numpy()[order]
+    names = marks["name"].astype(str).to_numpy()[order].tolist()
     # Nested or repeated markers (a marker on two threads, a step inside a step) would double count:
     # keep a marker only if it starts after the previous kept one ended.
     keep = np.zeros(len(starts), dtype=bool)
     last_end = np.iinfo(np.int64).min
+    partial = 0
     for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         if start >= last_end:
             keep[i] = True
             last_end = end
+        elif end > last_end:
+            partial += 1
     warnings = []
-    if not keep.all():
-        warnings.append(f"{int((~keep).sum())} overlapping step markers ignored")
+    if partial:
+        warnings.append(f"{partial} overlapping step markers ignored")
     return StepWindows(
         source=source,
         names=[n for n, k in zip(names, keep, strict=True) if k],
@@ -133,14 +184,16 @@ def launch_times_ns(gpu: pd.DataFrame) -> np.ndarray:
     return np.where(launch >= 0, launch, gpu["start_ns"].to_numpy()).astype(np.int64)
 
 
-def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
+def gpu_step_bounds(
+    launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindows, not_before_ns: int | None = None
+) -> np.ndarray:
     """Per-step GPU interval bounds of one device: [B_0, E_0, ..., E_last]. [n_steps + 1] int64.
 
     Step i's GPU interval is [bounds[i], bounds[i + 1]). E_i is the end of the last op launched before
     step i's host window ended (ops launched in steps <= i, or between windows before it; cumulative
     max, so under host run-ahead step k's kernels, running during later host windows, still count for
-    k). B_0 = max(host start of step 0, end of the ops launched before step 0). Empty steps get an
-    empty interval.
+    k). B_0 = max(host start of step 0, end of the ops launched before step 0, `not_before_ns`).
+    Empty steps get an empty interval.
 
         host   |--step 0--|--step 1--|--step 2--|
         GPU         |==k0==k0==|==k1==k1==|==k2==|
@@ -150,6 +203,8 @@ def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindow
         launch_ns: [n_ops] start of each op's launching call (its own start when unmatched).
         end_ns: [n_ops] end of each op.
         steps: this rank's step windows (host time).
+        not_before_ns: no step's interval starts earlier (the start of a first op queued before
+            tracing began: the idle before it belongs to no step). Default None.
     """
     n_steps = len(steps)
     if not n_steps:
@@ -161,6 +216,8 @@ def gpu_step_bounds(launch_ns: np.ndarray, end_ns: np.ndarray, steps: StepWindow
     cuts = np.concatenate(([steps.start_ns[0]], steps.end_ns)).astype(np.int64)
     last_end = run_end[np.searchsorted(launch_ns[order], cuts, side="left")]
     first_ns = max(int(steps.start_ns[0]), int(last_end[0]))
+    if not_before_ns is not None:
+        first_ns = max(first_ns, int(not_before_ns))
     return np.maximum(last_end, first_ns).astype(np.int64)
 
 

@@ -34,8 +34,8 @@ def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], 
 
     Args:
         rank: one rank's analysis.
-        make_blamer: (start_ns, end_ns) window -> (gap row -> blame text: sync site, host frames, or
-            device-side cause).
+        make_blamer: (start_ns, end_ns) window -> (gap rows DataFrame -> blame text of each: sync
+            site, host work, or device-side cause).
 
     Returns:
         dict with step, rank, start_ns/dur_ns (drawn window), host_start_ns/host_dur_ns (host window),
@@ -122,18 +122,20 @@ def _gpu_slices(ops: pd.DataFrame, origin: int) -> list[dict]:
     ]
 
 
-def _step_gaps(rank: RankAnalysis, step: int, blame: Callable) -> list[dict]:
+def _step_gaps(rank: RankAnalysis, step: int, blame_all: Callable) -> list[dict]:
     origin = rank.tables.origin_ns
     gaps = rank.gaps[(rank.gaps["step"] == step).to_numpy()]
+    texts = blame_all(gaps) if len(gaps) else []
     return [
-        {
-            "lane": f"GPU {int(g['device'])}",
-            "start_ns": int(g["start_ns"]) - origin,
-            "dur_ns": int(g["dur_ns"]),
-            "class": g["class"],
-            "blame": blame(g),
-        }
-        for _, g in gaps.iterrows()
+        {"lane": f"GPU {device}", "start_ns": start - origin, "dur_ns": dur, "class": cls, "blame": text}
+        for device, start, dur, cls, text in zip(
+            gaps["device"].tolist(),
+            gaps["start_ns"].tolist(),
+            gaps["dur_ns"].tolist(),
+            gaps["class"].tolist(),
+            texts,
+            strict=True,
+        )
     ]
 
 

@@ -96,11 +96,18 @@ def test_timeline_shows_the_steps_own_gpu_work(all_on: dict) -> None:
 def test_synchronous_loop_bubble_belongs_to_the_step_it_delays(base: dict) -> None:
     reads = [s for s in base["syncs"] if s["per_step"] > 0]
     assert [(s["site"], s["op"], s["per_step"]) for s in reads] == [
-        ("decoder.py(177): _read_back_and_rebuild", "aten::item", 2.0)
+        ("_read_back_and_rebuild (decoder.py, def line 177)", "aten::item", 2.0)
     ]
+    (read,) = reads
+    # The first .item() of each pair waits ~1.9 ms for the step's kernels (a large lost lead); the
+    # second begins on the drained device and its own copy drains it again, re-synchronising host and
+    # device. So only the idle between the two is the first read's; the Python rebuild after the
+    # second would idle the GPU even if the first were fixed (issue 14 §1, bounded blame).
+    assert read["bubble_ns"] < read["lost_lead_ns"] <= read["blocked_ns"]
     for step in base["steps"][WARM_STEPS]:
-        # The GPU idles from the previous step's last kernel until this step's first: lost run-ahead
-        # after the previous step's reads, so the bubble is sync, counted in this step.
+        # The GPU idles from the previous step's last kernel until this step's first, counted in this
+        # step: host-bound after the reads (not queued work), a small part of it sync.
         classes = step["idle_by_class_ns"]
-        assert classes["sync"] > 0.8 * step["idle_ns"] and classes["host"] == 0
+        assert classes["sync"] + classes["host"] > 0.8 * step["idle_ns"]
+        assert 0 < classes["sync"] < classes["host"]
         assert step["gpu_start_ns"] < step["start_ns"]

@@ -1,6 +1,8 @@
 """Invariants on random decode-like traces: busy + idle = span, classes partition idle, no gap overlaps
 a GPU op, HTA buckets partition each stream's idle, step GPU intervals tile [B_0, E_last) and each
-step's busy + idle = its GPU interval, the rest of the span being `outside`."""
+step's busy + idle = its GPU interval, the rest of the span being `outside`. Read blame is bounded:
+per read bubble_ns <= lost lead <= blocked_ns, a read that begins on a drained device has none, and
+no host-bound idle (host/sync) lies after its closing op's launch returned."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from tests.trace.builder import US, TraceBuilder
 
 kernel_specs = st.lists(
     st.tuples(
-        st.sampled_from([7, 8]),
+        # 9: a graph replay of three kernels on stream 7.
+        st.sampled_from([7, 8, 9]),
         st.integers(0, 40 * US),
         st.integers(1, 10 * US),
         st.integers(0, 6 * US),
@@ -30,22 +33,44 @@ kernel_specs = st.lists(
 )
 
 
-def _random_trace(specs, step_cuts: list[int], margin_ns: int = US) -> TraceBuilder:
+def _random_trace(
+    specs, step_cuts: list[int], margin_ns: int = US, queued_before_ns: int = 0
+) -> TraceBuilder:
     b = TraceBuilder()
     host_ns = 0
     stream_free = {7: 0, 8: 0}
+    if queued_before_ns:
+        # An op already queued when tracing began: no launch call in the trace.
+        b.gpu_op("k_queued", queued_before_ns, queued_before_ns + 5 * US, corr=b.next_correlation())
+        stream_free[7] = queued_before_ns + 5 * US
     for stream, think_ns, launch_ns, latency_ns, run_ns, then_sync in specs:
         launch = (host_ns + think_ns, host_ns + think_ns + launch_ns)
-        start = max(launch[1] + latency_ns, stream_free[stream] + latency_ns // 3)
-        b.kernel(f"k{stream}", launch, (start, start + run_ns), stream=stream)
-        stream_free[stream] = start + run_ns
+        graph = stream == 9
+        stream = 7 if graph else stream
+        # A kernel may start before its launch call returns (the call still unwinding).
+        start = max(launch[0] + latency_ns, stream_free[stream] + latency_ns // 3)
+        if graph:
+            runs = [
+                (start + i * (run_ns + latency_ns), start + i * (run_ns + latency_ns) + run_ns)
+                for i in range(3)
+            ]
+            b.graph_replay(launch, runs, stream=stream)
+            stream_free[stream] = runs[-1][1]
+        else:
+            b.kernel(f"k{stream}", launch, (start, start + run_ns), stream=stream)
+            stream_free[stream] = start + run_ns
         host_ns = launch[1]
         if then_sync:
-            # A stream sync returns when that stream is done: the host waits.
+            # A stream sync returns when that stream is done: the host waits. The read's ATen op
+            # starts before its blocking call (Python, allocation): r0 < the call's start.
             sync_end = max(host_ns + 1000, stream_free[stream] + 500)
             b.op("aten::item", host_ns, sync_end + 200)
-            b.runtime("cudaStreamSynchronize", host_ns + 100, sync_end)
-            host_ns = sync_end + 200
+            b.runtime(
+                "cudaStreamSynchronize",
+                host_ns + 100 + think_ns // 4,
+                max(sync_end, host_ns + 200 + think_ns // 4),
+            )
+            host_ns = max(sync_end, host_ns + 200 + think_ns // 4) + 200
     end_ns = max(host_ns, *stream_free.values()) + 5 * US
     cuts = sorted({min(c, end_ns) for c in step_cuts} | {0, end_ns})
     for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
@@ -60,9 +85,10 @@ def _random_trace(specs, step_cuts: list[int], margin_ns: int = US) -> TraceBuil
     specs=kernel_specs,
     step_cuts=st.lists(st.integers(0, 2000 * US), max_size=4),
     margin_ns=st.integers(1, 40).map(lambda us: us * US),
+    queued_before_ns=st.sampled_from([0, 0, 2 * US, 30 * US]),
 )
-def test_accounting_invariants(specs, step_cuts, margin_ns) -> None:
-    trace = _random_trace(specs, step_cuts, margin_ns).trace()
+def test_accounting_invariants(specs, step_cuts, margin_ns, queued_before_ns) -> None:
+    trace = _random_trace(specs, step_cuts, margin_ns, queued_before_ns).trace()
     tables = build_tables(trace["traceEvents"], {}, Path("random.json"), rank=0)
     rank = analyze_rank(tables)
     result = analysis_dict([rank])
@@ -86,6 +112,34 @@ def test_accounting_invariants(specs, step_cuts, margin_ns) -> None:
     _check_step_intervals(rank, result)
     sync_bubbles = sum(s["bubble_ns"] for s in result["syncs"])
     assert sync_bubbles == sum(d["idle_by_class_ns"]["sync"] for d in result["devices"])
+    _check_read_blame(rank)
+
+
+def _check_read_blame(rank) -> None:
+    """Bounded read blame, checked against the raw ops rather than the analysis' own pieces."""
+    gaps, reads, gpu = rank.gaps, rank.reads, rank.gpu
+    bubble = gaps[(gaps["class"] == "sync").to_numpy()].groupby("read_id")["dur_ns"].sum()
+    starts, ends = gpu["start_ns"].to_numpy(), gpu["end_ns"].to_numpy()
+    launch_end = gpu["launch_end_ns"].to_numpy()
+    for read in reads.itertuples(index=False):
+        spent = int(bubble.get(read.read_id, 0))
+        lead = int(rank.lost_lead_ns.get(read.read_id, 0))
+        assert spent <= lead <= read.blocked_ns, (read, spent, lead)
+        r0 = read.hold_start_ns
+        running = (starts <= r0) & (ends > r0)
+        later = np.flatnonzero(starts > r0)
+        if not running.any() and len(later):
+            first = later[np.argmin(starts[later])]
+            # Nothing ran at r0 and the next op's launch had not returned by r0: the device had no
+            # queued work when the read began.
+            if gpu["launch_row"].to_numpy()[first] >= 0 and launch_end[first] > r0:
+                assert spent == 0 and lead == 0, (read, spent, lead)
+    # A host-bound piece never lies after its closing op's launch returned; a gap whose closing op was
+    # launched before the gap began is never host/sync (nor one with no launch in the trace).
+    host_bound = gaps[gaps["class"].isin(["host", "sync"]).to_numpy() & (gaps["next_row"] >= 0).to_numpy()]
+    rows = host_bound["next_row"].to_numpy()
+    assert (gpu["launch_row"].to_numpy()[rows] >= 0).all()
+    assert (host_bound["end_ns"].to_numpy() <= launch_end[rows]).all()
 
 
 def _check_step_intervals(rank, result: dict) -> None:

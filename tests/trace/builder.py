@@ -184,6 +184,10 @@ class TraceBuilder:
         corr = self.runtime("cudaDeviceSynchronize", start, end)
         self.wait_row("Context Sync", start + US, end - US, corr)
 
+    def gpu_annotation(self, name: str, start: int, end: int, stream: int = DEFAULT_STREAM) -> None:
+        """A `gpu_user_annotation` range on a stream (GPU time of a record_function)."""
+        self._x("gpu_user_annotation", name, start, end, DEVICE, stream, {"device": DEVICE, "stream": stream})
+
     def trace(self) -> dict[str, Any]:
         doc = dict(self.meta)
         doc["traceEvents"] = list(self.events) + [

@@ -18,10 +18,12 @@ ITEM_OPS = ["aten::item", "aten::_local_scalar_dense"]
 def item_sync(builder: TraceBuilder | None = None, step_name: str = "bubblescope.step") -> TraceBuilder:
     """One step [0,100]: kA 12-40, `.item()` (copy 40-41, sync call 24-45), kC launched 60-65 runs 67-80.
 
-    GPU interval [0,80) (B_0 = host start 0, E_0 = end of kC). Gaps: [0,12) host, [41,67) sync (blamed
-    on app.py(12): step), [80,100) outside (after the step's last GPU work).
-    busy 42, idle 58 = sync 26 + host 12 + outside 20; step: gpu_dur 80 = busy 42 + idle 38.
-    Read: blocked 21 (the sync call; the pinned copy is async), GPU-side wait row 19.
+    GPU interval [0,80) (B_0 = host start 0, E_0 = end of kC). Gaps, cut where the closing op's launch
+    returns: [0,10) host + [10,12) launch; [41,65) host-bound + [65,67) launch; [80,100) outside.
+    Read: r0 20 (aten::item), blocked 21 (the sync call; the pinned copy is async), GPU-side wait row
+    19; the device drains at 41 -> lost lead L = min(41 - 20, 21) = 21: [41,62) sync (blamed on
+    app.py(12): step), [62,65) host.
+    busy 42, idle 58 = sync 21 + host 13 + launch 4 + outside 20; step: gpu_dur 80 = busy 42 + idle 38.
     """
     b = builder or TraceBuilder()
     b.annotation(step_name, 0, 100 * US) if not b.legacy else b.op(step_name, 0, 100 * US)
@@ -35,12 +37,13 @@ def item_sync(builder: TraceBuilder | None = None, step_name: str = "bubblescope
 
 
 def regained_lead() -> TraceBuilder:
-    """Step [0,200]: a read returns at 25; k1 (host-bound) -> sync gap [21,47); k2 is queued ahead
-    (launch ends 55, device free at 100) -> the host regained its lead, launch gap [100,101); k3
-    host-bound after that -> plain host gap [110,137) blamed on aten::add.
+    """Step [0,200]: a read (aten::item 6-30, sync 9-25: r0 6, blocked 16) drains the device at 21 ->
+    L = min(15, 16) = 15; k1 launched 40-45 -> [21,45) host-bound = sync 15 + host 9, [45,47) launch;
+    k2 is queued ahead (launch ends 55, device free at 100) -> the host regained its lead, launch gap
+    [100,101); k3 host-bound after that -> plain host [110,135) blamed on aten::add, [135,137) launch.
 
-    GPU interval [0,150) (k3 ends last); [150,200) is outside.
-    sync 26, launch 1, host 5 + 27 = 32, outside 50, busy 91; step: gpu_dur 150 = 91 + 59.
+    GPU interval [0,150) (k3 ends last); [150,200) is outside. Leading [0,3) host, [3,5) launch.
+    sync 15, launch 7, host 3 + 9 + 25 = 37, outside 50, busy 91; step: gpu_dur 150 = 91 + 59.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 200 * US)
@@ -57,8 +60,9 @@ def regained_lead() -> TraceBuilder:
 def graph_replay() -> TraceBuilder:
     """Step [0,100]: one cudaGraphLaunch 5-40 whose three kernels run 45-50, 51-60, 62-70.
 
-    Gaps: [0,45) host, [50,51) and [60,62) launch (inside the replay), [70,100) outside (GPU interval
-    [0,70)). host 45, launch 3, outside 30, busy 22; all three kernels map to the one launch.
+    Gaps: [0,40) host, [40,45) launch (the replay was queued when its launch returned), [50,51) and
+    [60,62) launch (inside the replay), [70,100) outside (GPU interval [0,70)). host 40, launch 8,
+    outside 30, busy 22; all three kernels map to the one launch.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
@@ -70,8 +74,9 @@ def two_streams() -> TraceBuilder:
     """Step [0,200]; stream 7: kA 5-50, kA2 74-80 (launched 70-72), kA3 81-90, kA4 130-135 (queued);
     stream 8: kB 53-60, queued behind an event wait on kA.
 
-    GPU interval [0,135) (kA4 ends last). Device: host [0,5) + [60,74) = 19, dependency [50,53) = 3,
-    launch 1 + 40 = 41, outside [135,200) = 65, busy 72.
+    GPU interval [0,135) (kA4 ends last). Device: host [0,3) + [60,72) = 15, dependency [50,53) = 3
+    (kB queued behind cudaStreamWaitEvent at 4.0), launch [3,5) + [72,74) + 1 + 40 = 45, outside
+    [135,200) = 65, busy 72.
     Stream 7 (HTA view): span 130, busy 65, host wait 24, kernel wait 1, other 40.
     """
     b = TraceBuilder()
@@ -91,8 +96,9 @@ def outside_steps() -> TraceBuilder:
     """Steps [0,50] and [70,120]; k 5-40, k2 launched 80-85 runs 90-110.
 
     GPU intervals: step 0 [0,40) (B_0 = 0, E_0 = end of k), step 1 [40,110) (E_1 = end of k2). The
-    host-bound gap [40,90) between the steps' host windows delays k2, so it is step 1's, whole:
-    host 50 there; [0,5) host in step 0; [110,120) outside. host 55, outside 10, busy 55, span 120.
+    host-bound gap [40,85) between the steps' host windows delays k2, so it is step 1's: host 45 and
+    launch [85,90) 5 there; [0,3) host and [3,5) launch in step 0; [110,120) outside. host 48, launch 7,
+    outside 10, busy 55, span 120.
     Steps: gpu_dur 40 = busy 35 + idle 5, gpu_dur 70 = busy 20 + idle 50.
     """
     b = TraceBuilder()
@@ -106,8 +112,9 @@ def outside_steps() -> TraceBuilder:
 def copies_and_nonzero() -> TraceBuilder:
     """Step [0,100]: aten::nonzero (copy 20-21, sync call 14-25) and aten::to to pageable memory at
     53-60 (no sync call: the pageable copy itself blocks). The gap [21,55) before the copy is host-bound
-    after the nonzero read with no regained lead: sync 34 blamed on nonzero; [0,5) host; GPU interval
-    [0,56) (the pageable copy ends last), so [56,100) is outside.
+    after the nonzero read (r0 10, blocked 11, drains at 21: L = 11): sync 11 blamed on nonzero, host
+    23; the copy's read began (r0 50) on the drained device: L 0. [0,3) host, [3,5) launch; GPU
+    interval [0,56) (the pageable copy ends last), so [56,100) is outside.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
@@ -149,8 +156,9 @@ def event_polls() -> TraceBuilder:
     40-45 runs 47-60.
 
     Reads: only the cudaEventSynchronize (kind event, blocked 16, wait 14, site app.py(20): step);
-    the polls return at once whatever the device state. GPU interval [0,60): [0,10) host, [30,47)
-    sync 17 (kB launched after the wait returned, no regained lead), [60,100) outside 40; busy 33.
+    the polls return at once whatever the device state. GPU interval [0,60): [0,5) host, [5,10)
+    launch; the wait (r0 15, blocked 16) drains the device at 30: L = 15, so [30,45) sync 15 and
+    [45,47) launch (kB's launch returned at 45); [60,100) outside 40; busy 33.
     """
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
@@ -175,10 +183,11 @@ def run_ahead() -> TraceBuilder:
         step 0 kernels 17-37, 38-50, 51-57; step 1 58-78, 79-91, 92-98; step 2 99-119, 120-132, 133-139.
 
     GPU intervals by launch: B_0 = 0, E_0 = 57, E_1 = 98, E_2 = 139 -> step 0 [0,57), step 1 [57,98),
-    step 2 [98,139). Gaps: [0,17) host (step 0); launch gaps of 1 at 37, 50 (step 0), 57, 78, 91
-    (step 1), 98, 119, 132 (step 2); the first kernel of replays 1 and 2 was queued (launch returned at
-    45 <= 57, 75 <= 98) so those gaps are launch too. Steps: gpu_dur 57/41/41, idle 19/3/3 (host
-    17 in step 0), busy 38 each. Device: span 139, busy 114, host 17, launch 8, outside 0.
+    step 2 [98,139). Gaps: [0,15) host and [15,17) launch (step 0); launch gaps of 1 at 37, 50
+    (step 0), 57, 78, 91 (step 1), 98, 119, 132 (step 2); the first kernel of replays 1 and 2 was
+    queued (launch returned at 45 <= 57, 75 <= 98) so those gaps are launch too. Steps: gpu_dur
+    57/41/41, idle 19/3/3 (host 15 in step 0), busy 38 each. Device: span 139, busy 114, host 15,
+    launch 10, outside 0.
     Host windows alone would show step 1 busy 28 of 30 µs although the GPU needs 41 µs per step.
     """
     b = TraceBuilder()

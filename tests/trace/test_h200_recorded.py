@@ -10,6 +10,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -60,11 +61,13 @@ def test_three_reads_per_step_at_their_lines(analysis: dict, manifest: dict) -> 
     by_kind = {s["kind"]: s for s in analysis["syncs"] if s["per_step"] > 0}
     for kind, op in (("item", "aten::item"), ("nonzero", "aten::nonzero"), ("copy", "aten::to")):
         read = by_kind[kind]
-        # Kineto names a frame "file(line): function"; the function pins the site, whatever line
-        # convention the Python version uses.
+        # Kineto names a frame "file(line): function", and for a function entered while tracing the
+        # line is its def line (benchmarks/record_h200_trace.py line 38 is `def read_count`): the site
+        # must say so, not present it as the line of the read.
         expected = manifest["read_sites"][kind]
-        assert read["site"].startswith("record_h200_trace.py("), read
-        assert read["site"].split(": ", 1)[1] == expected.split(": ", 1)[1], (read, expected)
+        path_line, func = expected.split(": ", 1)
+        line = path_line.rsplit("(", 1)[1].rstrip(")")
+        assert read["site"] == f"{func} (record_h200_trace.py, def line {line})", (read, expected)
         assert read["op"] == op
         assert read["per_step"] == 1.0 and read["count"] == manifest["steps"]
         assert read["blocked_ns"] > 0
@@ -72,9 +75,27 @@ def test_three_reads_per_step_at_their_lines(analysis: dict, manifest: dict) -> 
     # the product recorded on the side stream) is paired with an "Event Sync" row but never blocks.
     assert all(step["blocking_reads"] == 3 for step in analysis["steps"])
     assert not any(s["api"] == "cudaEventQuery" for s in analysis["syncs"])
-    # Each read empties the queue, so the GPU idles waiting on the host after it.
-    assert sum(by_kind[k]["bubble_ns"] for k in by_kind) > 0
-    assert analysis["summary"]["idle_by_class_ns_per_step"]["sync"] > 0
+    # Under the profiler with stack recording the host is slower than the GPU here: every read begins
+    # (its aten:: op starts) after the device had already run out of work, so no read lost any lead
+    # and none is blamed for idle; that idle is the host's. Checked on the raw GPU ops below.
+    assert all(by_kind[k]["lost_lead_ns"] == 0 and by_kind[k]["bubble_ns"] == 0 for k in by_kind)
+    assert analysis["summary"]["idle_by_class_ns_per_step"]["sync"] == 0
+
+
+def test_every_read_began_on_a_drained_device(rank: RankAnalysis) -> None:
+    gpu = rank.gpu
+    starts, ends = gpu["start_ns"].to_numpy(), gpu["end_ns"].to_numpy()
+    assert len(rank.reads) > 0
+    for read in rank.reads.itertuples(index=False):
+        running = (starts <= read.hold_start_ns) & (ends > read.hold_start_ns)
+        # Nothing runs when the read's op begins, and the next op starts only after its launch
+        # (no work was queued): the device was drained before the read.
+        assert not running.any(), read
+        later = np.flatnonzero(starts > read.hold_start_ns)
+        if not len(later):
+            continue
+        first = later[np.argmin(starts[later])]
+        assert gpu["launch_start_ns"].to_numpy()[first] > ends[starts <= read.hold_start_ns].max()
 
 
 def test_graph_replay_kernels_map_to_their_launch(analysis: dict, manifest: dict) -> None:
@@ -114,8 +135,14 @@ def test_two_streams_side_kernels_wait_on_the_host_not_the_event(
         assert op.launch_start_ns > main_before["end_ns"].max(), op
     side_gaps = rank.gaps[(rank.gaps["next_stream"] != main_stream).to_numpy() & (rank.gaps["step"] >= 0)]
     assert len(side_gaps) >= manifest["steps"]
-    assert set(side_gaps["class"]) <= {"host", "sync"}
-    assert device["idle_by_class_ns"]["dependency"] == 0
+    # The host-bound part runs up to the side kernel's launch; only the µs after that launch returned
+    # (the stream had been made to wait on the event) may be `dependency`, never the host's time.
+    assert set(side_gaps["class"]) <= {"host", "sync", "launch", "dependency"}
+    launch_end = gpu["launch_end_ns"].to_numpy()
+    for gap in side_gaps[(side_gaps["class"] == "dependency").to_numpy()].itertuples(index=False):
+        assert gap.start_ns == launch_end[gap.next_row] and gap.dur_ns < 10_000, gap
+    by_class = side_gaps.groupby("class")["dur_ns"].sum()
+    assert by_class.get("host", 0) > 10 * by_class.get("dependency", 0)
 
 
 def test_accounting_holds_on_real_data(analysis: dict) -> None:
@@ -137,4 +164,4 @@ def test_cli_annotates_the_recorded_trace(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["analyze", str(TRACE), "--annotate", str(out)])
     assert result.exit_code == 0, result.output
     names = {e.get("name") for e in json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]}
-    assert "idle: sync" in names and "blocking read: aten::item" in names
+    assert "idle: host" in names and "blocking read: aten::item" in names

@@ -24,18 +24,25 @@ def sample_analysis(request) -> dict:
 def test_five_steps_each_with_one_item_read(sample_analysis: dict) -> None:
     assert sample_analysis["step_source"] == "regex:decode_step_.*"
     assert [s["name"] for s in sample_analysis["steps"]] == [f"decode_step_{i}" for i in range(5)]
-    assert [s["blocking_reads"] for s in sample_analysis["steps"]] == [1] * 5
-    item = sample_analysis["syncs"][0]
-    assert (item["site"], item["op"], item["kind"], item["count"], item["per_step"]) == (
-        "gpu_probe.py(106): step",
+    # Step 0's first .item() also allocates its pinned staging buffer: a 2.48 ms cudaHostAlloc inside
+    # aten::item, an implicit synchronizer and a read of its own (issue 14 §3).
+    assert [s["blocking_reads"] for s in sample_analysis["steps"]] == [2, 1, 1, 1, 1]
+    alloc = next(s for s in sample_analysis["syncs"] if s["kind"] == "host_alloc")
+    assert (alloc["api"], alloc["op"], alloc["count"]) == ("cudaHostAlloc", "aten::item", 1)
+    item = next(s for s in sample_analysis["syncs"] if s["kind"] == "item")
+    # step() is entered while tracing: Kineto's line 106 is its def line.
+    assert (item["site"], item["op"], item["count"], item["per_step"]) == (
+        "step (gpu_probe.py, def line 106)",
         "aten::item",
-        "item",
         5,
         1.0,
     )
     assert item["inner_op"] == "aten::_local_scalar_dense"
     assert item["api"] == "cudaStreamSynchronize"
-    assert item["bubble_ns"] > 0 and item["blocked_ns"] > 0
+    # This eager probe is host-bound: the GPU idles before nearly every kernel, and each aten::item
+    # begins after the step's last kernel ended (step 2: kernel ends +76856.0 µs, aten::item starts
+    # +76873.4) with nothing queued. The reads lose no lead, so none is blamed for idle.
+    assert item["blocked_ns"] > 0 and item["lost_lead_ns"] == 0 and item["bubble_ns"] == 0
 
 
 def test_cold_first_step_is_flagged(sample_analysis: dict) -> None:
@@ -55,10 +62,12 @@ def test_one_graph_replay_and_its_kernels(sample_analysis: dict) -> None:
     assert (sync["kind"], sync["count"], sync["per_step"]) == ("synchronize", 2, 0.0)
 
 
-def test_sync_gaps_follow_each_read(sample_analysis: dict) -> None:
-    # Steps 1-4 (warm) each start with the GPU idle while the host rebuilds after the previous read.
+def test_idle_after_each_read_is_the_hosts(sample_analysis: dict) -> None:
+    # Steps 1-4 (warm) idle while the host rebuilds after the previous read; the reads began on a
+    # drained device (see above), so that idle is host (and launch latency), never sync.
     for step in sample_analysis["steps"][1:]:
-        assert step["idle_by_class_ns"]["sync"] > 0
+        classes = step["idle_by_class_ns"]
+        assert classes["sync"] == 0 and classes["host"] > 0.9 * step["idle_ns"]
         assert step["gpu_busy_ns"] + step["idle_ns"] == step["gpu_dur_ns"]
 
 
@@ -77,7 +86,7 @@ class NoTorch:
 sys.meta_path.insert(0, NoTorch())
 from bubblescope.analysis import analyze_traces
 result = analyze_traces([{str(shared / SAMPLE)!r}], step_marker="decode_step_.*")
-assert result["syncs"][0]["count"] == 5
+assert next(s for s in result["syncs"] if s["kind"] == "item")["count"] == 5
 assert not any(m == "torch" or m.startswith("torch.") for m in sys.modules), "torch got imported"
 print("ok")
 """

@@ -1,0 +1,38 @@
+"""NestingIndex parents with zero-length ranges, as integer-µs traces write them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bubblescope.trace.nesting import NestingIndex
+
+
+def test_zero_length_ranges_do_not_steal_the_children_of_their_neighbours() -> None:
+    # From HTA's torchrec trace: aten::resolve_neg [47, 47] beside aten::to [47, 90] whose
+    # _to_copy [48, 89] > copy_ [52, 88] holds the DtoH copy; a resolve_conj [45, 45] before them.
+    table = pd.DataFrame(
+        {
+            "name": pd.Categorical(
+                [
+                    "forward",
+                    "aten::to",
+                    "aten::resolve_neg",
+                    "aten::_to_copy",
+                    "aten::copy_",
+                    "aten::resolve_conj",
+                ]
+            ),
+            "start_ns": [0, 47, 47, 48, 52, 45],
+            "end_ns": [100, 90, 47, 89, 88, 45],
+        }
+    )
+    index = NestingIndex(table)
+    parent_of = {
+        str(index.names[i]): (str(index.names[p]) if p >= 0 else None)
+        for i, p in enumerate(index.parent.tolist())
+    }
+    assert parent_of["aten::copy_"] == "aten::_to_copy"
+    assert parent_of["aten::_to_copy"] == "aten::to"
+    assert parent_of["aten::to"] == "forward"
+    assert parent_of["aten::resolve_conj"] == "forward"
+    assert str(index.names[index.innermost(55, 60)]) == "aten::copy_"
