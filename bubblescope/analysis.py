@@ -16,6 +16,7 @@ import pandas as pd
 from bubblescope.detect.host_blame import HostBlame, queued_blame
 from bubblescope.detect.idle_gaps import GAP_CLASSES, device_busy_intervals
 from bubblescope.detect.registry import detector
+from bubblescope.kernel_table import kernel_entries
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -224,6 +225,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "steps": steps_out,
         "syncs": syncs,
         "gaps_top": gaps_out[:TOP_GAPS],
+        "kernels": kernel_entries(ranks),
         "summary": _summary(steps_out),
         "timeline": build_timeline(ranks[0], lambda window: gap_blamer(ranks[0], window)) if ranks else None,
     }

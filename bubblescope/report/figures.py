@@ -7,10 +7,13 @@ would be drawn bold (and a `<script>` would be a tag, not text). Entities it dec
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import plotly.graph_objects as go
+
+from bubblescope.report import escape
+from bubblescope.report.cells import ESTIMATORS, interval_resolved
+from bubblescope.report.markdown import shown_estimators
 
 GAP_COLORS = {
     "sync": "#d62728",
@@ -44,12 +47,6 @@ SLICE_DRAW_ORDER = [
     "gpu_memset",
     "cuda_sync",
 ]
-ESTIMATORS = [
-    ("alone_ms", "alone"),
-    ("removed_from_all_ms", "removed from all-on"),
-    ("shapley_ms", "Shapley"),
-    ("cumulative_ms", "cumulative (in order)"),
-]
 NS_PER_US = 1000.0
 BAR_WIDTH_OUTER = 0.8
 BAR_WIDTH_STEP = 0.14
@@ -57,8 +54,8 @@ BAR_WIDTH_MIN = 0.25
 
 
 def plot_text(value: Any) -> str:
-    """A string safe to hand to plotly as text: HTML-escaped so it is drawn literally."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """A string safe to hand to plotly as text: truncated, HTML-escaped so it is drawn literally."""
+    return escape.plot_text(value)
 
 
 def _num(value: Any, default: float = 0.0) -> float:
@@ -159,18 +156,26 @@ def _removed_text(switch: dict[str, Any]) -> str:
     return "<br>".join(parts) if parts else "no blocking reads or idle removed"
 
 
-def switch_deltas_figure(switches: list[dict[str, Any]]) -> go.Figure:
+def switch_deltas_figure(switches: list[dict[str, Any]], shapley_method: Any = None) -> go.Figure:
     """Per-switch TPOT saving with 95% intervals, one bar group per switch, one bar per estimator.
+
+    An estimate that is noise (interval holds zero or is wider than the effect) is not drawn as a bar:
+    its switch is labelled `not resolved`. Shapley from one sampled ordering equals the cumulative
+    order, so it is not drawn as a separate estimate.
 
     Args:
         switches: ablation/1 `attribution.switches` rows; each estimator is {est, lo, hi} in ms.
+        shapley_method: the attribution's `shapley_method`.
     Returns:
-        horizontal grouped bars; hover names what the switch removed (reads, idle by class).
+        horizontal grouped bars; the `alone` bar's hover names what the switch removed alone.
     """
-    names = [plot_text(sw.get("name")) for sw in switches]
+    names = []
+    for sw in switches:
+        resolved = any(interval_resolved(sw.get(key)) for key, _ in ESTIMATORS)
+        names.append(plot_text(sw.get("name")) + ("" if resolved else " (not resolved: noise)"))
     fig = go.Figure()
-    for key, label in ESTIMATORS:
-        rows = [sw.get(key) if isinstance(sw.get(key), dict) else None for sw in switches]
+    for key, label in shown_estimators(shapley_method):
+        rows = [sw.get(key) if interval_resolved(sw.get(key)) else None for sw in switches]
         if all(row is None for row in rows):
             continue
         est = [_num(row.get("est")) if row else 0.0 for row in rows]
@@ -178,7 +183,7 @@ def switch_deltas_figure(switches: list[dict[str, Any]]) -> go.Figure:
         lo = [max(e - _num(row.get("lo"), e), 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
         hover = [
             f"<b>{name}</b> · {label}<br>saves {e:.3f} ms (95% CI {e - minus:.3f} – {e + plus:.3f})"
-            f"<br>{_removed_text(sw)}"
+            + (f"<br>alone vs baseline: {_removed_text(sw)}" if key == "alone_ms" else "")
             for name, e, minus, plus, sw in zip(names, est, lo, hi, switches, strict=True)
         ]
         fig.add_trace(
@@ -413,8 +418,25 @@ def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, 
             },
         )
     )
+    # One trace of dotted vertical lines (None breaks the line between reads): `add_vline` per read made
+    # a 1000-read step take minutes to build, since each call re-validates every shape before it.
+    line_x: list[float | None] = []
+    line_y: list[float | None] = []
     for x_us in start_us:
-        fig.add_vline(x=x_us, line={"color": "#d62728", "width": 1, "dash": "dot"})
+        line_x += [x_us, x_us, None]
+        line_y += [0.0, 1.0, None]
+    fig.add_trace(
+        go.Scatter(
+            x=line_x,
+            y=line_y,
+            yaxis="y2",
+            mode="lines",
+            line={"color": "#d62728", "width": 1, "dash": "dot"},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False})
 
 
 def timeline_figure(timeline: dict[str, Any]) -> go.Figure:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.escape import md_text
+
 
 def _md(text: object) -> str:
     """Escape what would break a table cell or inject markup (site names come from traces)."""
-    out = str(text)
-    for char in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
-        out = out.replace(char, "\\" + char)
-    return out.replace("\n", " ")
+    return md_text(text)
 
 
 def _reads_rows(check: dict[str, Any]) -> list[str]:

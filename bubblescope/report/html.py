@@ -287,8 +287,13 @@ def add_ablation_sections(
         page.figure(figures.waterfall_figure(attribution["waterfall"]))
     page.add("<h2>Per-switch ΔTPOT and what it removed</h2>")
     if attribution.get("switches"):
-        page.figure(figures.switch_deltas_figure(attribution["switches"]))
-    page.add(table_html(switch_rows(attribution.get("switches")), "no per-switch attribution"))
+        page.figure(figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")))
+    page.add(
+        table_html(
+            switch_rows(attribution.get("switches"), attribution.get("shapley_method")),
+            "no per-switch attribution",
+        )
+    )
     base_key, all_key = config_key_with_role(ablation, "baseline"), config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):

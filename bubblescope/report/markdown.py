@@ -2,111 +2,37 @@
 
 The `*_rows` functions turn contract dicts (docs/SCHEMAS.md) into (headers, rows) of plain strings; html.py
 renders the same rows as HTML tables, so both formats always show the same numbers. Escaping happens at
-render time: `md_cell` here, `html.escape` there. Nothing here imports plotly or torch.
+render time through report/escape.py: `md_cell` here, `esc` there. Nothing here imports plotly or torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
+    ESTIMATORS,
+    GAP_CLASSES,
+    GAP_ROWS_SHOWN,
+    NAME_CHARS_SHOWN,
+    NBSP,
+    Rows,
+    fmt_bytes,
+    fmt_delta_ms,
+    fmt_duration_ns,
+    fmt_interval,
+    fmt_ms,
+    fmt_number,
+    fmt_range,
+    fmt_duration_ns,
+    md_cell,
+    md_items,
+    md_table,
+    num,
+    plain,
+    shorten,
+)
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
-
-Rows = tuple[list[str], list[list[str]]]
-GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
-# Between a number and its unit, so that narrow table columns never split them.
-NBSP = "\u00a0"
-# Kernel names (C++ templates) can run to a thousand characters; a table cell shows the start.
-NAME_CHARS_SHOWN = 160
-# A report shows the worst gaps; the full list stays in analysis.json.
-GAP_ROWS_SHOWN = 20
-ESTIMATORS = [
-    ("alone_ms", "alone"),
-    ("removed_from_all_ms", "removed from all-on"),
-    ("shapley_ms", "Shapley"),
-    ("cumulative_ms", "cumulative (in order)"),
-]
-# Characters GitHub-flavoured Markdown (and the raw HTML it allows) would interpret inside a table cell.
-# `_` stays: GFM ignores it inside words, and escaping it would clutter every source path.
-MD_CELL_ESCAPES = [
-    ("\\", "\\\\"),
-    ("&", "&amp;"),
-    ("<", "&lt;"),
-    (">", "&gt;"),
-    ("|", "\\|"),
-    ("`", "\\`"),
-    ("*", "\\*"),
-    ("[", "\\["),
-    ("]", "\\]"),
-]
-
-
-def num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def fmt_ms(value: Any, digits: int = 3) -> str:
-    number = num(value)
-    if number is None:
-        return "—"
-    # A floor of a tiny CPU preset is microseconds; fixed decimals would print 0.000.
-    if 0 < abs(number) < 10 ** (1 - digits):
-        return f"{number:.{digits}g}{NBSP}ms"
-    return f"{number:.{digits}f}{NBSP}ms"
-
-
-def fmt_us_from_ns(value: Any) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number / 1000.0:.1f}{NBSP}µs"
-
-
-def shorten(text: str, limit: int = NAME_CHARS_SHOWN) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def fmt_number(value: Any, decimals: int) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number:.{decimals}f}"
-
-
-def fmt_delta_ms(value: Any) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number:+.3f}{NBSP}ms"
-
-
-def fmt_range(lo: Any, hi: Any) -> str:
-    """`lo – hi` with three decimals, or — when either end is missing."""
-    lo_num, hi_num = num(lo), num(hi)
-    return "—" if lo_num is None or hi_num is None else f"{lo_num:.3f} – {hi_num:.3f}"
-
-
-def fmt_bytes(value: Any) -> str:
-    """Decimal units, as HBM bandwidth is quoted (GB/s)."""
-    number = num(value)
-    if number is None:
-        return "—"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(number) >= scale:
-            return f"{number / scale:.2f} {unit}"
-    return f"{number:.0f} B"
-
-
-def fmt_interval(interval: Any) -> str:
-    """`est [lo, hi]` for an {est, lo, hi} dict in ms."""
-    if not isinstance(interval, dict) or num(interval.get("est")) is None:
-        return "—"
-    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
-    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    return f"{float(interval['est']):.3f}{bounds}"
-
-
-def plain(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, list | tuple):
-        return ", ".join(plain(item) for item in value) or "—"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 
 
 def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
@@ -132,8 +58,8 @@ def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
             plain(s.get("api")),
             plain(s.get("per_step")),
             plain(s.get("count")),
-            fmt_us_from_ns(s.get("blocked_ns")),
-            fmt_us_from_ns(s.get("bubble_ns")),
+            fmt_duration_ns(s.get("blocked_ns")),
+            fmt_duration_ns(s.get("bubble_ns")),
             plain(s.get("hint")),
         ]
         for s in ordered
@@ -151,8 +77,8 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
         [
             plain(g.get("step")),
             f"{plain(g.get('rank'))}/{plain(g.get('device'))}",
-            fmt_us_from_ns(g.get("start_ns")),
-            fmt_us_from_ns(g.get("dur_ns")),
+            fmt_duration_ns(g.get("start_ns")),
+            fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
             plain(g.get("blame")),
             shorten(plain(g.get("next_op"))),
@@ -175,27 +101,39 @@ def environment_rows(environment: dict[str, Any] | None) -> Rows:
     return ["key", "value"], [[str(k), plain(v)] for k, v in (environment or {}).items()]
 
 
-def switch_rows(switches: list[dict[str, Any]] | None) -> Rows:
-    """Per-switch attribution: each estimator `est [lo, hi]` in ms and what the switch removed."""
-    headers = [
-        "switch",
-        "alone",
-        "removed from all-on",
-        "Shapley",
-        "cumulative",
-        "removed reads/step",
-        "removed idle µs/step",
+def shown_estimators(shapley_method: Any = None) -> list[tuple[str, str]]:
+    """The estimators a surface shows: Shapley from one sampled ordering *is* the cumulative order, so
+    it is not shown as a separate estimate."""
+    single_ordering = str(shapley_method or "").strip() == "sampled:1"
+    return [(key, label) for key, label in ESTIMATORS if not (single_ordering and key == "shapley_ms")]
+
+
+def removed_idle_text(idle_us: dict[str, Any] | None) -> str:
+    """`sync −886.0 µs; host +12.0 µs` style text of idle removed per step (removed = positive)."""
+    parts = [
+        f"{cls} {fmt_duration_ns(value * 1e3)}"
+        for cls, us in (idle_us or {}).items()
+        if (value := num(us)) and abs(value) >= 0.05
     ]
+    return "; ".join(parts) or "—"
+
+
+def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = None) -> Rows:
+    """Per-switch attribution: each estimator `est [lo, hi]` in ms (two-level bootstrap 95% CI; marked
+    `not resolved` when the interval holds zero or is wider than the effect), and what the switch removed
+    *alone vs the baseline* (the same comparison as the `alone` column)."""
+    estimators = shown_estimators(shapley_method)
+    headers = ["switch"] + [label for _, label in estimators]
+    headers += ["alone: removed reads/step", "alone: removed GPU idle/step"]
     rows = []
     for sw in switches or []:
         reads = sw.get("removed_reads_per_step") or {}
-        idle_us = sw.get("removed_idle_us_per_step") or {}
         rows.append(
             [plain(sw.get("name"))]
-            + [fmt_interval(sw.get(key)) for key, _ in ESTIMATORS]
+            + [fmt_interval(sw.get(key)) for key, _ in estimators]
             + [
                 "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
-                "; ".join(f"{cls} {plain(us)}" for cls, us in idle_us.items() if num(us)) or "—",
+                removed_idle_text(sw.get("removed_idle_us_per_step")),
             ]
         )
     return headers, rows
@@ -235,7 +173,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
-    idle_text = fmt_us_from_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
     items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
         ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
@@ -284,10 +222,15 @@ def config_key_with_role(ablation: dict[str, Any], role: str) -> str | None:
 
 
 def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(lo, hi) of a RunRecord summary's `tpot_ci95_ms`, (None, None) when absent or malformed."""
-    ci = summary.get("tpot_ci95_ms")
-    if isinstance(ci, list) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
-        return num(ci[0]), num(ci[1])
+    """(lo, hi) of a RunRecord summary's TPOT interval, (None, None) when absent or malformed.
+
+    The two-level interval (`tpot_ci95_two_level_ms`: repeats, then steps; what gate and ablate use)
+    wherever the record has it, so one run shows one interval on every surface (docs/intervals.md).
+    """
+    for key in ("tpot_ci95_two_level_ms", "tpot_ci95_ms"):
+        ci = summary.get(key)
+        if isinstance(ci, list) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
+            return num(ci[0]), num(ci[1])
     return None, None
 
 
@@ -319,9 +262,9 @@ def device_rows(analysis: dict[str, Any]) -> Rows:
         idle_ns = dev.get("idle_by_class_ns") or {}
         rows.append(
             [plain(dev.get("rank")), plain(dev.get("device"))]
-            + [fmt_us_from_ns(dev.get(key)) for key in ("span_ns", "busy_ns", "idle_ns")]
+            + [fmt_duration_ns(dev.get(key)) for key in ("span_ns", "busy_ns", "idle_ns")]
             + [plain(dev.get(key)) for key in ("kernel_count", "memcpy_count", "graph_launches")]
-            + [fmt_us_from_ns(idle_ns.get(cls)) for cls in GAP_CLASSES]
+            + [fmt_duration_ns(idle_ns.get(cls)) for cls in GAP_CLASSES]
         )
     return headers + [f"idle {cls}" for cls in GAP_CLASSES], rows
 
@@ -331,11 +274,11 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     items = [
         ("steps", plain(summary.get("steps"))),
         ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
-        ("GPU busy/step", fmt_us_from_ns(summary.get("gpu_busy_ns_per_step"))),
-        ("GPU idle/step", fmt_us_from_ns(summary.get("idle_ns_per_step"))),
+        ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
+        ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
-    return items + [(f"idle/step: {cls}", fmt_us_from_ns(ns)) for cls, ns in by_class.items()]
+    return items + [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
 
 
 def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]:
@@ -371,27 +314,6 @@ def trace_title(analysis: dict[str, Any]) -> str:
 # ---- Markdown ----
 
 
-def md_cell(value: Any) -> str:
-    """One table cell: Markdown/HTML-significant characters escaped, on one line."""
-    text = " ".join(plain(value).split())
-    for raw, escaped in MD_CELL_ESCAPES:
-        text = text.replace(raw, escaped)
-    return text
-
-
-def md_table(rows: Rows, empty: str = "none") -> str:
-    headers, body = rows
-    if not body:
-        return f"_{md_cell(empty)}_"
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + " --- |" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
-    return "\n".join(lines)
-
-
-def md_items(items: list[tuple[str, str]]) -> str:
-    return md_table((["metric", "value"], [[label, value] for label, value in items]))
-
-
 def _md_warnings(warnings: list[Any] | None) -> list[str]:
     return [f"> ⚠ {md_cell(w)}" for w in warnings or []]
 
@@ -406,9 +328,6 @@ def run_markdown(
         f"## Run: {md_cell(run_title(record))}",
         *_md_warnings(list(warnings or []) + ([note] if note else [])),
     ]
-    # Imported here: tp_rows builds on this module's formatters.
-    from bubblescope.report.tp_rows import tp_markdown
-
     parts += [md_items(run_summary_items(record, analysis)), *tp_markdown(record)]
     parts += ["### Host-blocking reads"]
     parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
@@ -420,12 +339,6 @@ def run_markdown(
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def _ablation_tp_markdown(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[str]:
-    from bubblescope.report.tp_rows import ablation_tp_markdown
-
-    return ablation_tp_markdown(ablation, records)
-
-
 def ablation_markdown(
     ablation: dict[str, Any], records: dict[str, dict[str, Any]], warnings: list[str] | None = None
 ) -> str:
@@ -435,7 +348,8 @@ def ablation_markdown(
     parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
     parts += [md_items(ablation_summary_items(attribution)), "### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
-    parts.append(md_table(switch_rows(attribution.get("switches")), "no per-switch attribution"))
+    switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
+    parts.append(md_table(switches, "no per-switch attribution"))
     waterfall = [
         [
             plain(row.get("step")),
@@ -451,7 +365,7 @@ def ablation_markdown(
         md_table((["step", "TPOT", "Δ", "95% CI (ms)"], waterfall), "no waterfall"),
     ]
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
-    parts += _ablation_tp_markdown(ablation, records)
+    parts += ablation_tp_markdown(ablation, records)
     base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
     parts += ["### Host-blocking reads (baseline)"]
     parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))

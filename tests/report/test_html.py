@@ -97,7 +97,7 @@ def test_hostile_names_stay_text(hostile_run_page: str, ablation_page: str) -> N
     # ... and inside figure JSON it decodes to plotly-escaped text, so plotly draws it literally.
     timeline = _figure_specs(hostile_run_page)[1]
     hovers = [h for trace in timeline["data"] for h in trace.get("hovertext") or []]
-    assert any(html.escape(HOSTILE_NAME) in h for h in hovers)
+    assert any(html.escape(HOSTILE_NAME, quote=False) in h for h in hovers)
     assert not any(HOSTILE_NAME in h for h in hovers)
 
 
