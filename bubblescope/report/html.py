@@ -21,14 +21,18 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
     Rows,
     ablation_summary_items,
     ablation_title,
     config_key_with_role,
+    INTERVAL_NOTE,
     config_rows,
     device_rows,
+    findings_analysis,
     environment_rows,
     fmt_bytes,
     gap_rows,
@@ -44,6 +48,7 @@ from bubblescope.report.markdown import (
     tpot_interval_ms,
     trace_summary_items,
     trace_title,
+    tokens_per_step,
     trace_warnings,
 )
 from bubblescope.report.tp_rows import (
@@ -108,10 +113,11 @@ class Page:
                 f"<script>{_plotly_js()}</script>\n"
                 '<script type="application/json" id="bs-figures">'
                 f"{script_safe_json(self.figure_specs)}</script>\n"
-                f"<script>{RENDER_JS}</script>"
+                f"<script>{RENDER_JS}{SORT_JS}</script>"
             )
         else:
-            scripts = "<script>document.body.dataset.figuresRendered = '0';</script>"
+            scripts = f"<script>document.body.dataset.figuresRendered = '0';{SORT_JS}</script>"
+
         body = "\n".join(self.parts)
         title = self.title or "bubblescope report"
         return (
@@ -145,6 +151,16 @@ var jobs=specs.map(function(s){return Plotly.newPlot(s.id,s.data,s.layout,s.conf
 Promise.all(jobs).then(function(){var n=0;specs.forEach(function(s){
 if(document.getElementById(s.id).querySelector('.main-svg')){n+=1;}});
 document.body.dataset.figuresRendered=String(n);});})();
+"""
+# Click a header of a `table.sortable` to sort by that column (numbers by value), again to reverse.
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th,col){th.style.cursor='pointer';
+th.addEventListener('click',function(){var body=th.closest('table').tBodies[0];
+var down=th.dataset.dir!=='desc';th.dataset.dir=down?'desc':'asc';
+var rows=Array.prototype.slice.call(body.rows);rows.sort(function(a,b){
+var x=a.cells[col].dataset.sort,y=b.cells[col].dataset.sort,nx=parseFloat(x),ny=parseFloat(y);
+var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:String(x).localeCompare(String(y));return down?-c:c;});
+rows.forEach(function(r){body.appendChild(r);});});});
 """
 STYLE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;
@@ -180,6 +196,38 @@ def _cell_html(cell: str) -> str:
     # thousand-character kernel name cannot push the table past the page.
     short = len(cell) <= SHORT_CELL_CHARS and " " not in cell
     return f'<td class="short">{esc(cell)}</td>' if short else f"<td>{esc(cell)}</td>"
+
+
+def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "none") -> str:
+    """A table whose headers sort it on click (by each cell's raw value in `data-sort`, not its text)."""
+    headers, body = rows
+    if not body:
+        return f'<p class="muted">{esc(empty)}</p>'
+    head = "".join(f'<th title="click to sort">{esc(h)}</th>' for h in headers)
+    lines = "".join(
+        "<tr>"
+        + "".join(
+            f'<td data-sort="{esc(key)}">{esc(cell)}</td>' for cell, key in zip(row, keys, strict=True)
+        )
+        + "</tr>"
+        for row, keys in zip(body, sort_keys, strict=True)
+    )
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>'
+
+
+def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> None:
+    """The fix-first section, first under each input's heading."""
+    page.add(f"<h2>{esc(FIX_FIRST_TITLE)}</h2>")
+    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), "nothing to fix first"))
+
+
+def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
+    """The per-kernel table (sortable), when the analysis has kernels."""
+    kernels = (analysis or {}).get("kernels") or []
+    if not kernels:
+        return
+    page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
+    page.add(sortable_table_html(kernel_rows(kernels), kernel_sort_keys(kernels)))
 
 
 def cards_html(items: list[tuple[str, str]]) -> str:
@@ -221,7 +269,9 @@ def add_run_sections(
             + ([record["analysis"]["note"]] if (record.get("analysis") or {}).get("note") else [])
         )
     )
+    fix_first_html(page, findings_analysis(record, analysis), tokens_per_step(record))
     page.add(cards_html(run_summary_items(record, analysis)))
+    page.add(f'<p class="sub">{esc(INTERVAL_NOTE.strip("_"))}</p>')
     _tp_run_section(page, record)
     summary, floor = record.get("summary") or {}, record.get("floor") or {}
     page.add("<h2>Speed of light</h2>")
@@ -243,6 +293,7 @@ def add_run_sections(
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    kernels_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
         page.add(table_html(gap_rows(analysis["gaps_top"])))
@@ -280,7 +331,13 @@ def add_ablation_sections(
         f"Shapley: {esc(attribution.get('shapley_method'))}</p>"
     )
     page.add(warnings_html(warnings))
+    base_key = config_key_with_role(ablation, "baseline")
+    base_record = records.get(base_key or "") or {}
+    fix_first_html(
+        page, findings_analysis(base_record, analyses.get(base_key or "")), tokens_per_step(base_record)
+    )
     page.add(cards_html(ablation_summary_items(attribution)))
+    page.add(f'<p class="sub">{esc(INTERVAL_NOTE.strip("_"))}</p>')
     if not attribution:
         page.add('<p class="warn">no attribution yet: the ablation has not finished</p>')
     if attribution.get("waterfall"):
@@ -294,12 +351,11 @@ def add_ablation_sections(
             "no per-switch attribution",
         )
     )
-    base_key, all_key = config_key_with_role(ablation, "baseline"), config_key_with_role(ablation, "all_on")
+    all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
         if key is not None and key in analyses:
             _timeline_section(page, analyses[key], f"One decode step: {label} ({key})")
-    base_record = records.get(base_key or "") or {}
     page.add("<h2>Host-blocking reads (baseline)</h2>")
     page.add(
         table_html(
@@ -356,10 +412,12 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     page.heading(f"Trace: {trace_title(analysis)}")
     page.add(f'<p class="sub">steps from {esc(analysis.get("step_source"))}</p>')
     page.add(warnings_html(trace_warnings(analysis)))
+    fix_first_html(page, analysis)
     page.add(cards_html(trace_summary_items(analysis)))
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    kernels_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
     page.add("<h2>Devices</h2>")

@@ -49,3 +49,30 @@ def kernel_rows(kernels: list[dict[str, Any]] | None, name_chars: int | None = N
             ]
         )
     return KERNEL_HEADERS, rows
+
+
+def kernel_sort_keys(kernels: list[dict[str, Any]] | None) -> list[list[float | str]]:
+    """Per row of `kernel_rows`, the raw value of each column (what a sortable HTML table sorts by)."""
+    keys = []
+    for index, k in enumerate((k for k in kernels or [] if isinstance(k, dict)), start=1):
+        keys.append(
+            [
+                index,
+                plain(k.get("name")),
+                *(
+                    num(k.get(field)) if num(k.get(field)) is not None else -1.0
+                    for field in (
+                        "count",
+                        "count_per_step",
+                        "ns_per_step",
+                        "share",
+                        "total_ns",
+                        "mean_ns",
+                        "p50_ns",
+                        "max_ns",
+                        "achieved_gbps",
+                    )
+                ),
+            ]
+        )
+    return keys

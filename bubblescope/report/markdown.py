@@ -31,8 +31,16 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     plain,
     shorten,
 )
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
+
+# Said under every headline TPOT so a reader knows which interval every surface shows.
+INTERVAL_NOTE = (
+    "_Intervals: 95% CI from a two-level bootstrap (repeats, then steps within them); an estimate whose "
+    "interval holds zero or is wider than the effect is marked not resolved (docs/intervals.md)._"
+)
 
 
 def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
@@ -318,6 +326,42 @@ def _md_warnings(warnings: list[Any] | None) -> list[str]:
     return [f"> ⚠ {md_cell(w)}" for w in warnings or []]
 
 
+def tokens_per_step(record: dict[str, Any]) -> float:
+    """Mean tokens per timed step of a RunRecord (1 for plain decoding, the accept length for spec)."""
+    summary = record.get("summary") or {}
+    tokens, steps, repeats = (num(summary.get(k)) for k in ("tokens", "steps", "repeats"))
+    if tokens and steps and repeats:
+        return tokens / (steps * repeats)
+    return 1.0
+
+
+def findings_analysis(record: dict[str, Any], analysis: dict[str, Any] | None) -> dict[str, Any]:
+    """What the fix-first list reads for a run: its analysis, with the record's own reads when the record
+    holds them (on CPU only the record has the readbacks counted from the trace)."""
+    merged = dict(analysis or {})
+    merged["syncs"] = record_syncs(record, analysis)
+    if not analysis:
+        merged["gpu_measured"] = (record.get("analysis") or {}).get("gpu_measured", False)
+        merged["summary"] = {"idle_by_class_ns_per_step": (record.get("analysis") or {}).get(
+            "idle_by_class_ns_per_step"
+        ) or {}}
+    return merged
+
+
+def fix_first_md(analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> list[str]:
+    """The fix-first heading and table of a Markdown report."""
+    rows = fix_first_rows(fix_first(analysis, per_step_tokens))
+    return [f"### {FIX_FIRST_TITLE}", md_table(rows, "nothing to fix first")]
+
+
+def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
+    """The per-kernel heading and table (top `limit` by GPU time), nothing without kernels."""
+    headers, rows = kernel_rows((analysis or {}).get("kernels"))
+    if not rows:
+        return []
+    return [f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})", md_table((headers, rows[:limit]))]
+
+
 def run_markdown(
     record: dict[str, Any], analysis: dict[str, Any] | None, warnings: list[str] | None = None
 ) -> str:
@@ -328,9 +372,11 @@ def run_markdown(
         f"## Run: {md_cell(run_title(record))}",
         *_md_warnings(list(warnings or []) + ([note] if note else [])),
     ]
-    parts += [md_items(run_summary_items(record, analysis)), *tp_markdown(record)]
+    parts += fix_first_md(findings_analysis(record, analysis), tokens_per_step(record))
+    parts += [md_items(run_summary_items(record, analysis)), INTERVAL_NOTE, *tp_markdown(record)]
     parts += ["### Host-blocking reads"]
     parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    parts += kernels_md(analysis)
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
         parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10))]
@@ -347,7 +393,10 @@ def ablation_markdown(
     attribution = ablation.get("attribution") or {}
     parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
-    parts += [md_items(ablation_summary_items(attribution)), "### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
+    base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
+    parts += fix_first_md(findings_analysis(base_record, None), tokens_per_step(base_record))
+    parts += [md_items(ablation_summary_items(attribution)), INTERVAL_NOTE]
+    parts += ["### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
     switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
     parts.append(md_table(switches, "no per-switch attribution"))
     waterfall = [
@@ -366,7 +415,6 @@ def ablation_markdown(
     ]
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
     parts += ablation_tp_markdown(ablation, records)
-    base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
     parts += ["### Host-blocking reads (baseline)"]
     parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -376,8 +424,10 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
     """Markdown for a bare trace's analysis: per-step numbers, blocking reads, largest gaps."""
     analysis = conform_analysis(analysis) or {}
     parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
+    parts += fix_first_md(analysis)
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
     parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    parts += kernels_md(analysis)
     gaps = analysis.get("gaps_top") or []
     parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]
     return "\n\n".join(p for p in parts if p) + "\n"
