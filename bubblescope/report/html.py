@@ -33,6 +33,8 @@ from bubblescope.report.markdown import (
     config_rows,
     device_rows,
     findings_analysis,
+    floor_measured,
+    floor_unmeasured_text,
     environment_rows,
     fmt_bytes,
     gap_rows,
@@ -275,7 +277,9 @@ def add_run_sections(
     _tp_run_section(page, record)
     summary, floor = record.get("summary") or {}, record.get("floor") or {}
     page.add("<h2>Speed of light</h2>")
-    if num(summary.get("tpot_ms")) is not None and floor:
+    if floor and not floor_measured(record):
+        page.add(f'<p class="muted">floor: {esc(floor_unmeasured_text(record))}</p>')
+    elif num(summary.get("tpot_ms")) is not None and floor:
         ci = tpot_interval_ms(summary)
         page.figure(
             figures.speed_of_light_figure(
@@ -376,8 +380,9 @@ def _ablation_config_sections(
             continue
         summary = record.get("summary") or {}
         ci = tpot_interval_ms(summary)
-        # Each configuration has its own floor: bf16 router / lm_head switches read fewer bytes.
-        own_floor = (record.get("floor") or {}).get("floor_ms")
+        # Each configuration has its own floor: bf16 router / lm_head switches read fewer bytes. An assumed
+        # bandwidth (a CPU run) gives no floor at all.
+        own_floor = (record.get("floor") or {}).get("floor_ms") if floor_measured(record) else None
         rows.append(
             {
                 "label": config.get("key"),
@@ -392,7 +397,8 @@ def _ablation_config_sections(
             idle_rows.append(
                 {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
             )
-    floor_ms = ((records.get(base_key or "") or {}).get("floor") or {}).get("floor_ms")
+    base_record = records.get(base_key or "") or {}
+    floor_ms = (base_record.get("floor") or {}).get("floor_ms") if floor_measured(base_record) else None
     page.add("<h2>Speed of light per configuration</h2>")
     if rows:
         page.figure(figures.speed_of_light_figure(rows, num(floor_ms)))

@@ -18,6 +18,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     Rows,
     fmt_bytes,
     fmt_delta_ms,
+    fmt_duration_ms,
     fmt_duration_ns,
     fmt_interval,
     fmt_ms,
@@ -166,7 +167,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
                 fmt_ms(summary.get("tpot_ms")),
                 ci_text,
                 plain(reads),
-                f"{ratio:.2f}×" if num(ratio) is not None else "—",
+                f"{ratio:.2f}×" if num(ratio) is not None and floor_measured(record) else "—",
             ]
         )
     return headers, rows
@@ -182,11 +183,15 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
     idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    measured = floor_measured(record)
     items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
         ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
-        ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
-        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None else "—"),
+        (
+            "speed-of-light floor",
+            fmt_ms(floor.get("floor_ms")) if measured or not floor else floor_unmeasured_text(record),
+        ),
+        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None and measured else "—"),
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
         ("GPU idle/step", idle_text),
     ]
@@ -195,6 +200,37 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
         # How far the trace-derived numbers (gaps, reads) describe the timed steps.
         items.append(("profiled step ÷ timed step", f"{profiled:.2f}×"))
     return items
+
+
+def floor_measured(record: dict[str, Any]) -> bool:
+    """True when a run's floor means something: its bandwidth was given (--bandwidth) or measured on the
+    CUDA device that ran. An assumed H200 bandwidth on a CPU run gives ratios like 258,279x floor."""
+    floor = record.get("floor") or {}
+    source = str(floor.get("bandwidth_source") or "")
+    device = str((record.get("environment") or {}).get("device") or "")
+    if num(floor.get("floor_ms")) is None:
+        return False
+    return source.startswith("given") or (source.startswith("measured") and device.startswith("cuda"))
+
+
+def floor_unmeasured_text(record: dict[str, Any]) -> str:
+    device = str((record.get("environment") or {}).get("device") or "")
+    where = "on CPU" if not device.startswith("cuda") else "on this device"
+    return f"not measured {where} (give --bandwidth)"
+
+
+def floor_text(record: dict[str, Any]) -> str:
+    """One line for consoles: the floor and TPOT ÷ floor, or why there is none."""
+    floor = record.get("floor") or {}
+    if not floor:
+        return "floor: not recorded"
+    if not floor_measured(record):
+        return "floor: " + floor_unmeasured_text(record)
+    return (
+        f"floor {fmt_duration_ms(floor.get('floor_ms'))} ({fmt_bytes(floor.get('bytes_per_token'))}/token at "
+        f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
+        f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
+    )
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
