@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.readbacks import count_readbacks, load_trace_events
 from bubblescope.errors import ConfigError, RecordError
+from bubblescope.readbacks import count_readbacks, load_trace_events
 from bubblescope.records import load_record
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
 
@@ -39,6 +39,9 @@ class GateInput:
     syncs: list[dict[str, Any]]
     per_token_ns: list[np.ndarray] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # What the verdict's embedded diff (bubblescope.diff/1) is built from: the record and/or analysis.
+    record: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
 
 
 def parse_threshold(text: str) -> float:
@@ -86,6 +89,7 @@ def _trace_input(path: Path) -> GateInput:
                 float(analysis["summary"]["blocking_reads_per_step"]),
                 analysis.get("syncs", []),
                 meta={"source": "analysis"},
+                analysis=analysis,
             )
     counted = count_readbacks(path)
     return GateInput(
@@ -124,6 +128,7 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
         list(analysis.get("syncs", [])),
         per_token,
         meta,
+        record=record,
     )
 
 
@@ -250,6 +255,15 @@ def evaluate_gate(
 def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") -> dict[str, Any]:
     """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
     threshold = parse_threshold(max_regression)
-    return evaluate_gate(
-        load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold
-    )
+    baseline, current = load_gate_input(baseline_path), load_gate_input(current_path)
+    verdict = evaluate_gate(baseline, current, max_regression=threshold)
+    verdict["diff"] = gate_diff(baseline, current)
+    return verdict
+
+
+def gate_diff(baseline: GateInput, current: GateInput) -> dict[str, Any]:
+    """The `bubblescope diff` of the two sides the gate compared, from what the gate already loaded."""
+    from bubblescope.diff import compute_diff, side_from
+
+    sides = [side_from(g.path, g.kind, g.record, g.analysis) for g in (baseline, current)]
+    return compute_diff(*sides)

@@ -149,7 +149,9 @@ def median_with_ci(
     return est, lo, hi
 
 
-def is_resolved(est: float, lo: float, hi: float, max_relative_half_width: float = MAX_RELATIVE_HALF_WIDTH) -> bool:
+def is_resolved(
+    est: float, lo: float, hi: float, max_relative_half_width: float = MAX_RELATIVE_HALF_WIDTH
+) -> bool:
     """True when an effect stands out from its noise: the interval excludes zero and is not wider than
     the effect (half-width <= `max_relative_half_width` x |est|). A CPU saving of [+56, +2002] ms around
     500 ms excludes zero but is not resolved."""

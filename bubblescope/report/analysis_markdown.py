@@ -6,7 +6,7 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
-from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table, plural
+from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 
@@ -75,7 +75,8 @@ def render_analysis_markdown(analysis: dict) -> str:
         for i, s in enumerate(analysis["syncs"], start=1):
             lines.append(
                 f"| {i} | {_cell(s['site'])} | {_cell(s['op'] or s['api'])} | {s['count']} | "
-                f"{s['per_step']:g} | {fmt_duration_ns(s['blocked_ns'])} | {fmt_duration_ns(s['bubble_ns'])} | "
+                f"{s['per_step']:g} | {fmt_duration_ns(s['blocked_ns'])} | "
+                f"{fmt_duration_ns(s['bubble_ns'])} | "
                 f"{_cell(s['hint'])} |"
             )
     else:

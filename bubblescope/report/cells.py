@@ -98,7 +98,7 @@ def fmt_bytes(value: Any) -> str:
 
 
 def fmt_interval(interval: Any) -> str:
-    """`est [lo, hi]` for an {est, lo, hi} dict in ms; `not resolved: …` when it is noise (stats.is_resolved)."""
+    """`est [lo, hi]` of an {est, lo, hi} dict (ms), marked `not resolved` when it is noise."""
     if not isinstance(interval, dict) or num(interval.get("est")) is None:
         return "—"
     est, lo, hi = float(interval["est"]), num(interval.get("lo")), num(interval.get("hi"))

@@ -161,7 +161,9 @@ def fix_first(
         return []
     tokens = tokens_per_step if tokens_per_step and tokens_per_step > 0 else 1.0
     findings = (
-        _sync_findings(analysis, tokens) + _idle_findings(analysis, tokens) + _kernel_findings(analysis, tokens)
+        _sync_findings(analysis, tokens)
+        + _idle_findings(analysis, tokens)
+        + _kernel_findings(analysis, tokens)
     )
     findings = [
         f for f in findings if f["saving_ns_per_token"] is None or f["saving_ns_per_token"] >= MIN_SAVING_NS

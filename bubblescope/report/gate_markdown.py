@@ -65,6 +65,10 @@ def render_gate_markdown(verdict: dict[str, Any]) -> str:
         lines.append("")
     for warning in verdict.get("warnings", []):
         lines.append(f"> ⚠️ {_md(warning)}")
+    if verdict.get("diff"):
+        from bubblescope.report.diff_render import render_diff_markdown
+
+        lines += ["", render_diff_markdown(verdict["diff"], heading_level=3)]
     lines += [
         "",
         f"_baseline: {_md(verdict['baseline']['path'])} · current: {_md(verdict['current']['path'])}_",

@@ -25,17 +25,17 @@ from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_ro
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
+    INTERVAL_NOTE,
     Rows,
     ablation_summary_items,
     ablation_title,
     config_key_with_role,
-    INTERVAL_NOTE,
     config_rows,
     device_rows,
+    environment_rows,
     findings_analysis,
     floor_measured,
     floor_unmeasured_text,
-    environment_rows,
     fmt_bytes,
     gap_rows,
     gaps_heading,
@@ -47,10 +47,10 @@ from bubblescope.report.markdown import (
     switch_info_rows,
     switch_rows,
     sync_rows,
+    tokens_per_step,
     tpot_interval_ms,
     trace_summary_items,
     trace_title,
-    tokens_per_step,
     trace_warnings,
 )
 from bubblescope.report.tp_rows import (
@@ -208,9 +208,7 @@ def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "no
     head = "".join(f'<th title="click to sort">{esc(h)}</th>' for h in headers)
     lines = "".join(
         "<tr>"
-        + "".join(
-            f'<td data-sort="{esc(key)}">{esc(cell)}</td>' for cell, key in zip(row, keys, strict=True)
-        )
+        + "".join(f'<td data-sort="{esc(key)}">{esc(cell)}</td>' for cell, key in zip(row, keys, strict=True))
         + "</tr>"
         for row, keys in zip(body, sort_keys, strict=True)
     )

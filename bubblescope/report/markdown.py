@@ -24,7 +24,6 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     fmt_ms,
     fmt_number,
     fmt_range,
-    fmt_duration_ns,
     md_cell,
     md_items,
     md_table,
@@ -378,9 +377,9 @@ def findings_analysis(record: dict[str, Any], analysis: dict[str, Any] | None) -
     merged["syncs"] = record_syncs(record, analysis)
     if not analysis:
         merged["gpu_measured"] = (record.get("analysis") or {}).get("gpu_measured", False)
-        merged["summary"] = {"idle_by_class_ns_per_step": (record.get("analysis") or {}).get(
-            "idle_by_class_ns_per_step"
-        ) or {}}
+        merged["summary"] = {
+            "idle_by_class_ns_per_step": (record.get("analysis") or {}).get("idle_by_class_ns_per_step") or {}
+        }
     return merged
 
 
@@ -395,7 +394,10 @@ def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
     headers, rows = kernel_rows((analysis or {}).get("kernels"))
     if not rows:
         return []
-    return [f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})", md_table((headers, rows[:limit]))]
+    return [
+        f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
+        md_table((headers, rows[:limit])),
+    ]
 
 
 def run_markdown(

@@ -187,6 +187,10 @@ def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
     console.print(table)
     for warning in verdict.get("warnings", []):
         console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if verdict.get("diff"):
+        from bubblescope.report.diff_render import print_diff
+
+        print_diff(console, verdict["diff"])
 
 
 def ablation_progress(console: Console) -> Progress:

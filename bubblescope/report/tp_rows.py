@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import Rows, fmt_duration_ns, fmt_ms, md_cell, md_items, md_table, num, plain
 from bubblescope.report.load_inputs import conform_document
-from bubblescope.report.cells import Rows, fmt_ms, fmt_duration_ns, md_cell, md_items, md_table, num, plain
 
 TP_SHAPE = {"ranks": [dict]}
 SECTION_TITLE = "Tensor-parallel ranks"

@@ -1,4 +1,4 @@
-"""Names from a trace cannot inject Markdown, HTML or terminal sequences on any surface (issue 18 §6, §7, §10).
+"""Trace names cannot inject Markdown, HTML or terminal sequences on any surface (issue 18 §6, §7, §10).
 
 The trace is a built `item_sync` scenario whose Python frame, kernel names and file name carry raw HTML,
 Markdown markup, a table pipe, line breaks, rich markup and ESC/BEL/C1 sequences. Every Markdown surface
@@ -66,7 +66,7 @@ def _surfaces(tmp_path: Path, name: str) -> dict[str, str]:
         "analyze": ["analyze", str(trace), "--format", "markdown"],
         "report": ["report", str(trace), "--format", "markdown"],
         "gate": ["gate", "--baseline", str(plain), "--current", str(trace), "--format", "markdown"],
-        # "diff": ["diff", str(plain), str(trace), "--format", "markdown"],
+        "diff": ["diff", str(plain), str(trace), "--format", "markdown"],
     }.items():
         result = runner.invoke(app, args)
         assert result.exit_code in (0, 1), (label, result.output)

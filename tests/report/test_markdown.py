@@ -79,7 +79,7 @@ def test_inputs_markdown_has_one_section_per_input(paths: list) -> None:
 
 
 def test_number_formats() -> None:
-    from bubblescope.report.markdown import fmt_bytes, fmt_interval, fmt_duration_ns, fmt_ms
+    from bubblescope.report.markdown import fmt_bytes, fmt_duration_ns, fmt_interval, fmt_ms
 
     nbsp = "\u00a0"
     assert fmt_ms(2.4651) == f"2.465{nbsp}ms" and fmt_ms(0.00228) == f"0.00228{nbsp}ms"
