@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.cells import Rows, fmt_duration_ns, num, plain, shorten
+from bubblescope.report.cells import NAME_CHARS_SHOWN, Rows, fmt_duration_ns, num, plain, shorten
 
 KERNEL_HEADERS = [
     "#",
@@ -58,7 +58,8 @@ def kernel_sort_keys(kernels: list[dict[str, Any]] | None) -> list[list[float | 
         keys.append(
             [
                 index,
-                plain(k.get("name")),
+                # Sorting by a name's start is enough; the whole name is in the cell already.
+                shorten(plain(k.get("name")), NAME_CHARS_SHOWN),
                 *(
                     num(k.get(field)) if num(k.get(field)) is not None else -1.0
                     for field in (
