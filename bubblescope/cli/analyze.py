@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +13,16 @@ import typer
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json", "markdown")
+
+
+class AnalyzeFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
 FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
@@ -19,7 +30,7 @@ STEP_MARKER_HELP = (
 )
 ANNOTATE_HELP = (
     "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
-    "opens in ui.perfetto.dev). Several ranks: OUT.rank<N>.json.gz."
+    "opens in ui.perfetto.dev). Several ranks: OUT.rankN.json.gz."
 )
 
 
@@ -28,7 +39,9 @@ def register(app: typer.Typer) -> None:
     def analyze(
         traces: Annotated[list[Path], typer.Argument(help=TRACES_HELP)],
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
-        output_format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
+        output_format: Annotated[
+            AnalyzeFormat, typer.Option("--format", help=FORMAT_HELP)
+        ] = AnalyzeFormat.table,
         annotate: Annotated[Path | None, typer.Option("--annotate", help=ANNOTATE_HELP)] = None,
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,13 @@ from bubblescope.cli.reference_options import (
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
+
+
+class RunFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    json = "json"
 
 
 def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> Path:
@@ -82,11 +90,11 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
-            typer.Option(
-                "--out", help="Output folder (default reports/runs/<UTC time>-<preset>-<switches>/)."
-            ),
+            typer.Option("--out", help="Output folder (default reports/runs/UTC_TIME-PRESET-SWITCHES/)."),
         ] = None,
-        output_format: str = typer.Option("table", "--format", help="table or json (prints the RunRecord)."),
+        output_format: Annotated[
+            RunFormat, typer.Option("--format", help="table, or json (prints the RunRecord).")
+        ] = RunFormat.table,
         tp: int = typer.Option(
             1, "--tp", help="Tensor-parallel ranks of the reference model (one GPU each; gloo on CPU)."
         ),
@@ -100,7 +108,7 @@ def register(app: typer.Typer) -> None:
 
         Writes record.json (schema bubblescope.run/1), trace.json.gz, analysis.json and report.html
         into --out. With --tp N it starts N ranks (torchrun-compatible), rank 0 times, every rank
-        writes trace.rank<N>.json.gz, and record.json lists them under "tp". On CPU it runs the
+        writes trace.rankN.json.gz, and record.json lists them under "tp". On CPU it runs the
         tiny debug preset and counts device readbacks per step from
         the trace (each would block the host on a GPU); GPU bubbles are not measured there.
         """
