@@ -28,6 +28,12 @@ TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per ran
 STEP_MARKER_HELP = (
     "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
 )
+BYTES_HELP = (
+    "Bytes one decoded token reads from HBM (your model's weights + KV); with --bandwidth gives a floor."
+)
+BANDWIDTH_HELP = (
+    "HBM bandwidth (GB/s) of the GPU that recorded the trace; with --bytes-per-token gives a floor."
+)
 ANNOTATE_HELP = (
     "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
     "opens in ui.perfetto.dev). Several ranks: OUT.rankN.json.gz."
@@ -43,6 +49,12 @@ def register(app: typer.Typer) -> None:
             AnalyzeFormat, typer.Option("--format", help=FORMAT_HELP)
         ] = AnalyzeFormat.table,
         annotate: Annotated[Path | None, typer.Option("--annotate", help=ANNOTATE_HELP)] = None,
+        bytes_per_token: Annotated[
+            float | None, typer.Option("--bytes-per-token", metavar="BYTES", help=BYTES_HELP)
+        ] = None,
+        bandwidth: Annotated[
+            float | None, typer.Option("--bandwidth", metavar="GB/S", help=BANDWIDTH_HELP)
+        ] = None,
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")
         ] = 4096,
@@ -56,6 +68,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 on success, 2 on a bad trace or option.
         """
         from bubblescope.analysis import analysis_dict, analyze_ranks
+        from bubblescope.trace_floor import trace_floor
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
@@ -65,6 +78,7 @@ def register(app: typer.Typer) -> None:
             traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
         )
         result = analysis_dict(ranks)
+        result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
         if annotate is not None:
             _write_annotations(ranks, annotate, max_decompressed_mb << 20)
         if output_format == "json":

@@ -11,10 +11,11 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bubblescope.report.cells import fmt_duration_ns, plural
+from bubblescope.report.cells import fmt_duration_ns, plural, steps_and_ranks
 from bubblescope.report.escape import console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
+from bubblescope.trace_floor import floor_line
 
 CLASS_STYLE = {
     "sync": "bold red",
@@ -56,8 +57,10 @@ def print_analysis(console: Console, analysis: dict) -> None:
     """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`."""
     summary = analysis["summary"]
     print_fix_first(console, analysis)
+    steps, ranks = steps_and_ranks(analysis)
+    on_ranks = f" on each of {ranks} ranks" if ranks > 1 else ""
     headline = (
-        f"[bold]bubblescope analyze[/bold]: {plural(summary['steps'], 'step')} "
+        f"[bold]bubblescope analyze[/bold]: {plural(steps, 'step')}{on_ranks} "
         f"(steps from {console_text(analysis['step_source'])}), "
         f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
     )
@@ -67,6 +70,7 @@ def print_analysis(console: Console, analysis: dict) -> None:
             f"idle {us(summary['idle_ns_per_step'])}/step"
         )
     console.print(headline)
+    console.print(console_text(floor_line(analysis)))
     for warning in analysis["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     if analysis.get("gpu_measured", True):

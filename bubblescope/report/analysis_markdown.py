@@ -6,9 +6,10 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
-from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table
+from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table, steps_and_ranks
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
+from bubblescope.trace_floor import floor_line
 
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
 TOP_GAPS_SHOWN = 10
@@ -37,13 +38,16 @@ def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str
 def render_analysis_markdown(analysis: dict) -> str:
     """The whole analysis as Markdown: fix-first, summary, idle by cause, devices, reads, kernels, gaps."""
     summary = analysis["summary"]
+    steps, ranks = steps_and_ranks(analysis)
+    on_ranks = f" on each of {ranks} ranks" if ranks > 1 else ""
     lines = ["## bubblescope analyze", "", *fix_first_markdown(analysis)]
     lines += [
-        f"- steps: **{summary['steps']}** (from {_cell(analysis['step_source'])})",
+        f"- steps: **{steps}**{on_ranks} (from {_cell(analysis['step_source'])})",
         f"- blocking reads per step: **{summary['blocking_reads_per_step']:g}**",
         f"- GPU busy per step: {fmt_duration_ns(summary['gpu_busy_ns_per_step'])}, "
         f"idle per step: {fmt_duration_ns(summary['idle_ns_per_step'])}",
     ]
+    lines.append(f"- {_cell(floor_line(analysis))}")
     lines += [f"- warning: {_cell(w)}" for w in analysis["warnings"]]
     by_class = summary["idle_by_class_ns_per_step"]
     lines += [

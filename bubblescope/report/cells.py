@@ -145,3 +145,17 @@ def md_table(rows: Rows, empty: str = "none") -> str:
 
 def md_items(items: list[tuple[str, str]]) -> str:
     return md_table((["metric", "value"], [[label, value] for label, value in items]))
+
+
+def steps_and_ranks(analysis: dict[str, Any]) -> tuple[int, int]:
+    """(decode steps, ranks) of an analysis: its `steps[]` hold one entry per rank and step, so 2 ranks
+    of 4 steps are 4 steps, not 8."""
+    per_rank: dict[str, int] = {}
+    for step in analysis.get("steps") or []:
+        if isinstance(step, dict):
+            key = plain(step.get("rank"))
+            per_rank[key] = per_rank.get(key, 0) + 1
+    if per_rank:
+        return max(per_rank.values()), len(per_rank)
+    steps = num((analysis.get("summary") or {}).get("steps"))
+    return int(steps or 0), 1

@@ -30,11 +30,13 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     num,
     plain,
     shorten,
+    steps_and_ranks,
 )
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
+from bubblescope.trace_floor import floor_line
 
 # Said under every headline TPOT so a reader knows which interval every surface shows.
 INTERVAL_NOTE = (
@@ -314,14 +316,16 @@ def device_rows(analysis: dict[str, Any]) -> Rows:
 
 def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     summary = analysis.get("summary") or {}
+    steps, ranks = steps_and_ranks(analysis)
     items = [
-        ("steps", plain(summary.get("steps"))),
+        ("steps", str(steps) + (f" on each of {ranks} ranks" if ranks > 1 else "")),
         ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
         ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
         ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
-    return items + [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    items += [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    return items + [("speed-of-light floor", floor_line(analysis))]
 
 
 def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]:
