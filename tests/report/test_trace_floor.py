@@ -1,4 +1,4 @@
-"""A bare trace gets a floor only from numbers the user gives; steps are counted per rank (issue 16 §2, §5)."""
+"""A bare trace gets a floor only from numbers the user gives; steps counted per rank (issue 16 §2, §5)."""
 
 from __future__ import annotations
 
