@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bubblescope.capture.setup import resolve_toggles
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -35,27 +36,6 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     switches = "+".join(sorted(enabled)) or "baseline"
     return Path("reports") / kind / f"{stamp}-{preset or 'default'}-{switches}"
-
-
-def resolve_toggles(toggle: str | None, all_on: bool, workload: Any) -> tuple[frozenset[str], list[str]]:
-    """`--toggle`/`--all` → enabled switches; GPU-only switches are refused on CPU (or left out of --all)."""
-    from bubblescope.capture.setup import check_usable, usable_switches, workload_on_cuda
-    from bubblescope.workload import parse_toggles
-
-    if toggle and all_on:
-        raise ConfigError("use either --toggle or --all, not both")
-    infos = workload.switches()
-    on_cuda = workload_on_cuda(workload)
-    notices = []
-    if all_on:
-        usable = usable_switches(infos, on_cuda)
-        skipped = [i.name for i in infos if i.name not in usable]
-        if skipped:
-            notices.append(f"--all on CPU leaves out switches that need a GPU: {', '.join(skipped)}")
-        return frozenset(usable), notices
-    enabled = parse_toggles(toggle, infos)
-    check_usable(enabled, infos, on_cuda)
-    return enabled, notices
 
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
@@ -171,7 +151,10 @@ def register(app: typer.Typer) -> None:
             workload_info=workload_info,
             bandwidth=resolve_floor_bandwidth(),
         )
-        notices += run_notices
+        from bubblescope.report.run_page import write_run_report
+
+        record, notice = write_run_report(out_dir / "record.json")
+        notices += run_notices + ([notice] if notice else [])
         if output_format == "json":
             typer.echo(json.dumps(record, indent=1))
             return
