@@ -39,9 +39,16 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
 
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
+    from bubblescope.report.cells import fmt_duration_ms
+    from bubblescope.report.markdown import tpot_interval_ms
+    from bubblescope.stats import INTERVAL_LABEL
+
     summary = record["summary"]
-    lo, hi = summary["tpot_ci95_ms"]
-    typer.echo(f"TPOT {summary['tpot_ms']:.4f} ms (95% CI {lo:.4f}-{hi:.4f}), {summary['tokens']} tokens")
+    lo, hi = tpot_interval_ms(summary)
+    typer.echo(
+        f"TPOT {fmt_duration_ms(summary['tpot_ms'])} ({INTERVAL_LABEL} {fmt_duration_ms(lo)} - "
+        f"{fmt_duration_ms(hi)}), {summary['tokens']} tokens"
+    )
     analysis = record.get("analysis")
     if analysis:
         typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
