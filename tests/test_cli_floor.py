@@ -177,7 +177,7 @@ def test_presets_on_cpu_say_the_step_time_not_fits(monkeypatch: pytest.MonkeyPat
     tiny = next(row for row in listing["presets"] if row["preset"] == "ling3-tiny")
     # 10 GB/s host copy: the step cannot beat bytes per token / 10 GB/s.
     assert tiny["expected_step_s_min"] == pytest.approx(tiny["bytes_per_token"] / 10e9)
-    table = _flat(runner.invoke(app, ["presets"], terminal_width=200).output)
+    table = _flat(runner.invoke(app, ["presets"], env={"COLUMNS": "200"}).output)
     shown = re.search(r"ling3-tiny .*?≥ ([0-9.,]+) ms/step", table)
     assert shown is not None, table
     assert abs(float(shown.group(1).replace(",", "")) - tiny["bytes_per_token"] / 10e9 * 1e3) < 1.0

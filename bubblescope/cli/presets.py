@@ -142,7 +142,7 @@ def _print_table(listing: dict[str, Any]) -> None:
     )
     table.add_column("preset", no_wrap=True)
     for column in ("layers", "experts", "params", "active", "bf16 GB", "GB/tok", "fits"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for row in listing["presets"]:
         table.add_row(
             row["preset"],
