@@ -48,6 +48,8 @@ SLICE_DRAW_ORDER = [
     "cuda_sync",
 ]
 NS_PER_US = 1000.0
+# Nested host slices get their own lane per depth, up to this many (deeper ones share the last).
+MAX_HOST_DEPTH_LANES = 4
 BAR_WIDTH_OUTER = 0.8
 BAR_WIDTH_STEP = 0.14
 BAR_WIDTH_MIN = 0.25
@@ -358,9 +360,20 @@ def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) 
         )
 
 
-def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) -> None:
+def depth_lane(lane: str, depth: int, host_lanes: set[str]) -> str:
+    """The lane a slice is drawn on: a host slice nested `depth` deep gets `lane · depth N`."""
+    if lane not in host_lanes or depth == 0:
+        return lane
+    return f"{lane} · depth {min(depth, MAX_HOST_DEPTH_LANES)}"
+
+
+def _add_slice_traces(
+    fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lanes: set[str]
+) -> list[str]:
+    """Slices as bars, one trace per category; returns the depth lanes it drew on."""
     slices = [sl for sl in timeline.get("slices") or [] if isinstance(sl, dict)]
     depths = _slice_depths(slices)
+    used: list[str] = []
     by_cat: dict[str, list[int]] = {}
     for index, sl in enumerate(slices):
         by_cat.setdefault(str(sl.get("cat", "other")), []).append(index)
@@ -372,14 +385,21 @@ def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float
         rows = [slices[i] for i in indices]
         start_us = [(_num(sl.get("start_ns")) - origin_ns) / NS_PER_US for sl in rows]
         dur_us = [_num(sl.get("dur_ns")) / NS_PER_US for sl in rows]
-        widths = [max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN) for i in indices]
+        lanes = [depth_lane(str(slices[i].get("lane")), depths[i], host_lanes) for i in indices]
+        used += [lane for lane in lanes if lane not in used]
+        widths = [
+            BAR_WIDTH_OUTER
+            if str(slices[i].get("lane")) in host_lanes
+            else max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN)
+            for i in indices
+        ]
         hover = [
             f"<b>{plot_text(sl.get('name'))}</b><br>{plot_text(cat)} · {d:.1f} µs at +{s:.1f} µs"
             for sl, s, d in zip(rows, start_us, dur_us, strict=True)
         ]
         fig.add_trace(
             go.Bar(
-                y=[plot_text(sl.get("lane")) for sl in rows],
+                y=[plot_text(lane) for lane in lanes],
                 x=dur_us,
                 base=start_us,
                 width=widths,
@@ -390,6 +410,7 @@ def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float
                 marker={"color": SLICE_COLORS.get(cat, "#8c8c8c"), "line": {"width": 0.5, "color": "#fff"}},
             )
         )
+    return used
 
 
 def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lane: str) -> None:
@@ -444,11 +465,17 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
 
     Args:
         timeline: analysis/1 `timeline`: {start_ns, dur_ns, lanes[], slices[], gaps[], syncs[]}; times are
-            ns from trace start, drawn as µs from the step's start.
+            ns from trace start, drawn as µs from the start of the step's GPU interval (`gpu_start_ns`;
+            the whole window's start when the timeline has none), the view spanning that interval.
     Returns:
-        a horizontal-bar timeline with hover details for every slice, gap and read.
+        a horizontal-bar timeline with hover details for every slice, gap and read; host slices nested
+        in others are drawn on their own `host · depth N` lanes.
     """
-    origin_ns = _num(timeline.get("start_ns"))
+    # Aligned to the step's GPU interval: under host run-ahead the host window starts long before the
+    # GPU work it launched, and a window spanning both showed empty GPU lanes and a step wider than TPOT.
+    gpu_start_ns, gpu_dur_ns = _num(timeline.get("gpu_start_ns"), -1.0), _num(timeline.get("gpu_dur_ns"))
+    aligned = gpu_start_ns >= 0 and gpu_dur_ns > 0
+    origin_ns = gpu_start_ns if aligned else _num(timeline.get("start_ns"))
     lanes = [lane for lane in timeline.get("lanes") or [] if isinstance(lane, dict)]
     lane_names = [str(lane.get("lane")) for lane in lanes]
     for sl in timeline.get("slices") or []:
@@ -458,18 +485,30 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         (str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"),
         lane_names[0] if lane_names else "host",
     )
+    host_lanes = {str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"}
     fig = go.Figure()
     _add_gap_traces(fig, timeline, origin_ns)
-    _add_slice_traces(fig, timeline, origin_ns)
+    for lane in sorted(_add_slice_traces(fig, timeline, origin_ns, host_lanes)):
+        if lane not in lane_names:
+            # A depth lane sits right under the lanes of its host thread drawn so far.
+            parent = lane.split(" · depth ")[0]
+            at = max(i for i, name in enumerate(lane_names) if name.split(" · depth ")[0] == parent)
+            lane_names.insert(at + 1, lane)
     _add_sync_marks(fig, timeline, origin_ns, host_lane)
     fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
     fig.update_yaxes(
         categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
     )
-    fig.update_xaxes(title_text="µs from step start")
-    step_us = _num(timeline.get("dur_ns")) / NS_PER_US
-    if step_us > 0:
-        fig.update_xaxes(range=[0, step_us])
+    if aligned:
+        host_lead_us = (gpu_start_ns - _num(timeline.get("host_start_ns"), gpu_start_ns)) / NS_PER_US
+        note = f" (host window starts {host_lead_us:.1f} µs earlier: pan left)" if host_lead_us > 0 else ""
+        fig.update_xaxes(title_text="µs from the start of the step's GPU interval" + note)
+        fig.update_xaxes(range=[0, gpu_dur_ns / NS_PER_US])
+    else:
+        fig.update_xaxes(title_text="µs from step start")
+        step_us = _num(timeline.get("dur_ns")) / NS_PER_US
+        if step_us > 0:
+            fig.update_xaxes(range=[0, step_us])
     title = (
         f"One decode step (step {plot_text(timeline.get('step'))}, rank {plot_text(timeline.get('rank', 0))})"
     )

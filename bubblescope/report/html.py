@@ -242,9 +242,17 @@ def warnings_html(warnings: list[Any] | None) -> str:
     return "".join(f'<p class="warn">{esc(w)}</p>' for w in warnings or [])
 
 
-def _timeline_section(page: Page, analysis: dict[str, Any] | None, heading: str) -> None:
+def _timeline_section(
+    page: Page, analysis: dict[str, Any] | None, heading: str, profiled_over_timed: Any = None
+) -> None:
     timeline = (analysis or {}).get("timeline")
     page.add(f"<h2>{esc(heading)}</h2>")
+    if num(profiled_over_timed) is not None:
+        # The trace's steps ran under the profiler; say how far they describe the timed ones.
+        page.add(
+            f'<p class="sub">profiled step ÷ timed step: {num(profiled_over_timed):.2f}× '
+            "(gaps and busy times describe the profiled steps, TPOT the timed ones)</p>"
+        )
     if not isinstance(timeline, dict) or not timeline.get("slices"):
         page.add('<p class="muted">no timeline: the run has no analysed trace</p>')
         return
@@ -292,7 +300,9 @@ def add_run_sections(
         )
     else:
         page.add('<p class="muted">no floor recorded for this run</p>')
-    _timeline_section(page, analysis, "One decode step")
+    _timeline_section(
+        page, analysis, "One decode step", (record.get("analysis") or {}).get("profiled_step_over_timed")
+    )
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
     kernels_html(page, analysis)
@@ -357,7 +367,8 @@ def add_ablation_sections(
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
         if key is not None and key in analyses:
-            _timeline_section(page, analyses[key], f"One decode step: {label} ({key})")
+            ratio = ((records.get(key) or {}).get("analysis") or {}).get("profiled_step_over_timed")
+            _timeline_section(page, analyses[key], f"One decode step: {label} ({key})", ratio)
     page.add("<h2>Host-blocking reads (baseline)</h2>")
     page.add(
         table_html(

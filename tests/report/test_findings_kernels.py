@@ -126,3 +126,15 @@ def test_a_huge_kernel_name_is_whole_in_the_table_and_cut_in_figures(tmp_path: P
     # Shown whole once (the kernel table), cut everywhere else: the page grows by ~1 MB, not 90 MB.
     assert huge in huge_page
     assert len(huge_page) - len(small_page) < 1_200_000
+
+
+def test_timeline_is_aligned_to_the_gpu_interval_with_depth_lanes(tmp_path: Path) -> None:
+    # run_ahead's drawn step: host window 30-60 µs, GPU interval 57-98 µs (from its raw events).
+    timeline = analyze_traces([scenarios.run_ahead().write(tmp_path / "ra.json")])["timeline"]
+    fig = timeline_figure(timeline)
+    assert list(fig.layout.xaxis.range) == [0, 41.0]
+    assert "host window starts 27.0 µs earlier" in fig.layout.xaxis.title.text
+    # item_sync: `.item()`'s frame is nested in the step's frame: drawn on its own depth lane.
+    nested = timeline_figure(analyze_traces([scenarios.item_sync().write(tmp_path / "is.json")])["timeline"])
+    lanes = list(nested.layout.yaxis.categoryarray)
+    assert lanes.index("host · depth 1") == lanes.index("host") + 1

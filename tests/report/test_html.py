@@ -152,7 +152,10 @@ def test_timeline_figure_lanes_gaps_and_reads() -> None:
     assert read.y[0] == "host" and read.x[0] == pytest.approx(
         (timeline["syncs"][0]["start_ns"] - step_start_ns) / 1000
     )
-    assert list(fig.layout.yaxis.categoryarray) == ["host", "GPU 0 stream 7"]
+    # Nested host slices sit on their own depth lanes, right under their thread's lane.
+    lanes = list(fig.layout.yaxis.categoryarray)
+    assert lanes[0] == "host" and lanes[-1] == "GPU 0 stream 7"
+    assert all(lane.startswith("host · depth ") for lane in lanes[1:-1])
 
 
 def test_nested_slices_get_narrower_bars() -> None:
@@ -163,6 +166,13 @@ def test_nested_slices_get_narrower_bars() -> None:
         {"lane": "host", "name": "after", "start_ns": 100, "dur_ns": 5, "cat": "cpu_op"},
     ]
     assert figures._slice_depths(slices) == [0, 1, 2, 0]
+    assert [figures.depth_lane("host", d, {"host"}) for d in (0, 1, 2, 9)] == [
+        "host",
+        "host · depth 1",
+        "host · depth 2",
+        f"host · depth {figures.MAX_HOST_DEPTH_LANES}",
+    ]
+    assert figures.depth_lane("GPU 0", 3, {"host"}) == "GPU 0"
 
 
 def test_minimal_record_renders_without_optional_sections() -> None:
