@@ -94,7 +94,10 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
     values_ms = tpot_ms[:1] + [
         _num(row.get("delta_ms"), tpot_ms[i + 1] - tpot_ms[i]) for i, row in enumerate(waterfall[1:])
     ]
-    texts = [f"{v:.3f}" if i == 0 else f"{v:+.3f}" for i, v in enumerate(values_ms)]
+    texts = [
+        f"{v:.3f}" if i == 0 else f"{v:+.3f}" + ("" if i == 0 else _noise_mark(waterfall[i]))
+        for i, v in enumerate(values_ms)
+    ]
     hover = [
         f"{label}<br>TPOT {tpot:.3f} ms<br>95% CI {lo:.3f} – {hi:.3f} ms"
         for label, tpot, lo, hi in zip(labels, tpot_ms, lo_ms, hi_ms, strict=True)
@@ -127,6 +130,14 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
     fig.add_trace(_interval_markers(labels, tpot_ms, lo_ms, hi_ms, hover[: len(labels)]))
     fig.update_yaxes(title_text="TPOT (ms)", rangemode="tozero")
     return _base_layout(fig, "TPOT waterfall (switches added in order)", 420)
+
+
+def _noise_mark(row: dict[str, Any]) -> str:
+    """` (noise)` on a waterfall bar whose Δ is not resolved (docs/intervals.md)."""
+    delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
+    if not isinstance(delta["lo"], int | float) or interval_resolved(delta):
+        return ""
+    return " (noise)"
 
 
 def _interval_markers(

@@ -24,6 +24,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     fmt_ms,
     fmt_number,
     fmt_range,
+    interval_resolved,
     md_cell,
     md_items,
     md_table,
@@ -43,6 +44,14 @@ INTERVAL_NOTE = (
     "_Intervals: 95% CI from a two-level bootstrap (repeats, then steps within them); an estimate whose "
     "interval holds zero or is wider than the effect is marked not resolved (docs/intervals.md)._"
 )
+
+
+def waterfall_noise_note(row: dict[str, Any]) -> str:
+    """` (not resolved: noise)` after a waterfall step whose Δ interval holds zero or is wider than Δ."""
+    delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
+    if num(delta["lo"]) is None or num(delta["est"]) is None or interval_resolved(delta):
+        return ""
+    return " (not resolved: noise)"
 
 
 def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
@@ -445,7 +454,7 @@ def ablation_markdown(
         [
             plain(row.get("step")),
             fmt_ms(row.get("tpot_ms")),
-            fmt_delta_ms(row.get("delta_ms")),
+            fmt_delta_ms(row.get("delta_ms")) + waterfall_noise_note(row),
             fmt_range(row.get("lo"), row.get("hi")),
         ]
         for row in attribution.get("waterfall") or []
