@@ -26,6 +26,7 @@ CLASS_STYLE = {
 }
 TOP_GAPS_SHOWN = 8
 TOP_KERNELS_SHOWN = 10
+SHORT_CELL_CHARS = 14
 
 
 def us(ns: float) -> str:
@@ -37,8 +38,10 @@ def print_table(console: Console, title: str, rows: tuple[list[str], list[list[s
     """Plain-string rows as a rich table, every cell escaped."""
     headers, body = rows
     table = Table(title=console_text(title), title_justify="left")
-    for header in headers:
-        table.add_column(console_text(header), overflow="fold")
+    for index, header in enumerate(headers):
+        # Short cells (numbers with units, ranks) never wrap mid-number; long names and hints fold.
+        short = all(len(str(row[index])) <= SHORT_CELL_CHARS for row in body)
+        table.add_column(console_text(header), overflow="fold", no_wrap=short)
     for row in body:
         table.add_row(*(console_text(cell) for cell in row))
     console.print(table)
