@@ -1,7 +1,7 @@
 """The self-contained HTML report: one file, plotly.js inlined once, opens offline.
 
-Safety: every string from a trace or record is escaped with `html.escape` before it enters markup, and
-all JSON placed inside a `<script>` goes through `script_safe_json` (`<`, `>`, `&`, U+2028/9 become
+Safety: every string from a trace or record is escaped with `escape.html_text` (report/escape.py)
+before it enters markup, and all JSON placed inside a `<script>` goes through `script_safe_json` (`<`, `>`, `&`, U+2028/9 become
 \\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own hover/labels get
 `figures.plot_text`.
 
@@ -14,13 +14,13 @@ Table rows come from markdown.py (`*_rows`), so the HTML and Markdown reports sh
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
@@ -125,7 +125,7 @@ class Page:
         return (
             f'<!DOCTYPE html>\n<html lang="en" data-js-errors="0">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html.escape(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
+            f"<title>{html_text(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
             f"<style>{STYLE_CSS}</style>\n</head>\n<body>\n{body}\n{scripts}\n</body>\n</html>\n"
         )
 
@@ -180,8 +180,8 @@ th{background:#f3f5f8}td{overflow-wrap:anywhere}td.short{white-space:nowrap}
 
 
 def esc(value: Any) -> str:
-    """HTML-escape anything for text or attribute context."""
-    return html.escape(plain(value), quote=True)
+    """HTML-escape anything for text or attribute context (control characters shown visibly)."""
+    return html_text(plain(value))
 
 
 def table_html(rows: Rows, empty: str = "none") -> str:
