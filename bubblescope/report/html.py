@@ -1,9 +1,9 @@
 """The self-contained HTML report: one file, plotly.js inlined once, opens offline.
 
 Safety: every string from a trace or record is escaped with `escape.html_text` (report/escape.py)
-before it enters markup, and all JSON placed inside a `<script>` goes through `script_safe_json` (`<`, `>`, `&`, U+2028/9 become
-\\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own hover/labels get
-`figures.plot_text`.
+before it enters markup, and all JSON placed inside a `<script>` goes through `script_safe_json` (`<`,
+`>`, `&`, U+2028/9 become \\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own
+hover/labels get `figures.plot_text`.
 
 Browser hooks (used by the headless-browser test and handy when debugging a page): the `<html>` element
 counts uncaught errors in `data-js-errors` (first message in `data-js-first-error`), and `<body>` gets
