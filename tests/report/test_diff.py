@@ -85,7 +85,7 @@ def test_cli_formats_and_bad_input(tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["schema"] == "bubblescope.diff/1"
     md = runner.invoke(app, ["diff", str(base), str(cur), "--format", "markdown"])
     assert md.exit_code == 0 and "| added | kC\\_fused |" in md.stdout
-    table = runner.invoke(app, ["diff", str(base), str(cur)])
+    table = runner.invoke(app, ["diff", str(base), str(cur)], env={"COLUMNS": "300"})
     assert table.exit_code == 0 and "kC_fused" in table.stdout and "TPOT not compared" in table.stdout
     page = tmp_path / "diff.html"
     html = runner.invoke(app, ["diff", str(base), str(cur), "--format", "html", "-o", str(page)])

@@ -92,7 +92,7 @@ def test_markdown_surfaces_render_hostile_names_as_text(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["analyze"], ["analyze", "--format", "json"]])
 def test_console_shows_control_characters_and_markup_literally(tmp_path: Path, command: list[str]) -> None:
     trace = _write_trace(tmp_path, HOSTILE)
-    result = runner.invoke(app, [command[0], str(trace), *command[1:]])
+    result = runner.invoke(app, [command[0], str(trace), *command[1:]], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     if "json" in command:
         # JSON keeps the name exactly (escaped by the JSON encoder), never a raw control character.
