@@ -1,4 +1,4 @@
-"""The profiler's `USDT:` lines stay off the console; everything else written to stderr is kept (issue 16 §5)."""
+"""The profiler's `USDT:` lines stay off the console; other stderr output is kept (issue 16 §5)."""
 
 from __future__ import annotations
 
