@@ -51,6 +51,8 @@ class DiffSide:
     kernels: list[dict[str, Any]] | None
     gpu_step_ns: float | None
     notes: list[str] = field(default_factory=list)
+    # An ablation's per-switch attribution (`attribution.switches`), compared switch by switch.
+    switches: list[dict[str, Any]] | None = None
 
 
 def _num(value: Any) -> float | None:
@@ -122,6 +124,8 @@ def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide
             raise BubblescopeError(f"{path}: the ablation's baseline configuration has no record yet")
         side = side_from(label, "ablation", item.records[key], item.analyses.get(key))
         side.notes.append(f"{path}: an ablation is compared through its baseline configuration ({key})")
+        switches = (item.ablation.get("attribution") or {}).get("switches")
+        side.switches = [s for s in switches if isinstance(s, dict)] if isinstance(switches, list) else None
         return side
     return side_from(label, "trace", None, item.analysis)
 
@@ -235,6 +239,18 @@ def _kernels(base: DiffSide, cur: DiffSide) -> dict[str, Any] | None:
     }
 
 
+def _switches(base: DiffSide, cur: DiffSide) -> list[dict[str, Any]] | None:
+    """Per switch in either ablation: its `alone` saving on both sides (ms, with intervals)."""
+    if base.switches is None or cur.switches is None:
+        return None
+    before = {str(s.get("name")): s.get("alone_ms") for s in base.switches}
+    after = {str(s.get("name")): s.get("alone_ms") for s in cur.switches}
+    return [
+        {"name": name, "baseline_alone_ms": before.get(name), "current_alone_ms": after.get(name)}
+        for name in list(before) + [n for n in after if n not in before]
+    ]
+
+
 def compute_diff(
     base: DiffSide, cur: DiffSide, *, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0
 ) -> dict[str, Any]:
@@ -258,6 +274,7 @@ def compute_diff(
         "idle_per_step": _idle(base, cur),
         "kernels": _kernels(base, cur),
         "gpu_step": gpu_step,
+        "switches": _switches(base, cur),
         "notes": notes,
     }
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.cells import Rows, fmt_duration_ms, fmt_duration_ns, md_cell, md_table, num, plain
+from bubblescope.report.cells import (
+    Rows,
+    fmt_duration_ms,
+    fmt_duration_ns,
+    fmt_interval,
+    md_cell,
+    md_table,
+    num,
+    plain,
+)
 
 CHANGE_WORDS = {
     "improvement": "improvement (faster beyond the noise)",
@@ -115,6 +124,23 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
                 "Kernels added, removed, slower or faster (matched by name)",
                 (headers, kernel_rows),
                 "no kernel changed",
+            )
+        )
+    switches = diff.get("switches")
+    if switches is not None:
+        rows = [
+            [
+                plain(s["name"]),
+                fmt_interval(s.get("baseline_alone_ms")),
+                fmt_interval(s.get("current_alone_ms")),
+            ]
+            for s in switches
+        ]
+        out.append(
+            (
+                "Per-switch saving alone (ms, 95% CI)",
+                (["switch", "baseline ablation", "current ablation"], rows),
+                "no switches",
             )
         )
     return out

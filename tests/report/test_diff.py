@@ -103,3 +103,12 @@ def test_gate_verdict_embeds_the_same_diff() -> None:
     verdict = run_gate(str(base), str(cur))
     assert verdict["diff"]["tpot"]["delta_ms"] == run_diff(base, cur)["tpot"]["delta_ms"]
     assert "### bubblescope diff" in render_gate_markdown(verdict)
+
+
+def test_two_ablations_compare_each_switch_alone() -> None:
+    ablation = Path(__file__).resolve().parent.parent / "data" / "report" / "ablation_3switch"
+    manifest = json.loads((ablation / "ablation.json").read_text())
+    want = {s["name"]: s["alone_ms"] for s in manifest["attribution"]["switches"]}
+    diff = run_diff(ablation, ablation)
+    assert {s["name"]: s["current_alone_ms"] for s in diff["switches"]} == want
+    assert diff["tpot"]["change"] == "unresolved" and diff["tpot"]["delta_ms"]["est"] == 0.0
