@@ -42,6 +42,8 @@ def trace_floor(
     }
     if gpu_step_ns and analysis.get("gpu_measured") is not False:
         block["gpu_step_over_floor"] = gpu_step_ns / 1e6 / floor_ms
+        # The bandwidth the median step achieved if it moved bytes_per_token: the ceiling ÷ the ratio.
+        block["achieved_gbps"] = bytes_per_token / gpu_step_ns
     return block
 
 
@@ -53,7 +55,11 @@ def floor_line(analysis: dict[str, Any]) -> str:
     if "floor_ms" not in floor:
         return f"floor: not measured (give {floor.get('missing')} of the GPU that ran the trace)"
     ratio = floor.get("gpu_step_over_floor")
-    ratio_text = f" · median GPU step ÷ floor {ratio:.2f}×" if isinstance(ratio, float) else ""
+    ratio_text = (
+        f" · median GPU step ÷ floor {ratio:.2f}× ({floor['achieved_gbps']:,.0f} GB/s achieved)"
+        if isinstance(ratio, float)
+        else ""
+    )
     return (
         f"floor {floor['floor_ms'] * 1e3:.1f} µs ({floor['bytes_per_token'] / 1e6:.1f} MB/token at "
         f"{floor['bandwidth_gbps']:g} GB/s, given){ratio_text}"

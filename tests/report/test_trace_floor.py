@@ -28,6 +28,8 @@ def test_floor_needs_both_numbers_and_compares_the_median_gpu_step(tmp_path: Pat
     assert given.exit_code == 0, given.output
     floor = json.loads(given.stdout)["floor"]
     assert floor["floor_ms"] == pytest.approx(0.0005) and floor["gpu_step_over_floor"] == pytest.approx(160.0)
+    # 2 MB in 80 µs: 25 GB/s achieved, 1/160 of the given 4000 GB/s.
+    assert floor["achieved_gbps"] == pytest.approx(25.0)
     md = runner.invoke(app, ["report", str(trace), "--format", "markdown", "--bytes-per-token", "2e6"])
     assert md.exit_code == 0 and "give --bandwidth of the GPU that ran the trace" in md.stdout
     with pytest.raises(ConfigError):
