@@ -59,6 +59,19 @@ def fmt_duration_ms(value: Any) -> str:
     return "—" if number is None else fmt_duration_ns(number * 1e6)
 
 
+# A TPOT whose 95% interval is wider than this fraction of it (each side) is called noisy on every surface.
+NOISY_TPOT_FRACTION = 0.05
+
+
+def tpot_noise_note(tpot_ms: Any, lo_ms: Any, hi_ms: Any) -> str:
+    """` (noisy: ±12%)` when a TPOT's interval is wide relative to it, else an empty string."""
+    tpot, lo, hi = num(tpot_ms), num(lo_ms), num(hi_ms)
+    if tpot is None or lo is None or hi is None or tpot <= 0:
+        return ""
+    half = (hi - lo) / 2.0 / tpot
+    return f" (noisy: ±{half:.0%})" if half > NOISY_TPOT_FRACTION else ""
+
+
 def plural(count: Any, noun: str, plural_noun: str | None = None) -> str:
     """`1 step`, `8 steps`, `0.5 reads` (a count other than exactly one takes the plural)."""
     number = num(count)

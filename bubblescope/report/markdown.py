@@ -32,6 +32,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     plain,
     shorten,
     steps_and_ranks,
+    tpot_noise_note,
 )
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
@@ -166,6 +167,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
         summary = record.get("summary") or {}
         lo_ms, hi_ms = tpot_interval_ms(summary)
         ci_text = f"{lo_ms:.3f} – {hi_ms:.3f}" if lo_ms is not None and hi_ms is not None else "—"
+        ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
         reads = (record.get("analysis") or {}).get("blocking_reads_per_step")
         ratio = (record.get("floor") or {}).get("tpot_over_floor")
         rows.append(
@@ -189,6 +191,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     floor = record.get("floor") or {}
     lo_ms, hi_ms = tpot_interval_ms(summary)
     ci_text = f" [{lo_ms:.3f}, {hi_ms:.3f}]" if lo_ms is not None and hi_ms is not None else ""
+    ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False

@@ -15,7 +15,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural
+from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
 from bubblescope.report.escape import console_text as escape
 from bubblescope.stats import INTERVAL_LABEL
 
@@ -41,6 +41,7 @@ def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, no
     )
     print_fix_first(console, findings_analysis(record, None), tokens_per_step(record))
     interval = f" ({INTERVAL_LABEL} {fmt_duration_ms(lo)} – {fmt_duration_ms(hi)})" if lo is not None else ""
+    interval += tpot_noise_note(summary["tpot_ms"], lo, hi)
     console.print(
         f"TPOT [bold]{fmt_duration_ms(summary['tpot_ms'])}[/]{escape(interval)} · "
         f"{summary['tokens_per_s']:.1f} tok/s · {plural(summary['tokens'], 'token')} in "

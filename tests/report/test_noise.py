@@ -83,3 +83,14 @@ def test_waterfall_marks_unresolved_steps() -> None:
     assert waterfall_noise_note(rows[1]) == "" and waterfall_noise_note(rows[2]) == " (not resolved: noise)"
     texts = list(waterfall_figure(rows).data[0].text)
     assert texts[1] == "-3.000" and texts[2] == "-0.100 (noise)"
+
+
+def test_a_wide_tpot_interval_is_called_noisy() -> None:
+    from bubblescope.report.cells import tpot_noise_note
+    from bubblescope.report.markdown import run_summary_items
+
+    # The CPU ablation of issue 16: steps from 62 ms to 2.4 s, an interval far wider than 5% of TPOT.
+    assert tpot_noise_note(500.0, 62.0, 2400.0) == " (noisy: ±234%)"
+    assert tpot_noise_note(7.59, 7.55, 7.63) == ""
+    record = {"summary": {"tpot_ms": 500.0, "tpot_ci95_two_level_ms": [62.0, 2400.0]}}
+    assert dict(run_summary_items(record, None))["TPOT (95% CI)"].endswith("(noisy: ±234%)")
