@@ -1,6 +1,8 @@
 # The commands people type. Each target creates or reuses .venv and installs what it needs.
 #   make run    - the main job: `bubblescope run` on the best preset this machine holds (debug on CPU)
-#   make test   - the test suite (GPU tests skip without CUDA)
+#   make test   - the default test suite, <= 5 min on a 2-core CPU box (long end-to-end tests marked `slow`
+#                 are left out; GPU tests skip without CUDA); the 15 slowest tests are listed at the end
+#   make test-all - every test, `slow` ones included
 
 VENV    ?= .venv
 PYTHON  ?= python3
@@ -10,7 +12,7 @@ STAMP   := $(VENV)/.installed
 # elsewhere from PyPI. An existing newer torch in the venv is kept.
 TORCH   ?= torch==2.13.0
 
-.PHONY: setup run test lint bench-analyze clean
+.PHONY: setup run test test-all lint bench-analyze clean
 
 setup: $(STAMP)
 
@@ -25,7 +27,11 @@ run: setup
 
 test: setup
 	@$(PY) tools/ensure_browser.py || true
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -m "not slow" --durations=15 $(ARGS)
+
+test-all: setup
+	@$(PY) tools/ensure_browser.py || true
+	$(PY) -m pytest -q --durations=15 $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check bubblescope reference_model kernels tests benchmarks tools

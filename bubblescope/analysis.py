@@ -21,6 +21,7 @@ from bubblescope.detect.idle_gaps import (
     unlaunched_lead_ns,
 )
 from bubblescope.detect.registry import detector
+from bubblescope.kernel_table import kernel_entries
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -275,6 +276,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "syncs": syncs,
         "definitions": DEFINITIONS,
         "gaps_top": gaps_out[:TOP_GAPS],
+        "kernels": kernel_entries(ranks),
         "summary": _summary(steps_out),
         "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
     }

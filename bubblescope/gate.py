@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.capture.readbacks import count_readbacks, load_trace_events
 from bubblescope.errors import ConfigError, RecordError
+from bubblescope.readbacks import count_readbacks, load_trace_events
 from bubblescope.records import load_record
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
 
@@ -39,16 +39,27 @@ class GateInput:
     syncs: list[dict[str, Any]]
     per_token_ns: list[np.ndarray] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # What the verdict's embedded diff (bubblescope.diff/1) is built from: the record and/or analysis.
+    record: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
 
 
 def parse_threshold(text: str) -> float:
-    """'3%' or '0.03' → 0.03; a one-line error otherwise."""
+    """'3%' or '0.03' → 0.03; a one-line error otherwise.
+
+    A bare number above 1 is refused: `3` could mean 3% or 300%, and guessing wrong lets every
+    regression through.
+    """
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
     except ValueError:
         raise ConfigError(f"--max-regression must look like 3% or 0.03, got {text!r}") from None
-    if not 0.0 <= value < 10.0:
+    if not raw.endswith("%") and value > 1.0:
+        raise ConfigError(
+            f"--max-regression {text} is ambiguous: write {raw}% for a percentage, or a fraction such as 0.03"
+        )
+    if not 0.0 <= value < 10.0 or value != value:
         raise ConfigError(f"--max-regression must be between 0% and 1000%, got {text!r}")
     return value
 
@@ -78,6 +89,7 @@ def _trace_input(path: Path) -> GateInput:
                 float(analysis["summary"]["blocking_reads_per_step"]),
                 analysis.get("syncs", []),
                 meta={"source": "analysis"},
+                analysis=analysis,
             )
     counted = count_readbacks(path)
     return GateInput(
@@ -116,6 +128,7 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
         list(analysis.get("syncs", [])),
         per_token,
         meta,
+        record=record,
     )
 
 
@@ -157,15 +170,20 @@ def _tpot_check(
     base_ms = float(np.median(np.concatenate(baseline.per_token_ns))) / 1e6
     cur_ms = float(np.median(np.concatenate(current.per_token_ns))) / 1e6
     if lo > 1.0 + threshold:
-        status, reason = "fail", "slower beyond the threshold and the noise"
+        status, reason, change = "fail", "slower beyond the threshold and the noise", "regression"
     elif ratio > 1.0 + threshold:
-        status, reason = "pass", "median beyond the threshold but within the noise"
+        status, reason, change = "pass", "median beyond the threshold but within the noise", "unresolved"
+    elif hi < 1.0:
+        status, reason, change = "pass", "faster: an improvement beyond the noise", "improvement"
+    elif ratio < 1.0:
+        status, reason, change = "pass", "faster, but within the noise", "unresolved"
     else:
-        status, reason = "pass", "within the threshold"
+        status, reason, change = "pass", "within the threshold", "unresolved"
     return {
         **check,
         "status": status,
         "reason": reason,
+        "change": change,
         "baseline_ms": base_ms,
         "current_ms": cur_ms,
         "ratio": {"est": ratio, "lo": lo, "hi": hi},
@@ -237,6 +255,15 @@ def evaluate_gate(
 def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") -> dict[str, Any]:
     """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
     threshold = parse_threshold(max_regression)
-    return evaluate_gate(
-        load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold
-    )
+    baseline, current = load_gate_input(baseline_path), load_gate_input(current_path)
+    verdict = evaluate_gate(baseline, current, max_regression=threshold)
+    verdict["diff"] = gate_diff(baseline, current)
+    return verdict
+
+
+def gate_diff(baseline: GateInput, current: GateInput) -> dict[str, Any]:
+    """The `bubblescope diff` of the two sides the gate compared, from what the gate already loaded."""
+    from bubblescope.diff import compute_diff, side_from
+
+    sides = [side_from(g.path, g.kind, g.record, g.analysis) for g in (baseline, current)]
+    return compute_diff(*sides)

@@ -58,7 +58,11 @@ def test_markdown_output(tmp_path: Path) -> None:
     result = runner.invoke(app, ["analyze", str(_trace(tmp_path)), "--format", "markdown"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("## bubblescope analyze")
-    assert "| `app.py(12): step` | `aten::item` | 1 | 1 |" in result.stdout
+    assert "| 1 | app.py(12): step | aten::item | 1 | 1 |" in result.stdout
+    # The fix-first list opens the report, and the read (26 µs bubble, 1 per step) is its first finding.
+    body = result.stdout
+    assert body.index("What to fix first") < body.index("Host-blocking reads by site")
+    assert "| 1 | blocking read: aten::item, 1 per step | app.py(12): step | 26.0\u00a0µs |" in body
 
 
 def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:

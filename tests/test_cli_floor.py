@@ -166,3 +166,19 @@ def test_mtp_is_counted_only_with_the_flag() -> None:
     assert drafted["mtp"] is True
     assert drafted["weight_bytes_per_token"] - plain["weight_bytes_per_token"] == drafted["components"]["mtp"]
     assert drafted["components"]["mla_cache"] - plain["components"]["mla_cache"] == 1152 * 8192
+
+
+@pytest.mark.cpu_only
+def test_presets_on_cpu_say_the_step_time_not_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bubblescope.cli.presets as presets_cli
+
+    monkeypatch.setattr(presets_cli, "host_copy_gbps", lambda: 10.0)
+    listing = _json(["presets", "--format", "json"])
+    tiny = next(row for row in listing["presets"] if row["preset"] == "ling3-tiny")
+    # 10 GB/s host copy: the step cannot beat bytes per token / 10 GB/s.
+    assert tiny["expected_step_s_min"] == pytest.approx(tiny["bytes_per_token"] / 10e9)
+    table = _flat(runner.invoke(app, ["presets"], env={"COLUMNS": "200"}).output)
+    shown = re.search(r"ling3-tiny .*?≥ ([0-9.,]+) ms/step", table)
+    assert shown is not None, table
+    assert abs(float(shown.group(1).replace(",", "")) - tiny["bytes_per_token"] / 10e9 * 1e3) < 1.0
+    assert " yes" not in table

@@ -58,7 +58,8 @@ def test_run_records_the_routing_overlap_knob_and_what_it_realised(tmp_path, mon
 
     out = tmp_path / "run"
     args = ["run", "--spec", "dspark", "--accept-len", "4", "--routing-overlap", "0.5", "--steps", "3"]
-    result = CliRunner().invoke(app, [*args, "--warmup", "1", "--repeats", "1", "--out", str(out)])
+    fast = ["--warmup", "1", "--repeats", "1", "--profile-steps", "1"]
+    result = CliRunner().invoke(app, [*args, *fast, "--out", str(out)])
     assert result.exit_code == 0, result.output
     experts = json.loads((out / "record.json").read_text())["experts"]
     assert experts["overlap_knob"] == 0.5

@@ -31,9 +31,10 @@ def test_run_summary_shows_tpot_reads_sites_and_notices() -> None:
     console, buffer = _console()
     print_run_summary(console, record, "out/dir", ["a [bold]notice[/] with markup"])
     text = buffer.getvalue()
-    assert f"TPOT {record['summary']['tpot_ms']:.4f} ms" in text
+    # Sub-millisecond TPOT in µs, with the two-level interval's label.
+    assert "TPOT 999.6\u00a0µs (95% CI, two-level bootstrap" in text
     assert "blocking reads / step: 2.00" in text and "sampler.py(41): sample" in text
-    assert "TPOT ÷ floor 2.0×" in text
+    assert "TPOT ÷ floor 2.00×" in text
     assert "a [bold]notice[/] with markup" in text, "trace-derived strings are escaped, not interpreted"
 
 
@@ -42,3 +43,30 @@ def test_gate_table_lists_new_sites() -> None:
     print_gate_table(console, run_gate(str(GATE / "baseline.json"), str(GATE / "sync_regression.json")))
     text = buffer.getvalue()
     assert "gate: fail" in text and "sampler.py(41): sample [aten::nonzero]" in text
+
+
+def test_run_summary_has_no_floor_from_an_assumed_bandwidth_on_cpu() -> None:
+    record = json.loads((GATE / "sync_regression.json").read_text())
+    record["environment"]["device"] = "cpu"
+    record["floor"] = {
+        "bytes_per_token": 2_000_000,
+        "bandwidth_gbps": 4140.0,
+        "bandwidth_source": "assumed (H200 copy ceiling)",
+        "floor_ms": 0.000483,
+        "tpot_over_floor": 258279.0,
+    }
+    console, buffer = _console()
+    print_run_summary(console, record, "out/dir", [])
+    text = buffer.getvalue()
+    assert "floor: not measured on CPU" in text and "258" not in text
+
+
+def test_gate_table_reports_an_improvement() -> None:
+    console, buffer = _console()
+    # The regression fixture as the baseline: going back to the fast run is an improvement, said as one.
+    verdict = run_gate(str(GATE / "tpot_regression.json"), str(GATE / "baseline.json"))
+    print_gate_table(console, verdict)
+    tpot = next(c for c in verdict["checks"] if c["name"] == "tpot")
+    text = buffer.getvalue()
+    assert verdict["verdict"] == "pass" and tpot["change"] == "improvement"
+    assert "improved" in text and "% faster" in text

@@ -55,6 +55,10 @@ def test_threshold_parsing() -> None:
     assert parse_threshold("0.05") == pytest.approx(0.05)
     with pytest.raises(ConfigError):
         parse_threshold("three")
+    # A bare number above 1 could be 3% or 300%: refused, with a message saying how to write it.
+    with pytest.raises(ConfigError, match="3%"):
+        parse_threshold("3")
+    assert parse_threshold("1") == pytest.approx(1.0) and parse_threshold("150%") == pytest.approx(1.5)
     # A 15% threshold lets the 10% regression through.
     assert run_gate(BASE, str(GATE / "tpot_regression.json"), "15%")["verdict"] == "pass"
 
@@ -118,6 +122,10 @@ def test_cli_markdown_and_bad_options(
     )
     assert capsys.readouterr().out.startswith("## ❌ bubblescope gate")
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--max-regression", "lots") == 2
+    capsys.readouterr()
+    assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--max-regression", "3") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ambiguous" in err
     assert _main(monkeypatch, "--baseline", BASE, "--current", BASE, "--format", "xml") == 2
 
 

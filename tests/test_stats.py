@@ -138,3 +138,21 @@ def test_two_level_bootstrap_handles_repeats_of_different_lengths() -> None:
     replicates = bootstrap_medians(per_repeat, n_boot=200, seed=0, hierarchical=True)
     assert replicates.shape == (200,) and not np.isnan(replicates).any()
     assert set(np.unique(replicates)) <= {1.0, 3.0, 5.0}
+
+
+def test_headline_interval_is_the_two_level_one() -> None:
+    from bubblescope.stats import interval
+
+    rng = np.random.default_rng(5)
+    per_repeat = [rng.lognormal(0.0, 0.1, 30) + shift for shift in (0.0, 0.05, 0.1)]
+    _est, lo, hi = median_with_ci(per_repeat, n_boot=300, seed=3)
+    assert (lo, hi) == interval(bootstrap_medians(per_repeat, n_boot=300, seed=3, hierarchical=True))
+
+
+def test_noise_is_not_a_resolved_effect() -> None:
+    from bubblescope.stats import is_resolved
+
+    assert is_resolved(3.52, 3.46, 3.58)
+    assert not is_resolved(0.2, -0.1, 0.5)  # holds zero
+    assert not is_resolved(500.0, 56.0, 2002.0)  # excludes zero, but far wider than the effect
+    assert not is_resolved(float("nan"), 0.0, 1.0)

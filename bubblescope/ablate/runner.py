@@ -71,7 +71,6 @@ def run_ablation(
             record_path=store.record_path(config.key),
             workload_info=workload_info,
             bandwidth=bandwidth,
-            html=False,
             on_repeat=on_repeat,
         )
         notices += [n for n in run_notices if n not in notices]

@@ -16,7 +16,7 @@ def study_toggles(toggles: str | None, all_on: bool, workload: Any) -> tuple[lis
     Raises:
         ConfigError: unknown switch, a GPU-only switch on CPU, or --toggles with --all.
     """
-    from bubblescope.cli.run import resolve_toggles
+    from bubblescope.capture.setup import resolve_toggles
 
     enabled, notices = resolve_toggles(toggles, all_on, workload)
     if all_on:

@@ -199,8 +199,12 @@ def run_rank(request: TPRunRequest) -> None:
             record_path=out_dir / f"rank{rank}.json",
             workload_info=rank_workload_info(workload, request),
             bandwidth=resolve_floor_bandwidth(),
-            html=request.html and rank == 0,
         )
+        if request.html and rank == 0:
+            from bubblescope.report.run_page import write_run_report
+
+            _record, notice = write_run_report(out_dir / f"rank{rank}.json")
+            run_notices += [notice] if notice else []
         return notices + run_notices
 
     run_in_rank(out_dir, body)

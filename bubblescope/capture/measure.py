@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_json_atomic, write_text_atomic
+from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.environment import capture_environment
 from bubblescope.capture.floor import compute_floor
 from bubblescope.capture.profiled import profile_window
@@ -97,21 +97,6 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
     }, full
 
 
-def render_run_report(
-    record: RunRecord, full: dict[str, Any] | None, report_path: Path
-) -> tuple[str | None, str | None]:
-    """Write the HTML report when the renderer is installed; (relative name, notice)."""
-    try:
-        from bubblescope.report.html import render_run_html
-
-        # Inside the try: the renderer may import plotly lazily, and a GPU box may lack it.
-        html = render_run_html(record, full)
-    except ImportError as exc:
-        return None, f"HTML report skipped ({exc}); render it later with `bubblescope report`"
-    write_text_atomic(report_path, html)
-    return report_path.name, None
-
-
 def _profile_and_analyse(
     workload: Any, settings: RunSettings, folder: Path, prefix: str, on_cuda: bool
 ) -> dict[str, Any]:
@@ -170,10 +155,12 @@ def measure_config(
     record_path: Path,
     workload_info: dict[str, Any],
     bandwidth: tuple[float, str] | None,
-    html: bool = True,
     on_repeat: Callable[[int], None] | None = None,
 ) -> tuple[RunRecord, list[str]]:
-    """Measure `enabled` on `workload` and write its RunRecord (and trace, analysis, HTML) atomically.
+    """Measure `enabled` on `workload` and write its RunRecord (and trace, analysis) atomically.
+
+    The HTML page is the caller's to ask for (`bubblescope.report.run_page.write_run_report`): capture
+    measures, report renders.
 
     Artifacts sit beside the record: `<stem>.trace.json.gz`, `<stem>.analysis.json` (stem = record
     file name without `.json`; `record.json` uses plain `trace.json.gz` etc.).
@@ -227,8 +214,5 @@ def measure_config(
     spec_summary = getattr(workload, "spec_summary", None)
     if callable(spec_summary):
         record.update(spec_summary())
-    if html:
-        record["report"], notice = render_run_report(record, full, folder / f"{prefix}report.html")
-        notices += [notice] if notice else []
     save_record(record, record_path)
     return record, notices

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.atomic import write_bytes_atomic
+from bubblescope.capture.quiet_stderr import without_profiler_noise
 from bubblescope.capture.timed import reset_if_possible
 
 STEP_MARKER = "bubblescope.step"
@@ -89,7 +90,7 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
     # to refill the launch queue after the synchronize above. Recording it would put that start-up
     # idle into step 0.
     window = schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with profile(**_profiler_kwargs(torch, on_cuda), schedule=window) as prof:
+    with without_profiler_noise(), profile(**_profiler_kwargs(torch, on_cuda), schedule=window) as prof:
         for index in range(steps + 1):
             with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
                 workload.step()

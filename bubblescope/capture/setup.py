@@ -186,3 +186,23 @@ def switches_block(enabled: frozenset[str], infos: list[SwitchInfo], on_cuda: bo
             for i in infos
         ],
     }
+
+
+def resolve_toggles(toggle: str | None, all_on: bool, workload: Any) -> tuple[frozenset[str], list[str]]:
+    """`--toggle`/`--all` → enabled switches; GPU-only switches are refused on CPU (or left out of --all)."""
+    from bubblescope.workload import parse_toggles
+
+    if toggle and all_on:
+        raise ConfigError("use either --toggle or --all, not both")
+    infos = workload.switches()
+    on_cuda = workload_on_cuda(workload)
+    notices = []
+    if all_on:
+        usable = usable_switches(infos, on_cuda)
+        skipped = [i.name for i in infos if i.name not in usable]
+        if skipped:
+            notices.append(f"--all on CPU leaves out switches that need a GPU: {', '.join(skipped)}")
+        return frozenset(usable), notices
+    enabled = parse_toggles(toggle, infos)
+    check_usable(enabled, infos, on_cuda)
+    return enabled, notices

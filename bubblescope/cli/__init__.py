@@ -27,9 +27,9 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so that `import bubblescope.cli` stays cheap and torch-free.
-    from bubblescope.cli import ablate, analyze, floor, gate, presets, profile, report, run
+    from bubblescope.cli import ablate, analyze, diff, floor, gate, presets, profile, report, run
 
-    for module in (run, ablate, analyze, report, gate, floor, presets, profile):
+    for module in (run, ablate, analyze, report, diff, gate, floor, presets, profile):
         module.register(app)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +20,13 @@ from bubblescope.cli.reference_options import (
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
+
+
+class AblateFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    json = "json"
 
 
 def _write_html(out_dir: Path) -> str | None:
@@ -106,7 +114,9 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--out", help="Ablation folder; rerunning with the same folder resumes."),
         ] = None,
-        output_format: str = typer.Option("table", "--format", help="table or json (prints ablation.json)."),
+        output_format: Annotated[
+            AblateFormat, typer.Option("--format", help="table, or json (prints ablation.json).")
+        ] = AblateFormat.table,
         reanalyze: bool = typer.Option(
             False,
             "--reanalyze",
@@ -127,7 +137,7 @@ def register(app: typer.Typer) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
 
         One process, weights built once, only prepare() between configurations. Each configuration
-        becomes runs/<key>.json; ablation.json (schema bubblescope.ablation/1) is rewritten after each,
+        becomes runs/KEY.json; ablation.json (schema bubblescope.ablation/1) is rewritten after each,
         so rerunning with the same --out resumes and re-measures only what is missing. Attribution:
         saving alone, removed from all-on, cumulative, Shapley (exact up to --max-exact-shapley
         switches by measuring every subset, sampled orderings beyond) and the interaction term, each
@@ -136,7 +146,7 @@ def register(app: typer.Typer) -> None:
         With --tp N (reference workload only) N ranks (torchrun-compatible; gloo + debug preset on
         CPU) each build their shard once and measure the same configurations in lockstep; rank 0's
         records are the ablation and carry a "tp" block (every rank's TPOT, GPU busy, idle, reads per
-        step, slowest rank), rank r keeps its records and traces in rank<r>/runs/. Resuming a TP
+        step, slowest rank), rank R keeps its records and traces in rankR/runs/. Resuming a TP
         ablation re-measures, on every rank, exactly the configurations rank 0 lacks.
         """
         from bubblescope.capture.measure import RunSettings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,14 +13,30 @@ import typer
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json", "markdown")
+
+
+class AnalyzeFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
 FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
     "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
 )
+BYTES_HELP = (
+    "Bytes one decoded token reads from HBM (your model's weights + KV); with --bandwidth gives a floor."
+)
+BANDWIDTH_HELP = (
+    "HBM bandwidth (GB/s) of the GPU that recorded the trace; with --bytes-per-token gives a floor."
+)
 ANNOTATE_HELP = (
     "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
-    "opens in ui.perfetto.dev). Several ranks: OUT.rank<N>.json.gz."
+    "opens in ui.perfetto.dev). Several ranks: OUT.rankN.json.gz."
 )
 
 
@@ -28,8 +45,16 @@ def register(app: typer.Typer) -> None:
     def analyze(
         traces: Annotated[list[Path], typer.Argument(help=TRACES_HELP)],
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
-        output_format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
+        output_format: Annotated[
+            AnalyzeFormat, typer.Option("--format", help=FORMAT_HELP)
+        ] = AnalyzeFormat.table,
         annotate: Annotated[Path | None, typer.Option("--annotate", help=ANNOTATE_HELP)] = None,
+        bytes_per_token: Annotated[
+            float | None, typer.Option("--bytes-per-token", metavar="BYTES", help=BYTES_HELP)
+        ] = None,
+        bandwidth: Annotated[
+            float | None, typer.Option("--bandwidth", metavar="GB/S", help=BANDWIDTH_HELP)
+        ] = None,
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")
         ] = 4096,
@@ -43,6 +68,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 on success, 2 on a bad trace or option.
         """
         from bubblescope.analysis import analysis_dict, analyze_ranks
+        from bubblescope.trace_floor import trace_floor
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
@@ -52,6 +78,7 @@ def register(app: typer.Typer) -> None:
             traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
         )
         result = analysis_dict(ranks)
+        result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
         if annotate is not None:
             _write_annotations(ranks, annotate, max_decompressed_mb << 20)
         if output_format == "json":

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
+from typing import Annotated
 
 import typer
 
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "markdown", "json")
+
+
+class GateFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    markdown = "markdown"
+    json = "json"
 
 
 def register(app: typer.Typer) -> None:
@@ -20,11 +30,13 @@ def register(app: typer.Typer) -> None:
         ),
         current: str = typer.Option(..., "--current", help="Current RunRecord or trace."),
         max_regression: str = typer.Option(
-            "3%", "--max-regression", help="Allowed TPOT regression, e.g. 3% or 0.03."
+            "3%",
+            "--max-regression",
+            help="Allowed TPOT regression: 3% or 0.03 (a bare number above 1 is refused).",
         ),
-        output_format: str = typer.Option(
-            "table", "--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json."
-        ),
+        output_format: Annotated[
+            GateFormat, typer.Option("--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json.")
+        ] = GateFormat.table,
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 

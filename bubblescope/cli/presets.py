@@ -10,6 +10,28 @@ import typer
 from bubblescope.cli.floor import DEFAULT_CONTEXT, OutputFormat
 
 PRESETS_SCHEMA = "bubblescope.presets/1"
+# Bytes copied to measure host memory bandwidth (large enough to leave the caches, quick to copy).
+HOST_COPY_BYTES = 256 << 20
+
+
+def host_copy_gbps(repeats: int = 3) -> float:
+    """This machine's host memory bandwidth (GB/s, read + write of one large copy, best of `repeats`).
+
+    A CPU decode step reads every active weight at least once, so bytes per token / this is a lower
+    bound on its step time: what "fits" means on a CPU is "runs, at this speed at best".
+    """
+    import time
+
+    import numpy as np
+
+    source = np.ones(HOST_COPY_BYTES // 8, dtype=np.float64)
+    target = np.empty_like(source)
+    best_s = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best_s = min(best_s, time.perf_counter() - start)
+    return 2 * HOST_COPY_BYTES / best_s / 1e9
 
 
 def preset_rows() -> dict[str, Any]:
@@ -24,6 +46,7 @@ def preset_rows() -> dict[str, Any]:
     from bubblescope.reference_model.config import PRESETS
 
     machine = machine_memory()
+    host_gbps = host_copy_gbps() if machine.kind == "cpu" else None
     rows = []
     for config in PRESETS.values():
         params = count_parameters(config)
@@ -47,6 +70,8 @@ def preset_rows() -> dict[str, Any]:
                 "bytes_per_token": breakdown.total,
                 "fits": tp_needed is not None,
                 "min_devices": tp_needed,
+                # CPU only: the step time a memory-bound decode cannot beat on this machine.
+                "expected_step_s_min": breakdown.total / (host_gbps * 1e9) if host_gbps else None,
                 "description": config.description,
             }
         )
@@ -58,6 +83,7 @@ def preset_rows() -> dict[str, Any]:
             "devices": machine.devices,
             "bytes_per_device": machine.bytes_per_device,
             "name": machine.name,
+            "host_copy_gbps": host_gbps,
         },
         "presets": rows,
     }
@@ -76,7 +102,8 @@ def register(app: typer.Typer) -> None:
         `bubblescope floor` does by default. "fits" compares each preset's
         weights (its dtype, MTP included, plus 5 % and 1 GiB headroom) with
         this machine: one CUDA device, or tensor parallelism over up to all of
-        them ("TP 2"), or host RAM when there is no GPU.
+        them ("TP 2"). Without a GPU it shows the step time a memory-bound
+        decode cannot beat here (bytes per token / measured host copy GB/s).
         """
         listing = preset_rows()
         if output_format is OutputFormat.json:
@@ -89,7 +116,13 @@ def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
     if not row["fits"]:
         return "no"
     if machine["kind"] == "cpu":
-        return "yes"
+        # In RAM, but a big preset on CPU takes seconds to minutes per step: say how long, not "yes".
+        step_s = row.get("expected_step_s_min")
+        if not step_s:
+            return "in RAM"
+        from bubblescope.report.cells import fmt_duration_ns
+
+        return f"≥ {fmt_duration_ns(step_s * 1e9)}/step" if step_s < 1 else f"≥ {step_s:.1f} s/step"
     return "yes" if row["min_devices"] == 1 else f"TP {row['min_devices']}"
 
 
@@ -109,7 +142,7 @@ def _print_table(listing: dict[str, Any]) -> None:
     )
     table.add_column("preset", no_wrap=True)
     for column in ("layers", "experts", "params", "active", "bf16 GB", "GB/tok", "fits"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for row in listing["presets"]:
         table.add_row(
             row["preset"],

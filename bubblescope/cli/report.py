@@ -45,13 +45,18 @@ class ReportFormat(str, Enum):
 
 
 def write_report(
-    paths: list[Path], output: Path | None, report_format: ReportFormat, step_marker: str | None = None
+    paths: list[Path],
+    output: Path | None,
+    report_format: ReportFormat,
+    step_marker: str | None = None,
+    floor_inputs: tuple[float | None, float | None] = (None, None),
 ) -> tuple[str, Path | None]:
     """Load the inputs, render them, and write the result atomically when there is a destination.
 
     Args:
         paths: the command's arguments; output: destination (None: report.html, or stdout for Markdown);
         step_marker: regex for bare traces' step annotations (see `analyze_traces`).
+        floor_inputs: (--bytes-per-token, --bandwidth) for bare traces' floor (trace_floor.py).
 
     Returns:
         (rendered text, path written or None when Markdown goes to stdout).
@@ -59,9 +64,13 @@ def write_report(
         BubblescopeError: bad input (one line naming the path).
     """
     from bubblescope.atomic import write_text_atomic
-    from bubblescope.report.load_inputs import load_inputs
+    from bubblescope.report.load_inputs import TraceInput, load_inputs
+    from bubblescope.trace_floor import trace_floor
 
     inputs = load_inputs(list(paths), step_marker=step_marker)
+    for item in inputs:
+        if isinstance(item, TraceInput):
+            item.analysis["floor"] = trace_floor(item.analysis, *floor_inputs)
     if report_format is ReportFormat.markdown:
         from bubblescope.report.markdown import render_inputs_markdown
 
@@ -116,9 +125,23 @@ def register(app: typer.Typer) -> None:
                 "step's annotation (e.g. 'decode_step_.*').",
             ),
         ] = None,
+        bytes_per_token: Annotated[
+            float | None,
+            typer.Option(
+                "--bytes-per-token", metavar="BYTES", help="For bare traces: bytes one token reads."
+            ),
+        ] = None,
+        bandwidth: Annotated[
+            float | None,
+            typer.Option(
+                "--bandwidth", metavar="GB/S", help="For bare traces: HBM GB/s of the GPU that ran them."
+            ),
+        ] = None,
     ) -> None:
         try:
-            text, written = write_report(paths or [], output, report_format, step_marker)
+            text, written = write_report(
+                paths or [], output, report_format, step_marker, (bytes_per_token, bandwidth)
+            )
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if written is None:

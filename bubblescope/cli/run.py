@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from bubblescope.capture.setup import resolve_toggles
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -22,6 +24,13 @@ from bubblescope.errors import ConfigError
 FORMATS = ("table", "json")
 
 
+class RunFormat(str, Enum):
+    """The values `--format` accepts (shown as choices in --help)."""
+
+    table = "table"
+    json = "json"
+
+
 def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> Path:
     """`reports/<kind>/<UTC timestamp>-<preset>-<switches>/`."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -29,31 +38,17 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
     return Path("reports") / kind / f"{stamp}-{preset or 'default'}-{switches}"
 
 
-def resolve_toggles(toggle: str | None, all_on: bool, workload: Any) -> tuple[frozenset[str], list[str]]:
-    """`--toggle`/`--all` → enabled switches; GPU-only switches are refused on CPU (or left out of --all)."""
-    from bubblescope.capture.setup import check_usable, usable_switches, workload_on_cuda
-    from bubblescope.workload import parse_toggles
-
-    if toggle and all_on:
-        raise ConfigError("use either --toggle or --all, not both")
-    infos = workload.switches()
-    on_cuda = workload_on_cuda(workload)
-    notices = []
-    if all_on:
-        usable = usable_switches(infos, on_cuda)
-        skipped = [i.name for i in infos if i.name not in usable]
-        if skipped:
-            notices.append(f"--all on CPU leaves out switches that need a GPU: {', '.join(skipped)}")
-        return frozenset(usable), notices
-    enabled = parse_toggles(toggle, infos)
-    check_usable(enabled, infos, on_cuda)
-    return enabled, notices
-
-
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
+    from bubblescope.report.cells import fmt_duration_ms
+    from bubblescope.report.markdown import tpot_interval_ms
+    from bubblescope.stats import INTERVAL_LABEL
+
     summary = record["summary"]
-    lo, hi = summary["tpot_ci95_ms"]
-    typer.echo(f"TPOT {summary['tpot_ms']:.4f} ms (95% CI {lo:.4f}-{hi:.4f}), {summary['tokens']} tokens")
+    lo, hi = tpot_interval_ms(summary)
+    typer.echo(
+        f"TPOT {fmt_duration_ms(summary['tpot_ms'])} ({INTERVAL_LABEL} {fmt_duration_ms(lo)} - "
+        f"{fmt_duration_ms(hi)}), {summary['tokens']} tokens"
+    )
     analysis = record.get("analysis")
     if analysis:
         typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
@@ -82,11 +77,11 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
-            typer.Option(
-                "--out", help="Output folder (default reports/runs/<UTC time>-<preset>-<switches>/)."
-            ),
+            typer.Option("--out", help="Output folder (default reports/runs/UTC_TIME-PRESET-SWITCHES/)."),
         ] = None,
-        output_format: str = typer.Option("table", "--format", help="table or json (prints the RunRecord)."),
+        output_format: Annotated[
+            RunFormat, typer.Option("--format", help="table, or json (prints the RunRecord).")
+        ] = RunFormat.table,
         tp: int = typer.Option(
             1, "--tp", help="Tensor-parallel ranks of the reference model (one GPU each; gloo on CPU)."
         ),
@@ -100,7 +95,7 @@ def register(app: typer.Typer) -> None:
 
         Writes record.json (schema bubblescope.run/1), trace.json.gz, analysis.json and report.html
         into --out. With --tp N it starts N ranks (torchrun-compatible), rank 0 times, every rank
-        writes trace.rank<N>.json.gz, and record.json lists them under "tp". On CPU it runs the
+        writes trace.rankN.json.gz, and record.json lists them under "tp". On CPU it runs the
         tiny debug preset and counts device readbacks per step from
         the trace (each would block the host on a GPU); GPU bubbles are not measured there.
         """
@@ -163,7 +158,10 @@ def register(app: typer.Typer) -> None:
             workload_info=workload_info,
             bandwidth=resolve_floor_bandwidth(),
         )
-        notices += run_notices
+        from bubblescope.report.run_page import write_run_report
+
+        record, notice = write_run_report(out_dir / "record.json")
+        notices += run_notices + ([notice] if notice else [])
         if output_format == "json":
             typer.echo(json.dumps(record, indent=1))
             return

@@ -1,13 +1,21 @@
 """Rich console view of a `bubblescope.analysis/1` dict: what a person reads in ten seconds.
 
-Headline per device (busy / idle and idle by class), the blocking reads by site with their fix hints,
-and the largest gaps with their blame. Rendering only; no analysis here.
+What to fix first, then the headline per device (busy / idle and idle by class), the blocking reads by
+site with their fix hints, the top kernels and the largest gaps with their blame. Rendering only; every
+string from the trace goes through `escape.console_text` (rich markup and terminal escapes shown
+literally).
 """
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+
+from bubblescope.report.cells import fmt_duration_ns, plural, steps_and_ranks
+from bubblescope.report.escape import console_text
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows
+from bubblescope.trace_floor import floor_line
 
 CLASS_STYLE = {
     "sync": "bold red",
@@ -17,20 +25,47 @@ CLASS_STYLE = {
     "outside": "dim",
 }
 TOP_GAPS_SHOWN = 8
+TOP_KERNELS_SHOWN = 10
+SHORT_CELL_CHARS = 14
 
 
 def us(ns: float) -> str:
-    """ns -> '12.3 µs' (or ms above 10 ms)."""
-    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 1e7 else f"{ns / 1e3:.1f} µs"
+    """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere)."""
+    return fmt_duration_ns(ns)
+
+
+def print_table(console: Console, title: str, rows: tuple[list[str], list[list[str]]]) -> None:
+    """Plain-string rows as a rich table, every cell escaped."""
+    headers, body = rows
+    table = Table(title=console_text(title), title_justify="left")
+    for index, header in enumerate(headers):
+        # Short cells (numbers with units, ranks) never wrap mid-number; long names and hints fold.
+        short = all(len(str(row[index])) <= SHORT_CELL_CHARS for row in body)
+        table.add_column(console_text(header), overflow="fold", no_wrap=short)
+    for row in body:
+        table.add_row(*(console_text(cell) for cell in row))
+    console.print(table)
+
+
+def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1.0) -> None:
+    """The ranked fix-first list (or a line saying there is nothing to fix)."""
+    findings = fix_first(analysis, tokens_per_step)
+    if findings:
+        print_table(console, FIX_FIRST_TITLE, fix_first_rows(findings))
+    else:
+        console.print("[green]nothing to fix first: no blocking reads and no idle worth a finding[/green]")
 
 
 def print_analysis(console: Console, analysis: dict) -> None:
-    """Print the summary, device, sync and gap tables of `analysis`."""
+    """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`."""
     summary = analysis["summary"]
+    print_fix_first(console, analysis)
+    steps, ranks = steps_and_ranks(analysis)
+    on_ranks = f" on each of {ranks} ranks" if ranks > 1 else ""
     headline = (
-        f"[bold]bubblescope analyze[/bold]: {summary['steps']} steps "
-        f"(steps from {analysis['step_source']}), "
-        f"{summary['blocking_reads_per_step']:g} blocking reads/step"
+        f"[bold]bubblescope analyze[/bold]: {plural(steps, 'step')}{on_ranks} "
+        f"(steps from {console_text(analysis['step_source'])}), "
+        f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
     )
     if analysis.get("gpu_measured", True):
         headline += (
@@ -38,8 +73,9 @@ def print_analysis(console: Console, analysis: dict) -> None:
             f"idle {us(summary['idle_ns_per_step'])}/step"
         )
     console.print(headline)
+    console.print(console_text(floor_line(analysis)))
     for warning in analysis["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     if analysis.get("gpu_measured", True):
         console.print(_per_step_classes(summary))
         console.print(_devices_table(analysis["devices"]))
@@ -52,6 +88,11 @@ def print_analysis(console: Console, analysis: dict) -> None:
         _sync_hints(console, analysis["syncs"])
     else:
         console.print("[green]no host-blocking reads found[/green]")
+    kernels = analysis.get("kernels") or []
+    if kernels:
+        headers, rows = kernel_rows(kernels)
+        shown = f"Top {min(len(rows), TOP_KERNELS_SHOWN)} of {plural(len(rows), 'kernel')} by GPU time"
+        print_table(console, shown, (headers, rows[:TOP_KERNELS_SHOWN]))
     if analysis["gaps_top"] and analysis.get("gpu_measured", True):
         console.print(_gaps_table(analysis["gaps_top"][:TOP_GAPS_SHOWN]))
 
@@ -59,7 +100,7 @@ def print_analysis(console: Console, analysis: dict) -> None:
 def _per_step_classes(summary: dict) -> Table:
     table = Table(title="GPU idle per step, by cause", title_justify="left")
     for cls in summary["idle_by_class_ns_per_step"]:
-        table.add_column(cls, justify="right", style=CLASS_STYLE.get(cls))
+        table.add_column(console_text(cls), justify="right", style=CLASS_STYLE.get(cls))
     table.add_row(*(us(v) for v in summary["idle_by_class_ns_per_step"].values()))
     return table
 
@@ -77,10 +118,12 @@ def _devices_table(devices: list[dict]) -> Table:
         table.add_column(col, justify=justify, overflow="fold")
     for d in devices:
         causes = " ".join(
-            f"[{CLASS_STYLE[c]}]{c}[/] {us(ns)}" for c, ns in d["idle_by_class_ns"].items() if ns
+            f"[{CLASS_STYLE.get(c, '')}]{console_text(c)}[/] {us(ns)}"
+            for c, ns in d["idle_by_class_ns"].items()
+            if ns
         )
         table.add_row(
-            f"{d['rank']}/{d['device']}",
+            console_text(f"{d['rank']}/{d['device']}"),
             us(d["span_ns"]),
             us(d["busy_ns"]),
             us(d["idle_ns"]),
@@ -101,12 +144,13 @@ def _syncs_table(syncs: list[dict]) -> Table:
         ("blocked", "right"),
         ("bubble", "right"),
     ):
-        table.add_column(col, justify=justify, overflow="fold")
+        # Numbers never wrap mid-number; long site names fold.
+        table.add_column(col, justify=justify, overflow="fold", no_wrap=justify == "right")
     for i, s in enumerate(syncs, start=1):
         table.add_row(
             str(i),
-            s["site"],
-            s["op"] or s["api"],
+            console_text(s["site"]),
+            console_text(s["op"] or s["api"]),
             str(s["count"]),
             f"{s['per_step']:g}",
             us(s["blocked_ns"]),
@@ -117,26 +161,29 @@ def _syncs_table(syncs: list[dict]) -> Table:
 
 def _sync_hints(console: Console, syncs: list[dict]) -> None:
     for i, s in enumerate(syncs, start=1):
-        console.print(f"  [bold]{i}.[/bold] {s['hint']}")
+        console.print(f"  [bold]{i}.[/bold] {console_text(s['hint'])}")
 
 
 def _gaps_table(gaps: list[dict]) -> Table:
     table = Table(title="Largest GPU idle gaps", title_justify="left")
     for col, justify in (
+        ("rank", "right"),
         ("step", "right"),
         ("start", "right"),
         ("dur", "right"),
         ("class", "left"),
         ("blame", "left"),
     ):
-        table.add_column(col, justify=justify, overflow="fold")
+        table.add_column(col, justify=justify, overflow="fold", no_wrap=justify == "right")
     for g in gaps:
         style = CLASS_STYLE.get(g["class"], "")
+        cls = console_text(g["class"])
         table.add_row(
+            console_text(g.get("rank", 0)),
             str(g["step"]) if g["step"] >= 0 else "-",
             us(g["start_ns"]),
             us(g["dur_ns"]),
-            f"[{style}]{g['class']}[/{style}]" if style else g["class"],
-            g["blame"],
+            f"[{style}]{cls}[/{style}]" if style else cls,
+            console_text(g["blame"]),
         )
     return table

@@ -1,75 +1,100 @@
-"""Markdown view of a `bubblescope.analysis/1` dict (for CI summaries and pull requests)."""
+"""Markdown view of a `bubblescope.analysis/1` dict (for CI summaries and pull requests).
+
+Opens with what to fix first; every string from the trace is escaped by `md_cell` (report/escape.py),
+so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
+"""
 
 from __future__ import annotations
 
+from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table, steps_and_ranks
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows
+from bubblescope.trace_floor import floor_line
+
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
 TOP_GAPS_SHOWN = 10
+TOP_KERNELS_SHOWN = 20
 
 
-def _us(ns: float) -> str:
-    return f"{ns / 1e3:.1f}"
+def _cell(text: object) -> str:
+    return md_cell(text)
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def fix_first_markdown(analysis: dict, tokens_per_step: float = 1.0) -> list[str]:
+    """The fix-first section (heading and table) of any Markdown surface."""
+    findings = fix_first(analysis, tokens_per_step)
+    return [f"### {FIX_FIRST_TITLE}", "", md_table(fix_first_rows(findings), "nothing to fix first"), ""]
+
+
+def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str]:
+    """The per-kernel section (top `limit` by GPU time), empty when the analysis has no kernels."""
+    headers, rows = kernel_rows(analysis.get("kernels"))
+    if not rows:
+        return []
+    title = f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})"
+    return [title, "", md_table((headers, rows[:limit])), ""]
 
 
 def render_analysis_markdown(analysis: dict) -> str:
-    """The whole analysis as Markdown: summary, idle by cause, devices, reads by site, top gaps."""
+    """The whole analysis as Markdown: fix-first, summary, idle by cause, devices, reads, kernels, gaps."""
     summary = analysis["summary"]
-    lines = [
-        "## bubblescope analyze",
-        "",
-        f"- steps: **{summary['steps']}** (from `{analysis['step_source']}`)",
+    steps, ranks = steps_and_ranks(analysis)
+    on_ranks = f" on each of {ranks} ranks" if ranks > 1 else ""
+    lines = ["## bubblescope analyze", "", *fix_first_markdown(analysis)]
+    lines += [
+        f"- steps: **{steps}**{on_ranks} (from {_cell(analysis['step_source'])})",
         f"- blocking reads per step: **{summary['blocking_reads_per_step']:g}**",
-        f"- GPU busy per step: {_us(summary['gpu_busy_ns_per_step'])} µs, "
-        f"idle per step: {_us(summary['idle_ns_per_step'])} µs",
+        f"- GPU busy per step: {fmt_duration_ns(summary['gpu_busy_ns_per_step'])}, "
+        f"idle per step: {fmt_duration_ns(summary['idle_ns_per_step'])}",
     ]
+    lines.append(f"- {_cell(floor_line(analysis))}")
     lines += [f"- warning: {_cell(w)}" for w in analysis["warnings"]]
     by_class = summary["idle_by_class_ns_per_step"]
     lines += [
         "",
-        "### GPU idle per step by cause (µs)",
+        "### GPU idle per step by cause",
         "",
-        "| " + " | ".join(by_class) + " |",
+        "| " + " | ".join(_cell(c) for c in by_class) + " |",
         "|" + "---:|" * len(by_class),
-        "| " + " | ".join(_us(v) for v in by_class.values()) + " |",
+        "| " + " | ".join(fmt_duration_ns(v) for v in by_class.values()) + " |",
     ]
     lines += [
         "",
-        "### Devices (µs, whole trace)",
+        "### Devices (whole trace)",
         "",
         "| rank | device | span | busy | idle | " + " | ".join(GAP_CLASSES) + " |",
         "|" + "---:|" * (5 + len(GAP_CLASSES)),
     ]
     for d in analysis["devices"]:
-        cells = [d["rank"], d["device"], _us(d["span_ns"]), _us(d["busy_ns"]), _us(d["idle_ns"])]
-        cells += [_us(d["idle_by_class_ns"][c]) for c in GAP_CLASSES]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        cells = [_cell(d["rank"]), _cell(d["device"])]
+        cells += [fmt_duration_ns(d[k]) for k in ("span_ns", "busy_ns", "idle_ns")]
+        cells += [fmt_duration_ns(d["idle_by_class_ns"].get(c)) for c in GAP_CLASSES]
+        lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "### Host-blocking reads by site", ""]
     if analysis["syncs"]:
         lines += [
-            "| site | op | count | per step | blocked µs | bubble µs | fix |",
-            "|---|---|---:|---:|---:|---:|---|",
+            "| # | site | op | count | per step | blocked | bubble | fix |",
+            "|---:|---|---|---:|---:|---:|---:|---|",
         ]
-        for s in analysis["syncs"]:
+        for i, s in enumerate(analysis["syncs"], start=1):
             lines.append(
-                f"| `{_cell(s['site'])}` | `{_cell(s['op'] or s['api'])}` | {s['count']} | "
-                f"{s['per_step']:g} | {_us(s['blocked_ns'])} | {_us(s['bubble_ns'])} | "
+                f"| {i} | {_cell(s['site'])} | {_cell(s['op'] or s['api'])} | {s['count']} | "
+                f"{s['per_step']:g} | {fmt_duration_ns(s['blocked_ns'])} | "
+                f"{fmt_duration_ns(s['bubble_ns'])} | "
                 f"{_cell(s['hint'])} |"
             )
     else:
         lines.append("none found")
+    lines += ["", *kernels_markdown(analysis)]
     lines += [
-        "",
         "### Largest GPU idle gaps",
         "",
-        "| rank | step | start µs | dur µs | class | blame |",
+        "| rank | step | start | dur | class | blame |",
         "|---:|---:|---:|---:|---|---|",
     ]
     for g in analysis["gaps_top"][:TOP_GAPS_SHOWN]:
         lines.append(
-            f"| {g['rank']} | {g['step']} | {_us(g['start_ns'])} | {_us(g['dur_ns'])} | "
-            f"{g['class']} | {_cell(g['blame'])} |"
+            f"| {_cell(g['rank'])} | {_cell(g['step'])} | {fmt_duration_ns(g['start_ns'])} | "
+            f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(g['blame'])} |"
         )
     return "\n".join(lines) + "\n"

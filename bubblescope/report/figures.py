@@ -7,10 +7,13 @@ would be drawn bold (and a `<script>` would be a tag, not text). Entities it dec
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import plotly.graph_objects as go
+
+from bubblescope.report import escape
+from bubblescope.report.cells import ESTIMATORS, interval_resolved
+from bubblescope.report.markdown import shown_estimators
 
 GAP_COLORS = {
     "sync": "#d62728",
@@ -44,21 +47,17 @@ SLICE_DRAW_ORDER = [
     "gpu_memset",
     "cuda_sync",
 ]
-ESTIMATORS = [
-    ("alone_ms", "alone"),
-    ("removed_from_all_ms", "removed from all-on"),
-    ("shapley_ms", "Shapley"),
-    ("cumulative_ms", "cumulative (in order)"),
-]
 NS_PER_US = 1000.0
+# Nested host slices get their own lane per depth, up to this many (deeper ones share the last).
+MAX_HOST_DEPTH_LANES = 4
 BAR_WIDTH_OUTER = 0.8
 BAR_WIDTH_STEP = 0.14
 BAR_WIDTH_MIN = 0.25
 
 
 def plot_text(value: Any) -> str:
-    """A string safe to hand to plotly as text: HTML-escaped so it is drawn literally."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """A string safe to hand to plotly as text: truncated, HTML-escaped so it is drawn literally."""
+    return escape.plot_text(value)
 
 
 def _num(value: Any, default: float = 0.0) -> float:
@@ -95,7 +94,10 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
     values_ms = tpot_ms[:1] + [
         _num(row.get("delta_ms"), tpot_ms[i + 1] - tpot_ms[i]) for i, row in enumerate(waterfall[1:])
     ]
-    texts = [f"{v:.3f}" if i == 0 else f"{v:+.3f}" for i, v in enumerate(values_ms)]
+    texts = [
+        f"{v:.3f}" if i == 0 else f"{v:+.3f}" + ("" if i == 0 else _noise_mark(waterfall[i]))
+        for i, v in enumerate(values_ms)
+    ]
     hover = [
         f"{label}<br>TPOT {tpot:.3f} ms<br>95% CI {lo:.3f} – {hi:.3f} ms"
         for label, tpot, lo, hi in zip(labels, tpot_ms, lo_ms, hi_ms, strict=True)
@@ -130,6 +132,14 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
     return _base_layout(fig, "TPOT waterfall (switches added in order)", 420)
 
 
+def _noise_mark(row: dict[str, Any]) -> str:
+    """` (noise)` on a waterfall bar whose Δ is not resolved (docs/intervals.md)."""
+    delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
+    if not isinstance(delta["lo"], int | float) or interval_resolved(delta):
+        return ""
+    return " (noise)"
+
+
 def _interval_markers(
     labels: list[str], tpot_ms: list[float], lo_ms: list[float], hi_ms: list[float], hover: list[str]
 ) -> go.Scatter:
@@ -159,18 +169,26 @@ def _removed_text(switch: dict[str, Any]) -> str:
     return "<br>".join(parts) if parts else "no blocking reads or idle removed"
 
 
-def switch_deltas_figure(switches: list[dict[str, Any]]) -> go.Figure:
+def switch_deltas_figure(switches: list[dict[str, Any]], shapley_method: Any = None) -> go.Figure:
     """Per-switch TPOT saving with 95% intervals, one bar group per switch, one bar per estimator.
+
+    An estimate that is noise (interval holds zero or is wider than the effect) is not drawn as a bar:
+    its switch is labelled `not resolved`. Shapley from one sampled ordering equals the cumulative
+    order, so it is not drawn as a separate estimate.
 
     Args:
         switches: ablation/1 `attribution.switches` rows; each estimator is {est, lo, hi} in ms.
+        shapley_method: the attribution's `shapley_method`.
     Returns:
-        horizontal grouped bars; hover names what the switch removed (reads, idle by class).
+        horizontal grouped bars; the `alone` bar's hover names what the switch removed alone.
     """
-    names = [plot_text(sw.get("name")) for sw in switches]
+    names = []
+    for sw in switches:
+        resolved = any(interval_resolved(sw.get(key)) for key, _ in ESTIMATORS)
+        names.append(plot_text(sw.get("name")) + ("" if resolved else " (not resolved: noise)"))
     fig = go.Figure()
-    for key, label in ESTIMATORS:
-        rows = [sw.get(key) if isinstance(sw.get(key), dict) else None for sw in switches]
+    for key, label in shown_estimators(shapley_method):
+        rows = [sw.get(key) if interval_resolved(sw.get(key)) else None for sw in switches]
         if all(row is None for row in rows):
             continue
         est = [_num(row.get("est")) if row else 0.0 for row in rows]
@@ -178,7 +196,7 @@ def switch_deltas_figure(switches: list[dict[str, Any]]) -> go.Figure:
         lo = [max(e - _num(row.get("lo"), e), 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
         hover = [
             f"<b>{name}</b> · {label}<br>saves {e:.3f} ms (95% CI {e - minus:.3f} – {e + plus:.3f})"
-            f"<br>{_removed_text(sw)}"
+            + (f"<br>alone vs baseline: {_removed_text(sw)}" if key == "alone_ms" else "")
             for name, e, minus, plus, sw in zip(names, est, lo, hi, switches, strict=True)
         ]
         fig.add_trace(
@@ -353,9 +371,20 @@ def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) 
         )
 
 
-def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) -> None:
+def depth_lane(lane: str, depth: int, host_lanes: set[str]) -> str:
+    """The lane a slice is drawn on: a host slice nested `depth` deep gets `lane · depth N`."""
+    if lane not in host_lanes or depth == 0:
+        return lane
+    return f"{lane} · depth {min(depth, MAX_HOST_DEPTH_LANES)}"
+
+
+def _add_slice_traces(
+    fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lanes: set[str]
+) -> list[str]:
+    """Slices as bars, one trace per category; returns the depth lanes it drew on."""
     slices = [sl for sl in timeline.get("slices") or [] if isinstance(sl, dict)]
     depths = _slice_depths(slices)
+    used: list[str] = []
     by_cat: dict[str, list[int]] = {}
     for index, sl in enumerate(slices):
         by_cat.setdefault(str(sl.get("cat", "other")), []).append(index)
@@ -367,14 +396,21 @@ def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float
         rows = [slices[i] for i in indices]
         start_us = [(_num(sl.get("start_ns")) - origin_ns) / NS_PER_US for sl in rows]
         dur_us = [_num(sl.get("dur_ns")) / NS_PER_US for sl in rows]
-        widths = [max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN) for i in indices]
+        lanes = [depth_lane(str(slices[i].get("lane")), depths[i], host_lanes) for i in indices]
+        used += [lane for lane in lanes if lane not in used]
+        widths = [
+            BAR_WIDTH_OUTER
+            if str(slices[i].get("lane")) in host_lanes
+            else max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN)
+            for i in indices
+        ]
         hover = [
             f"<b>{plot_text(sl.get('name'))}</b><br>{plot_text(cat)} · {d:.1f} µs at +{s:.1f} µs"
             for sl, s, d in zip(rows, start_us, dur_us, strict=True)
         ]
         fig.add_trace(
             go.Bar(
-                y=[plot_text(sl.get("lane")) for sl in rows],
+                y=[plot_text(lane) for lane in lanes],
                 x=dur_us,
                 base=start_us,
                 width=widths,
@@ -385,6 +421,7 @@ def _add_slice_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float
                 marker={"color": SLICE_COLORS.get(cat, "#8c8c8c"), "line": {"width": 0.5, "color": "#fff"}},
             )
         )
+    return used
 
 
 def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lane: str) -> None:
@@ -413,8 +450,25 @@ def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, 
             },
         )
     )
+    # One trace of dotted vertical lines (None breaks the line between reads): `add_vline` per read made
+    # a 1000-read step take minutes to build, since each call re-validates every shape before it.
+    line_x: list[float | None] = []
+    line_y: list[float | None] = []
     for x_us in start_us:
-        fig.add_vline(x=x_us, line={"color": "#d62728", "width": 1, "dash": "dot"})
+        line_x += [x_us, x_us, None]
+        line_y += [0.0, 1.0, None]
+    fig.add_trace(
+        go.Scatter(
+            x=line_x,
+            y=line_y,
+            yaxis="y2",
+            mode="lines",
+            line={"color": "#d62728", "width": 1, "dash": "dot"},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False})
 
 
 def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
@@ -422,11 +476,17 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
 
     Args:
         timeline: analysis/1 `timeline`: {start_ns, dur_ns, lanes[], slices[], gaps[], syncs[]}; times are
-            ns from trace start, drawn as µs from the step's start.
+            ns from trace start, drawn as µs from the start of the step's GPU interval (`gpu_start_ns`;
+            the whole window's start when the timeline has none), the view spanning that interval.
     Returns:
-        a horizontal-bar timeline with hover details for every slice, gap and read.
+        a horizontal-bar timeline with hover details for every slice, gap and read; host slices nested
+        in others are drawn on their own `host · depth N` lanes.
     """
-    origin_ns = _num(timeline.get("start_ns"))
+    # Aligned to the step's GPU interval: under host run-ahead the host window starts long before the
+    # GPU work it launched, and a window spanning both showed empty GPU lanes and a step wider than TPOT.
+    gpu_start_ns, gpu_dur_ns = _num(timeline.get("gpu_start_ns"), -1.0), _num(timeline.get("gpu_dur_ns"))
+    aligned = gpu_start_ns >= 0 and gpu_dur_ns > 0
+    origin_ns = gpu_start_ns if aligned else _num(timeline.get("start_ns"))
     lanes = [lane for lane in timeline.get("lanes") or [] if isinstance(lane, dict)]
     lane_names = [str(lane.get("lane")) for lane in lanes]
     for sl in timeline.get("slices") or []:
@@ -436,18 +496,30 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         (str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"),
         lane_names[0] if lane_names else "host",
     )
+    host_lanes = {str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"}
     fig = go.Figure()
     _add_gap_traces(fig, timeline, origin_ns)
-    _add_slice_traces(fig, timeline, origin_ns)
+    for lane in sorted(_add_slice_traces(fig, timeline, origin_ns, host_lanes)):
+        if lane not in lane_names:
+            # A depth lane sits right under the lanes of its host thread drawn so far.
+            parent = lane.split(" · depth ")[0]
+            at = max(i for i, name in enumerate(lane_names) if name.split(" · depth ")[0] == parent)
+            lane_names.insert(at + 1, lane)
     _add_sync_marks(fig, timeline, origin_ns, host_lane)
     fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
     fig.update_yaxes(
         categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
     )
-    fig.update_xaxes(title_text="µs from step start")
-    step_us = _num(timeline.get("dur_ns")) / NS_PER_US
-    if step_us > 0:
-        fig.update_xaxes(range=[0, step_us])
+    if aligned:
+        host_lead_us = (gpu_start_ns - _num(timeline.get("host_start_ns"), gpu_start_ns)) / NS_PER_US
+        note = f" (host window starts {host_lead_us:.1f} µs earlier: pan left)" if host_lead_us > 0 else ""
+        fig.update_xaxes(title_text="µs from the start of the step's GPU interval" + note)
+        fig.update_xaxes(range=[0, gpu_dur_ns / NS_PER_US])
+    else:
+        fig.update_xaxes(title_text="µs from step start")
+        step_us = _num(timeline.get("dur_ns")) / NS_PER_US
+        if step_us > 0:
+            fig.update_xaxes(range=[0, step_us])
     title = (
         f"One decode step (step {plot_text(timeline.get('step'))}, rank {plot_text(timeline.get('rank', 0))})"
     )

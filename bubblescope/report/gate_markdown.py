@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import fmt_duration_ms
+from bubblescope.report.escape import md_text
+
+CHANGE_MARKS = {"regression": "❌", "improvement": "🚀", "unresolved": "✅"}
+
 
 def _md(text: object) -> str:
     """Escape what would break a table cell or inject markup (site names come from traces)."""
-    out = str(text)
-    for char in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
-        out = out.replace(char, "\\" + char)
-    return out.replace("\n", " ")
+    return md_text(text)
 
 
 def _reads_rows(check: dict[str, Any]) -> list[str]:
@@ -25,10 +27,10 @@ def _tpot_row(check: dict[str, Any]) -> str:
     if check["status"] == "skipped":
         return f"| TPOT | – | – | ⏭ {_md(check['reason'])} |"
     ratio = check["ratio"]
-    mark = "❌" if check["status"] == "fail" else "✅"
+    mark = "❌" if check["status"] == "fail" else CHANGE_MARKS.get(check.get("change", ""), "✅")
     change = (ratio["est"] - 1.0) * 100.0
     return (
-        f"| TPOT (median, ms) | {check['baseline_ms']:.4f} | {check['current_ms']:.4f} "
+        f"| TPOT (median) | {fmt_duration_ms(check['baseline_ms'])} | {fmt_duration_ms(check['current_ms'])} "
         f"| {mark} {change:+.1f}% "
         f"(95% CI {(ratio['lo'] - 1) * 100:+.1f}% … {(ratio['hi'] - 1) * 100:+.1f}%; "
         f"limit +{check['threshold'] * 100:.1f}%): {_md(check['reason'])} |"
@@ -63,10 +65,13 @@ def render_gate_markdown(verdict: dict[str, Any]) -> str:
         lines.append("")
     for warning in verdict.get("warnings", []):
         lines.append(f"> ⚠️ {_md(warning)}")
+    if verdict.get("diff"):
+        from bubblescope.report.diff_render import render_diff_markdown
+
+        lines += ["", render_diff_markdown(verdict["diff"], heading_level=3)]
     lines += [
         "",
-        f"<sub>baseline: {_md(verdict['baseline']['path'])} · "
-        f"current: {_md(verdict['current']['path'])}</sub>",
+        f"_baseline: {_md(verdict['baseline']['path'])} · current: {_md(verdict['current']['path'])}_",
         "",
     ]
     return "\n".join(lines)

@@ -1,9 +1,9 @@
 """The self-contained HTML report: one file, plotly.js inlined once, opens offline.
 
-Safety: every string from a trace or record is escaped with `html.escape` before it enters markup, and
-all JSON placed inside a `<script>` goes through `script_safe_json` (`<`, `>`, `&`, U+2028/9 become
-\\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own hover/labels get
-`figures.plot_text`.
+Safety: every string from a trace or record is escaped with `escape.html_text` (report/escape.py)
+before it enters markup, and all JSON placed inside a `<script>` goes through `script_safe_json` (`<`,
+`>`, `&`, U+2028/9 become \\uXXXX), so a kernel named `</script><script>...` stays text. Plotly's own
+hover/labels get `figures.plot_text`.
 
 Browser hooks (used by the headless-browser test and handy when debugging a page): the `<html>` element
 counts uncaught errors in `data-js-errors` (first message in `data-js-first-error`), and `<body>` gets
@@ -14,15 +14,18 @@ Table rows come from markdown.py (`*_rows`), so the HTML and Markdown reports sh
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.escape import html_text
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
+    INTERVAL_NOTE,
     Rows,
     ablation_summary_items,
     ablation_title,
@@ -30,6 +33,9 @@ from bubblescope.report.markdown import (
     config_rows,
     device_rows,
     environment_rows,
+    findings_analysis,
+    floor_measured,
+    floor_unmeasured_text,
     fmt_bytes,
     gap_rows,
     gaps_heading,
@@ -41,6 +47,7 @@ from bubblescope.report.markdown import (
     switch_info_rows,
     switch_rows,
     sync_rows,
+    tokens_per_step,
     tpot_interval_ms,
     trace_summary_items,
     trace_title,
@@ -108,16 +115,17 @@ class Page:
                 f"<script>{_plotly_js()}</script>\n"
                 '<script type="application/json" id="bs-figures">'
                 f"{script_safe_json(self.figure_specs)}</script>\n"
-                f"<script>{RENDER_JS}</script>"
+                f"<script>{RENDER_JS}{SORT_JS}</script>"
             )
         else:
-            scripts = "<script>document.body.dataset.figuresRendered = '0';</script>"
+            scripts = f"<script>document.body.dataset.figuresRendered = '0';{SORT_JS}</script>"
+
         body = "\n".join(self.parts)
         title = self.title or "bubblescope report"
         return (
             f'<!DOCTYPE html>\n<html lang="en" data-js-errors="0">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{html.escape(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
+            f"<title>{html_text(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
             f"<style>{STYLE_CSS}</style>\n</head>\n<body>\n{body}\n{scripts}\n</body>\n</html>\n"
         )
 
@@ -146,6 +154,16 @@ Promise.all(jobs).then(function(){var n=0;specs.forEach(function(s){
 if(document.getElementById(s.id).querySelector('.main-svg')){n+=1;}});
 document.body.dataset.figuresRendered=String(n);});})();
 """
+# Click a header of a `table.sortable` to sort by that column (numbers by value), again to reverse.
+SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function(th,col){th.style.cursor='pointer';
+th.addEventListener('click',function(){var body=th.closest('table').tBodies[0];
+var down=th.dataset.dir!=='desc';th.dataset.dir=down?'desc':'asc';
+var rows=Array.prototype.slice.call(body.rows);rows.sort(function(a,b){
+var x=a.cells[col].dataset.sort,y=b.cells[col].dataset.sort,nx=parseFloat(x),ny=parseFloat(y);
+var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:String(x).localeCompare(String(y));return down?-c:c;});
+rows.forEach(function(r){body.appendChild(r);});});});
+"""
 STYLE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;
 color:#222;padding:0 16px}
@@ -162,8 +180,8 @@ th{background:#f3f5f8}td{overflow-wrap:anywhere}td.short{white-space:nowrap}
 
 
 def esc(value: Any) -> str:
-    """HTML-escape anything for text or attribute context."""
-    return html.escape(plain(value), quote=True)
+    """HTML-escape anything for text or attribute context (control characters shown visibly)."""
+    return html_text(plain(value))
 
 
 def table_html(rows: Rows, empty: str = "none") -> str:
@@ -182,6 +200,36 @@ def _cell_html(cell: str) -> str:
     return f'<td class="short">{esc(cell)}</td>' if short else f"<td>{esc(cell)}</td>"
 
 
+def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "none") -> str:
+    """A table whose headers sort it on click (by each cell's raw value in `data-sort`, not its text)."""
+    headers, body = rows
+    if not body:
+        return f'<p class="muted">{esc(empty)}</p>'
+    head = "".join(f'<th title="click to sort">{esc(h)}</th>' for h in headers)
+    lines = "".join(
+        "<tr>"
+        + "".join(f'<td data-sort="{esc(key)}">{esc(cell)}</td>' for cell, key in zip(row, keys, strict=True))
+        + "</tr>"
+        for row, keys in zip(body, sort_keys, strict=True)
+    )
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>'
+
+
+def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> None:
+    """The fix-first section, first under each input's heading."""
+    page.add(f"<h2>{esc(FIX_FIRST_TITLE)}</h2>")
+    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), "nothing to fix first"))
+
+
+def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
+    """The per-kernel table (sortable), when the analysis has kernels."""
+    kernels = (analysis or {}).get("kernels") or []
+    if not kernels:
+        return
+    page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
+    page.add(sortable_table_html(kernel_rows(kernels), kernel_sort_keys(kernels)))
+
+
 def cards_html(items: list[tuple[str, str]]) -> str:
     cards = "".join(
         f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div></div>'
@@ -194,9 +242,17 @@ def warnings_html(warnings: list[Any] | None) -> str:
     return "".join(f'<p class="warn">{esc(w)}</p>' for w in warnings or [])
 
 
-def _timeline_section(page: Page, analysis: dict[str, Any] | None, heading: str) -> None:
+def _timeline_section(
+    page: Page, analysis: dict[str, Any] | None, heading: str, profiled_over_timed: Any = None
+) -> None:
     timeline = (analysis or {}).get("timeline")
     page.add(f"<h2>{esc(heading)}</h2>")
+    if num(profiled_over_timed) is not None:
+        # The trace's steps ran under the profiler; say how far they describe the timed ones.
+        page.add(
+            f'<p class="sub">profiled step ÷ timed step: {num(profiled_over_timed):.2f}× '
+            "(gaps and busy times describe the profiled steps, TPOT the timed ones)</p>"
+        )
     if not isinstance(timeline, dict) or not timeline.get("slices"):
         page.add('<p class="muted">no timeline: the run has no analysed trace</p>')
         return
@@ -221,11 +277,15 @@ def add_run_sections(
             + ([record["analysis"]["note"]] if (record.get("analysis") or {}).get("note") else [])
         )
     )
+    fix_first_html(page, findings_analysis(record, analysis), tokens_per_step(record))
     page.add(cards_html(run_summary_items(record, analysis)))
+    page.add(f'<p class="sub">{esc(INTERVAL_NOTE.strip("_"))}</p>')
     _tp_run_section(page, record)
     summary, floor = record.get("summary") or {}, record.get("floor") or {}
     page.add("<h2>Speed of light</h2>")
-    if num(summary.get("tpot_ms")) is not None and floor:
+    if floor and not floor_measured(record):
+        page.add(f'<p class="muted">floor: {esc(floor_unmeasured_text(record))}</p>')
+    elif num(summary.get("tpot_ms")) is not None and floor:
         ci = tpot_interval_ms(summary)
         page.figure(
             figures.speed_of_light_figure(
@@ -240,9 +300,12 @@ def add_run_sections(
         )
     else:
         page.add('<p class="muted">no floor recorded for this run</p>')
-    _timeline_section(page, analysis, "One decode step")
+    _timeline_section(
+        page, analysis, "One decode step", (record.get("analysis") or {}).get("profiled_step_over_timed")
+    )
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    kernels_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
         page.add(table_html(gap_rows(analysis["gaps_top"])))
@@ -280,21 +343,32 @@ def add_ablation_sections(
         f"Shapley: {esc(attribution.get('shapley_method'))}</p>"
     )
     page.add(warnings_html(warnings))
+    base_key = config_key_with_role(ablation, "baseline")
+    base_record = records.get(base_key or "") or {}
+    fix_first_html(
+        page, findings_analysis(base_record, analyses.get(base_key or "")), tokens_per_step(base_record)
+    )
     page.add(cards_html(ablation_summary_items(attribution)))
+    page.add(f'<p class="sub">{esc(INTERVAL_NOTE.strip("_"))}</p>')
     if not attribution:
         page.add('<p class="warn">no attribution yet: the ablation has not finished</p>')
     if attribution.get("waterfall"):
         page.figure(figures.waterfall_figure(attribution["waterfall"]))
     page.add("<h2>Per-switch ΔTPOT and what it removed</h2>")
     if attribution.get("switches"):
-        page.figure(figures.switch_deltas_figure(attribution["switches"]))
-    page.add(table_html(switch_rows(attribution.get("switches")), "no per-switch attribution"))
-    base_key, all_key = config_key_with_role(ablation, "baseline"), config_key_with_role(ablation, "all_on")
+        page.figure(figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")))
+    page.add(
+        table_html(
+            switch_rows(attribution.get("switches"), attribution.get("shapley_method")),
+            "no per-switch attribution",
+        )
+    )
+    all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
         if key is not None and key in analyses:
-            _timeline_section(page, analyses[key], f"One decode step: {label} ({key})")
-    base_record = records.get(base_key or "") or {}
+            ratio = ((records.get(key) or {}).get("analysis") or {}).get("profiled_step_over_timed")
+            _timeline_section(page, analyses[key], f"One decode step: {label} ({key})", ratio)
     page.add("<h2>Host-blocking reads (baseline)</h2>")
     page.add(
         table_html(
@@ -315,8 +389,9 @@ def _ablation_config_sections(
             continue
         summary = record.get("summary") or {}
         ci = tpot_interval_ms(summary)
-        # Each configuration has its own floor: bf16 router / lm_head switches read fewer bytes.
-        own_floor = (record.get("floor") or {}).get("floor_ms")
+        # Each configuration has its own floor: bf16 router / lm_head switches read fewer bytes. An assumed
+        # bandwidth (a CPU run) gives no floor at all.
+        own_floor = (record.get("floor") or {}).get("floor_ms") if floor_measured(record) else None
         rows.append(
             {
                 "label": config.get("key"),
@@ -331,7 +406,8 @@ def _ablation_config_sections(
             idle_rows.append(
                 {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
             )
-    floor_ms = ((records.get(base_key or "") or {}).get("floor") or {}).get("floor_ms")
+    base_record = records.get(base_key or "") or {}
+    floor_ms = (base_record.get("floor") or {}).get("floor_ms") if floor_measured(base_record) else None
     page.add("<h2>Speed of light per configuration</h2>")
     if rows:
         page.figure(figures.speed_of_light_figure(rows, num(floor_ms)))
@@ -351,10 +427,12 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     page.heading(f"Trace: {trace_title(analysis)}")
     page.add(f'<p class="sub">steps from {esc(analysis.get("step_source"))}</p>')
     page.add(warnings_html(trace_warnings(analysis)))
+    fix_first_html(page, analysis)
     page.add(cards_html(trace_summary_items(analysis)))
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
     page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    kernels_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
     page.add("<h2>Devices</h2>")

@@ -210,7 +210,12 @@ def classify_path(path: Path) -> tuple[str, Path]:
         record = _run_record_in_folder(path)
         if record is not None:
             return "run", record
-        raise ReportInputError(f"{path}: folder has neither ablation.json nor a RunRecord (record.json)")
+        # A folder of traces (one per rank), as `analyze` reads it.
+        if any(p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".") for p in path.iterdir()):
+            return "trace", path
+        raise ReportInputError(
+            f"{path}: folder has neither ablation.json, a RunRecord (record.json) nor trace files"
+        )
     if path.is_file():
         return _classify_file(path)
     raise ReportInputError(f"{path}: no such file or folder")

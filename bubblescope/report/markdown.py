@@ -2,111 +2,57 @@
 
 The `*_rows` functions turn contract dicts (docs/SCHEMAS.md) into (headers, rows) of plain strings; html.py
 renders the same rows as HTML tables, so both formats always show the same numbers. Escaping happens at
-render time: `md_cell` here, `html.escape` there. Nothing here imports plotly or torch.
+render time through report/escape.py: `md_cell` here, `esc` there. Nothing here imports plotly or torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
+    ESTIMATORS,
+    GAP_CLASSES,
+    GAP_ROWS_SHOWN,
+    NAME_CHARS_SHOWN,
+    NBSP,
+    Rows,
+    fmt_bytes,
+    fmt_delta_ms,
+    fmt_duration_ms,
+    fmt_duration_ns,
+    fmt_interval,
+    fmt_ms,
+    fmt_number,
+    fmt_range,
+    interval_resolved,
+    md_cell,
+    md_items,
+    md_table,
+    num,
+    plain,
+    shorten,
+    steps_and_ranks,
+    tpot_noise_note,
+)
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
+from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
+from bubblescope.trace_floor import floor_line
 
-Rows = tuple[list[str], list[list[str]]]
-GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
-# Between a number and its unit, so that narrow table columns never split them.
-NBSP = "\u00a0"
-# Kernel names (C++ templates) can run to a thousand characters; a table cell shows the start.
-NAME_CHARS_SHOWN = 160
-# A report shows the worst gaps; the full list stays in analysis.json.
-GAP_ROWS_SHOWN = 20
-ESTIMATORS = [
-    ("alone_ms", "alone"),
-    ("removed_from_all_ms", "removed from all-on"),
-    ("shapley_ms", "Shapley"),
-    ("cumulative_ms", "cumulative (in order)"),
-]
-# Characters GitHub-flavoured Markdown (and the raw HTML it allows) would interpret inside a table cell.
-# `_` stays: GFM ignores it inside words, and escaping it would clutter every source path.
-MD_CELL_ESCAPES = [
-    ("\\", "\\\\"),
-    ("&", "&amp;"),
-    ("<", "&lt;"),
-    (">", "&gt;"),
-    ("|", "\\|"),
-    ("`", "\\`"),
-    ("*", "\\*"),
-    ("[", "\\["),
-    ("]", "\\]"),
-]
+# Said under every headline TPOT so a reader knows which interval every surface shows.
+INTERVAL_NOTE = (
+    "_Intervals: 95% CI from a two-level bootstrap (repeats, then steps within them); an estimate whose "
+    "interval holds zero or is wider than the effect is marked not resolved (docs/intervals.md)._"
+)
 
 
-def num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def fmt_ms(value: Any, digits: int = 3) -> str:
-    number = num(value)
-    if number is None:
-        return "—"
-    # A floor of a tiny CPU preset is microseconds; fixed decimals would print 0.000.
-    if 0 < abs(number) < 10 ** (1 - digits):
-        return f"{number:.{digits}g}{NBSP}ms"
-    return f"{number:.{digits}f}{NBSP}ms"
-
-
-def fmt_us_from_ns(value: Any) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number / 1000.0:.1f}{NBSP}µs"
-
-
-def shorten(text: str, limit: int = NAME_CHARS_SHOWN) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def fmt_number(value: Any, decimals: int) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number:.{decimals}f}"
-
-
-def fmt_delta_ms(value: Any) -> str:
-    number = num(value)
-    return "—" if number is None else f"{number:+.3f}{NBSP}ms"
-
-
-def fmt_range(lo: Any, hi: Any) -> str:
-    """`lo – hi` with three decimals, or — when either end is missing."""
-    lo_num, hi_num = num(lo), num(hi)
-    return "—" if lo_num is None or hi_num is None else f"{lo_num:.3f} – {hi_num:.3f}"
-
-
-def fmt_bytes(value: Any) -> str:
-    """Decimal units, as HBM bandwidth is quoted (GB/s)."""
-    number = num(value)
-    if number is None:
-        return "—"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(number) >= scale:
-            return f"{number / scale:.2f} {unit}"
-    return f"{number:.0f} B"
-
-
-def fmt_interval(interval: Any) -> str:
-    """`est [lo, hi]` for an {est, lo, hi} dict in ms."""
-    if not isinstance(interval, dict) or num(interval.get("est")) is None:
-        return "—"
-    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
-    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    return f"{float(interval['est']):.3f}{bounds}"
-
-
-def plain(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, list | tuple):
-        return ", ".join(plain(item) for item in value) or "—"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+def waterfall_noise_note(row: dict[str, Any]) -> str:
+    """` (not resolved: noise)` after a waterfall step whose Δ interval holds zero or is wider than Δ."""
+    delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
+    if num(delta["lo"]) is None or num(delta["est"]) is None or interval_resolved(delta):
+        return ""
+    return " (not resolved: noise)"
 
 
 def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
@@ -132,8 +78,8 @@ def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
             plain(s.get("api")),
             plain(s.get("per_step")),
             plain(s.get("count")),
-            fmt_us_from_ns(s.get("blocked_ns")),
-            fmt_us_from_ns(s.get("bubble_ns")),
+            fmt_duration_ns(s.get("blocked_ns")),
+            fmt_duration_ns(s.get("bubble_ns")),
             plain(s.get("hint")),
         ]
         for s in ordered
@@ -151,8 +97,8 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
         [
             plain(g.get("step")),
             f"{plain(g.get('rank'))}/{plain(g.get('device'))}",
-            fmt_us_from_ns(g.get("start_ns")),
-            fmt_us_from_ns(g.get("dur_ns")),
+            fmt_duration_ns(g.get("start_ns")),
+            fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
             plain(g.get("blame")),
             shorten(plain(g.get("next_op"))),
@@ -175,27 +121,39 @@ def environment_rows(environment: dict[str, Any] | None) -> Rows:
     return ["key", "value"], [[str(k), plain(v)] for k, v in (environment or {}).items()]
 
 
-def switch_rows(switches: list[dict[str, Any]] | None) -> Rows:
-    """Per-switch attribution: each estimator `est [lo, hi]` in ms and what the switch removed."""
-    headers = [
-        "switch",
-        "alone",
-        "removed from all-on",
-        "Shapley",
-        "cumulative",
-        "removed reads/step",
-        "removed idle µs/step",
+def shown_estimators(shapley_method: Any = None) -> list[tuple[str, str]]:
+    """The estimators a surface shows: Shapley from one sampled ordering *is* the cumulative order, so
+    it is not shown as a separate estimate."""
+    single_ordering = str(shapley_method or "").strip() == "sampled:1"
+    return [(key, label) for key, label in ESTIMATORS if not (single_ordering and key == "shapley_ms")]
+
+
+def removed_idle_text(idle_us: dict[str, Any] | None) -> str:
+    """`sync −886.0 µs; host +12.0 µs` style text of idle removed per step (removed = positive)."""
+    parts = [
+        f"{cls} {fmt_duration_ns(value * 1e3)}"
+        for cls, us in (idle_us or {}).items()
+        if (value := num(us)) and abs(value) >= 0.05
     ]
+    return "; ".join(parts) or "—"
+
+
+def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = None) -> Rows:
+    """Per-switch attribution: each estimator `est [lo, hi]` in ms (two-level bootstrap 95% CI; marked
+    `not resolved` when the interval holds zero or is wider than the effect), and what the switch removed
+    *alone vs the baseline* (the same comparison as the `alone` column)."""
+    estimators = shown_estimators(shapley_method)
+    headers = ["switch"] + [label for _, label in estimators]
+    headers += ["alone: removed reads/step", "alone: removed GPU idle/step"]
     rows = []
     for sw in switches or []:
         reads = sw.get("removed_reads_per_step") or {}
-        idle_us = sw.get("removed_idle_us_per_step") or {}
         rows.append(
             [plain(sw.get("name"))]
-            + [fmt_interval(sw.get(key)) for key, _ in ESTIMATORS]
+            + [fmt_interval(sw.get(key)) for key, _ in estimators]
             + [
                 "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
-                "; ".join(f"{cls} {plain(us)}" for cls, us in idle_us.items() if num(us)) or "—",
+                removed_idle_text(sw.get("removed_idle_us_per_step")),
             ]
         )
     return headers, rows
@@ -209,6 +167,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
         summary = record.get("summary") or {}
         lo_ms, hi_ms = tpot_interval_ms(summary)
         ci_text = f"{lo_ms:.3f} – {hi_ms:.3f}" if lo_ms is not None and hi_ms is not None else "—"
+        ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
         reads = (record.get("analysis") or {}).get("blocking_reads_per_step")
         ratio = (record.get("floor") or {}).get("tpot_over_floor")
         rows.append(
@@ -220,7 +179,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
                 fmt_ms(summary.get("tpot_ms")),
                 ci_text,
                 plain(reads),
-                f"{ratio:.2f}×" if num(ratio) is not None else "—",
+                f"{ratio:.2f}×" if num(ratio) is not None and floor_measured(record) else "—",
             ]
         )
     return headers, rows
@@ -232,15 +191,20 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     floor = record.get("floor") or {}
     lo_ms, hi_ms = tpot_interval_ms(summary)
     ci_text = f" [{lo_ms:.3f}, {hi_ms:.3f}]" if lo_ms is not None and hi_ms is not None else ""
+    ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
-    idle_text = fmt_us_from_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    measured = floor_measured(record)
     items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
         ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
-        ("speed-of-light floor", fmt_ms(floor.get("floor_ms"))),
-        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None else "—"),
+        (
+            "speed-of-light floor",
+            fmt_ms(floor.get("floor_ms")) if measured or not floor else floor_unmeasured_text(record),
+        ),
+        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None and measured else "—"),
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
         ("GPU idle/step", idle_text),
     ]
@@ -249,6 +213,37 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
         # How far the trace-derived numbers (gaps, reads) describe the timed steps.
         items.append(("profiled step ÷ timed step", f"{profiled:.2f}×"))
     return items
+
+
+def floor_measured(record: dict[str, Any]) -> bool:
+    """True when a run's floor means something: its bandwidth was given (--bandwidth) or measured on the
+    CUDA device that ran. An assumed H200 bandwidth on a CPU run gives ratios like 258,279x floor."""
+    floor = record.get("floor") or {}
+    source = str(floor.get("bandwidth_source") or "")
+    device = str((record.get("environment") or {}).get("device") or "")
+    if num(floor.get("floor_ms")) is None:
+        return False
+    return source.startswith("given") or (source.startswith("measured") and device.startswith("cuda"))
+
+
+def floor_unmeasured_text(record: dict[str, Any]) -> str:
+    device = str((record.get("environment") or {}).get("device") or "")
+    where = "on CPU" if not device.startswith("cuda") else "on this device"
+    return f"not measured {where} (give --bandwidth)"
+
+
+def floor_text(record: dict[str, Any]) -> str:
+    """One line for consoles: the floor and TPOT ÷ floor, or why there is none."""
+    floor = record.get("floor") or {}
+    if not floor:
+        return "floor: not recorded"
+    if not floor_measured(record):
+        return "floor: " + floor_unmeasured_text(record)
+    return (
+        f"floor {fmt_duration_ms(floor.get('floor_ms'))} ({fmt_bytes(floor.get('bytes_per_token'))}/token at "
+        f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
+        f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
+    )
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -284,10 +279,15 @@ def config_key_with_role(ablation: dict[str, Any], role: str) -> str | None:
 
 
 def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(lo, hi) of a RunRecord summary's `tpot_ci95_ms`, (None, None) when absent or malformed."""
-    ci = summary.get("tpot_ci95_ms")
-    if isinstance(ci, list) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
-        return num(ci[0]), num(ci[1])
+    """(lo, hi) of a RunRecord summary's TPOT interval, (None, None) when absent or malformed.
+
+    The two-level interval (`tpot_ci95_two_level_ms`: repeats, then steps; what gate and ablate use)
+    wherever the record has it, so one run shows one interval on every surface (docs/intervals.md).
+    """
+    for key in ("tpot_ci95_two_level_ms", "tpot_ci95_ms"):
+        ci = summary.get(key)
+        if isinstance(ci, list) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
+            return num(ci[0]), num(ci[1])
     return None, None
 
 
@@ -319,23 +319,25 @@ def device_rows(analysis: dict[str, Any]) -> Rows:
         idle_ns = dev.get("idle_by_class_ns") or {}
         rows.append(
             [plain(dev.get("rank")), plain(dev.get("device"))]
-            + [fmt_us_from_ns(dev.get(key)) for key in ("span_ns", "busy_ns", "idle_ns")]
+            + [fmt_duration_ns(dev.get(key)) for key in ("span_ns", "busy_ns", "idle_ns")]
             + [plain(dev.get(key)) for key in ("kernel_count", "memcpy_count", "graph_launches")]
-            + [fmt_us_from_ns(idle_ns.get(cls)) for cls in GAP_CLASSES]
+            + [fmt_duration_ns(idle_ns.get(cls)) for cls in GAP_CLASSES]
         )
     return headers + [f"idle {cls}" for cls in GAP_CLASSES], rows
 
 
 def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     summary = analysis.get("summary") or {}
+    steps, ranks = steps_and_ranks(analysis)
     items = [
-        ("steps", plain(summary.get("steps"))),
+        ("steps", str(steps) + (f" on each of {ranks} ranks" if ranks > 1 else "")),
         ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
-        ("GPU busy/step", fmt_us_from_ns(summary.get("gpu_busy_ns_per_step"))),
-        ("GPU idle/step", fmt_us_from_ns(summary.get("idle_ns_per_step"))),
+        ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
+        ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
-    return items + [(f"idle/step: {cls}", fmt_us_from_ns(ns)) for cls, ns in by_class.items()]
+    items += [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    return items + [("speed-of-light floor", floor_line(analysis))]
 
 
 def ablation_summary_items(attribution: dict[str, Any]) -> list[tuple[str, str]]:
@@ -371,29 +373,47 @@ def trace_title(analysis: dict[str, Any]) -> str:
 # ---- Markdown ----
 
 
-def md_cell(value: Any) -> str:
-    """One table cell: Markdown/HTML-significant characters escaped, on one line."""
-    text = " ".join(plain(value).split())
-    for raw, escaped in MD_CELL_ESCAPES:
-        text = text.replace(raw, escaped)
-    return text
-
-
-def md_table(rows: Rows, empty: str = "none") -> str:
-    headers, body = rows
-    if not body:
-        return f"_{md_cell(empty)}_"
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + " --- |" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
-    return "\n".join(lines)
-
-
-def md_items(items: list[tuple[str, str]]) -> str:
-    return md_table((["metric", "value"], [[label, value] for label, value in items]))
-
-
 def _md_warnings(warnings: list[Any] | None) -> list[str]:
     return [f"> ⚠ {md_cell(w)}" for w in warnings or []]
+
+
+def tokens_per_step(record: dict[str, Any]) -> float:
+    """Mean tokens per timed step of a RunRecord (1 for plain decoding, the accept length for spec)."""
+    summary = record.get("summary") or {}
+    tokens, steps, repeats = (num(summary.get(k)) for k in ("tokens", "steps", "repeats"))
+    if tokens and steps and repeats:
+        return tokens / (steps * repeats)
+    return 1.0
+
+
+def findings_analysis(record: dict[str, Any], analysis: dict[str, Any] | None) -> dict[str, Any]:
+    """What the fix-first list reads for a run: its analysis, with the record's own reads when the record
+    holds them (on CPU only the record has the readbacks counted from the trace)."""
+    merged = dict(analysis or {})
+    merged["syncs"] = record_syncs(record, analysis)
+    if not analysis:
+        merged["gpu_measured"] = (record.get("analysis") or {}).get("gpu_measured", False)
+        merged["summary"] = {
+            "idle_by_class_ns_per_step": (record.get("analysis") or {}).get("idle_by_class_ns_per_step") or {}
+        }
+    return merged
+
+
+def fix_first_md(analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> list[str]:
+    """The fix-first heading and table of a Markdown report."""
+    rows = fix_first_rows(fix_first(analysis, per_step_tokens))
+    return [f"### {FIX_FIRST_TITLE}", md_table(rows, "nothing to fix first")]
+
+
+def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
+    """The per-kernel heading and table (top `limit` by GPU time), nothing without kernels."""
+    headers, rows = kernel_rows((analysis or {}).get("kernels"))
+    if not rows:
+        return []
+    return [
+        f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
+        md_table((headers, rows[:limit])),
+    ]
 
 
 def run_markdown(
@@ -406,24 +426,17 @@ def run_markdown(
         f"## Run: {md_cell(run_title(record))}",
         *_md_warnings(list(warnings or []) + ([note] if note else [])),
     ]
-    # Imported here: tp_rows builds on this module's formatters.
-    from bubblescope.report.tp_rows import tp_markdown
-
-    parts += [md_items(run_summary_items(record, analysis)), *tp_markdown(record)]
+    parts += fix_first_md(findings_analysis(record, analysis), tokens_per_step(record))
+    parts += [md_items(run_summary_items(record, analysis)), INTERVAL_NOTE, *tp_markdown(record)]
     parts += ["### Host-blocking reads"]
     parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    parts += kernels_md(analysis)
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
         parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10))]
     parts += ["### Switches", md_table(switch_info_rows(record), "no switches")]
     parts += ["### Environment", md_table(environment_rows(record.get("environment")), "not recorded")]
     return "\n\n".join(p for p in parts if p) + "\n"
-
-
-def _ablation_tp_markdown(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> list[str]:
-    from bubblescope.report.tp_rows import ablation_tp_markdown
-
-    return ablation_tp_markdown(ablation, records)
 
 
 def ablation_markdown(
@@ -434,13 +447,17 @@ def ablation_markdown(
     attribution = ablation.get("attribution") or {}
     parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
-    parts += [md_items(ablation_summary_items(attribution)), "### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
-    parts.append(md_table(switch_rows(attribution.get("switches")), "no per-switch attribution"))
+    base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
+    parts += fix_first_md(findings_analysis(base_record, None), tokens_per_step(base_record))
+    parts += [md_items(ablation_summary_items(attribution)), INTERVAL_NOTE]
+    parts += ["### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
+    switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
+    parts.append(md_table(switches, "no per-switch attribution"))
     waterfall = [
         [
             plain(row.get("step")),
             fmt_ms(row.get("tpot_ms")),
-            fmt_delta_ms(row.get("delta_ms")),
+            fmt_delta_ms(row.get("delta_ms")) + waterfall_noise_note(row),
             fmt_range(row.get("lo"), row.get("hi")),
         ]
         for row in attribution.get("waterfall") or []
@@ -451,8 +468,7 @@ def ablation_markdown(
         md_table((["step", "TPOT", "Δ", "95% CI (ms)"], waterfall), "no waterfall"),
     ]
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
-    parts += _ablation_tp_markdown(ablation, records)
-    base_record = records.get(config_key_with_role(ablation, "baseline") or "") or {}
+    parts += ablation_tp_markdown(ablation, records)
     parts += ["### Host-blocking reads (baseline)"]
     parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -462,8 +478,10 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
     """Markdown for a bare trace's analysis: per-step numbers, blocking reads, largest gaps."""
     analysis = conform_analysis(analysis) or {}
     parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
+    parts += fix_first_md(analysis)
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
     parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    parts += kernels_md(analysis)
     gaps = analysis.get("gaps_top") or []
     parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -16,47 +15,58 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
+from bubblescope.report.escape import console_text as escape
+from bubblescope.stats import INTERVAL_LABEL
 
-def _interval(block: dict[str, float], scale: float = 1.0, unit: str = "ms") -> str:
-    return f"{block['est'] * scale:+.4f} {unit} [{block['lo'] * scale:+.4f}, {block['hi'] * scale:+.4f}]"
+
+def _interval(block: dict[str, float]) -> str:
+    """`+1.234 ms [+1.100, +1.400]`, or the same marked `not resolved` when it is noise."""
+    from bubblescope.report.cells import fmt_interval
+
+    return escape(fmt_interval(block))
 
 
 def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, notices: list[str]) -> None:
-    """TPOT with interval, floor, blocking reads by site, idle by class, files written."""
+    """What to fix first, TPOT with its interval, floor, blocking reads by site, idle by class, files."""
+    from bubblescope.report.analysis_console import print_fix_first
+    from bubblescope.report.markdown import findings_analysis, floor_text, tokens_per_step, tpot_interval_ms
+
     summary = record["summary"]
-    lo, hi = summary["tpot_ci95_ms"]
+    lo, hi = tpot_interval_ms(summary)
     enabled = ", ".join(record["switches"]["enabled"]) or "(baseline: none)"
     console.print(
         f"[bold]{escape(record['workload'].get('name', '?'))}[/] preset "
         f"[bold]{escape(str(record.get('preset')))}[/] switches {escape(enabled)}"
     )
+    print_fix_first(console, findings_analysis(record, None), tokens_per_step(record))
+    interval = f" ({INTERVAL_LABEL} {fmt_duration_ms(lo)} – {fmt_duration_ms(hi)})" if lo is not None else ""
+    interval += tpot_noise_note(summary["tpot_ms"], lo, hi)
     console.print(
-        f"TPOT [bold]{summary['tpot_ms']:.4f} ms[/] (95% CI {lo:.4f}–{hi:.4f}) · "
-        f"{summary['tokens_per_s']:.1f} tok/s · {summary['tokens']} tokens in {summary['repeats']} repeats"
+        f"TPOT [bold]{fmt_duration_ms(summary['tpot_ms'])}[/]{escape(interval)} · "
+        f"{summary['tokens_per_s']:.1f} tok/s · {plural(summary['tokens'], 'token')} in "
+        f"{plural(summary['repeats'], 'repeat')}"
     )
-    floor = record.get("floor")
-    if floor:
-        console.print(
-            f"floor {floor['floor_ms']:.4f} ms ({floor['bytes_per_token'] / 1e6:.1f} MB/token at "
-            f"{floor['bandwidth_gbps']:.0f} GB/s, {escape(floor['bandwidth_source'])}) · "
-            f"TPOT ÷ floor {floor['tpot_over_floor']:.1f}×"
-        )
+    console.print(escape(floor_text(record)))
     analysis = record.get("analysis")
     if analysis:
         console.print(f"blocking reads / step: [bold]{analysis['blocking_reads_per_step']:.2f}[/]")
-        table = Table("site", "op", "per step", "hint", box=None)
-        for sync in analysis.get("syncs", [])[:10]:
+        table = Table("#", "site", "op", "per step", "hint", box=None)
+        for index, sync in enumerate(analysis.get("syncs", [])[:10], start=1):
             table.add_row(
-                escape(str(sync.get("site"))),
-                escape(str(sync.get("op"))),
+                str(index),
+                escape(sync.get("site")),
+                escape(sync.get("op")),
                 f"{float(sync.get('per_step', 0)):.2f}",
-                escape(str(sync.get("hint", ""))),
+                escape(sync.get("hint", "")),
             )
         if analysis.get("syncs"):
             console.print(table)
         if analysis.get("gpu_measured"):
             idle = analysis["idle_by_class_ns_per_step"]
-            console.print("idle µs / step: " + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.items()))
+            console.print(
+                "GPU idle / step: " + ", ".join(f"{escape(k)} {fmt_duration_ns(v)}" for k, v in idle.items())
+            )
     _print_tp_ranks(console, record)
     for notice in notices:
         console.print(f"[yellow]note:[/] {escape(notice)}")
@@ -100,33 +110,26 @@ def print_ablation_summary(
             console.print(f"[yellow]note:[/] {escape(notice)}")
         return
     console.print(
-        f"baseline {attribution['baseline_tpot_ms']:.4f} ms → all on {attribution['all_on_tpot_ms']:.4f} ms; "
+        f"baseline {fmt_duration_ms(attribution['baseline_tpot_ms'])} → all on "
+        f"{fmt_duration_ms(attribution['all_on_tpot_ms'])}; "
         f"saving {_interval(attribution['total_saving_ms'])}"
     )
+    from bubblescope.report.markdown import switch_rows
+
+    headers, rows = switch_rows(attribution["switches"], attribution.get("shapley_method"))
     table = Table(
-        "switch",
-        "alone",
-        "removed from all",
-        f"Shapley ({attribution['shapley_method']})",
-        "reads removed / step",
-        title="TPOT saving per switch (ms, 95% CI; positive = faster)",
+        *(escape(h) for h in headers),
+        title=f"TPOT saving per switch (ms, {INTERVAL_LABEL}; positive = faster)",
     )
-    for row in attribution["switches"]:
-        reads = sum(row["removed_reads_per_step"].values())
-        table.add_row(
-            escape(row["name"]),
-            _interval(row["alone_ms"]),
-            _interval(row["removed_from_all_ms"]),
-            _interval(row["shapley_ms"]),
-            f"{reads:+.2f}",
-        )
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
     console.print(table)
     console.print(
         f"interaction (all-on saving − sum of single savings): {_interval(attribution['interaction_ms'])}"
     )
     console.print(
         "waterfall: "
-        + " → ".join(f"{escape(s['step'])} {s['tpot_ms']:.4f}" for s in attribution["waterfall"])
+        + " → ".join(f"{escape(s['step'])} {fmt_duration_ms(s['tpot_ms'])}" for s in attribution["waterfall"])
     )
     for notice in notices:
         console.print(f"[yellow]note:[/] {escape(notice)}")
@@ -159,16 +162,25 @@ def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
                 f"{check['baseline_per_step']:.2f}",
                 f"{check['current_per_step']:.2f}",
                 check["status"],
-                escape(", ".join(s["site"] for s in check["increased_sites"])),
+                escape(", ".join(str(s["site"]) for s in check["increased_sites"])),
             )
         elif check["status"] == "skipped":
             table.add_row("TPOT", "–", "–", "skipped", escape(check["reason"]))
+        elif check.get("change") == "improvement":
+            table.add_row(
+                "TPOT",
+                fmt_duration_ms(check["baseline_ms"]),
+                fmt_duration_ms(check["current_ms"]),
+                "[green]improved[/]",
+                f"{(1 - check['ratio']['est']) * 100:.1f}% faster "
+                f"[{(1 - check['ratio']['hi']) * 100:.1f}%, {(1 - check['ratio']['lo']) * 100:.1f}%]",
+            )
         else:
             ratio = check["ratio"]
             table.add_row(
-                "TPOT ms",
-                f"{check['baseline_ms']:.4f}",
-                f"{check['current_ms']:.4f}",
+                "TPOT",
+                fmt_duration_ms(check["baseline_ms"]),
+                fmt_duration_ms(check["current_ms"]),
                 check["status"],
                 f"ratio {ratio['est']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}], "
                 f"limit {1 + check['threshold']:.3f}: {escape(check['reason'])}",
@@ -176,6 +188,10 @@ def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
     console.print(table)
     for warning in verdict.get("warnings", []):
         console.print(f"[yellow]warning:[/] {escape(warning)}")
+    if verdict.get("diff"):
+        from bubblescope.report.diff_render import print_diff
+
+        print_diff(console, verdict["diff"])
 
 
 def ablation_progress(console: Console) -> Progress:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import Rows, fmt_duration_ns, fmt_ms, md_cell, md_items, md_table, num, plain
 from bubblescope.report.load_inputs import conform_document
-from bubblescope.report.markdown import Rows, fmt_ms, fmt_us_from_ns, md_cell, md_items, md_table, num, plain
 
 TP_SHAPE = {"ranks": [dict]}
 SECTION_TITLE = "Tensor-parallel ranks"
@@ -40,7 +40,7 @@ def rank_rows(tp: dict[str, Any]) -> Rows:
     measured = bool(_busy_values(tp["ranks"]))
 
     def gpu_us(value: Any) -> str:
-        return fmt_us_from_ns(value) if measured else "not measured"
+        return fmt_duration_ns(value) if measured else "not measured"
 
     rows = [
         [
@@ -67,7 +67,7 @@ def slowest_rank_text(tp: dict[str, Any]) -> str:
     if busy:
         return (
             f"rank {plain(slowest)} is the slowest: it has the most GPU work per step "
-            f"({fmt_us_from_ns(max(busy))} vs {fmt_us_from_ns(min(busy))} on the least busy rank), so "
+            f"({fmt_duration_ns(max(busy))} vs {fmt_duration_ns(min(busy))} on the least busy rank), so "
             f"the other ranks wait for it in each all-reduce; {timing}"
         )
     return (
@@ -91,7 +91,7 @@ def busy_spread_text(ranks: list[dict[str, Any]]) -> str:
     if not busy:
         return "—"
     spread = (max(busy) - min(busy)) / max(busy) * 100.0
-    return f"{fmt_us_from_ns(min(busy))} – {fmt_us_from_ns(max(busy))} ({spread:.1f}% spread)"
+    return f"{fmt_duration_ns(min(busy))} – {fmt_duration_ns(max(busy))} ({spread:.1f}% spread)"
 
 
 def ablation_tp_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) -> Rows:

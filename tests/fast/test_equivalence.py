@@ -49,6 +49,17 @@ def test_baseline_is_not_degenerate(baseline: list[int]) -> None:
     assert len(set(baseline)) > STEPS // 4, baseline
 
 
+# Short runs in the default suite (each switch, SHORT_STEPS steps); the full STEPS per switch in `slow`.
+SHORT_STEPS = 8
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("switch", CPU_SWITCHES)
+def test_switch_keeps_tokens_short(trimmed: FastLingWorkload, baseline: list[int], switch: str) -> None:
+    assert decode(trimmed, frozenset({switch}), SHORT_STEPS) == baseline[: SHORT_STEPS + 1], switch
+
+
+@pytest.mark.slow
 @pytest.mark.interpreter
 @pytest.mark.parametrize("switch", CPU_SWITCHES)
 def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[int], switch: str) -> None:

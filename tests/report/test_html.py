@@ -97,7 +97,7 @@ def test_hostile_names_stay_text(hostile_run_page: str, ablation_page: str) -> N
     # ... and inside figure JSON it decodes to plotly-escaped text, so plotly draws it literally.
     timeline = _figure_specs(hostile_run_page)[1]
     hovers = [h for trace in timeline["data"] for h in trace.get("hovertext") or []]
-    assert any(html.escape(HOSTILE_NAME) in h for h in hovers)
+    assert any(html.escape(HOSTILE_NAME, quote=False) in h for h in hovers)
     assert not any(HOSTILE_NAME in h for h in hovers)
 
 
@@ -152,7 +152,10 @@ def test_timeline_figure_lanes_gaps_and_reads() -> None:
     assert read.y[0] == "host" and read.x[0] == pytest.approx(
         (timeline["syncs"][0]["start_ns"] - step_start_ns) / 1000
     )
-    assert list(fig.layout.yaxis.categoryarray) == ["host", "GPU 0 stream 7"]
+    # Nested host slices sit on their own depth lanes, right under their thread's lane.
+    lanes = list(fig.layout.yaxis.categoryarray)
+    assert lanes[0] == "host" and lanes[-1] == "GPU 0 stream 7"
+    assert all(lane.startswith("host · depth ") for lane in lanes[1:-1])
 
 
 def test_nested_slices_get_narrower_bars() -> None:
@@ -163,6 +166,13 @@ def test_nested_slices_get_narrower_bars() -> None:
         {"lane": "host", "name": "after", "start_ns": 100, "dur_ns": 5, "cat": "cpu_op"},
     ]
     assert figures._slice_depths(slices) == [0, 1, 2, 0]
+    assert [figures.depth_lane("host", d, {"host"}) for d in (0, 1, 2, 9)] == [
+        "host",
+        "host · depth 1",
+        "host · depth 2",
+        f"host · depth {figures.MAX_HOST_DEPTH_LANES}",
+    ]
+    assert figures.depth_lane("GPU 0", 3, {"host"}) == "GPU 0"
 
 
 def test_minimal_record_renders_without_optional_sections() -> None:

@@ -107,7 +107,7 @@ def test_record_of_wrong_schema_inside_run_folder(tmp_path: Path) -> None:
 def test_missing_path_empty_folder_and_no_arguments(tmp_path: Path) -> None:
     with pytest.raises(li.ReportInputError, match="no such file"):
         li.load_inputs([tmp_path / "nope"])
-    with pytest.raises(li.ReportInputError, match="neither ablation.json nor a RunRecord"):
+    with pytest.raises(li.ReportInputError, match="neither ablation.json, a RunRecord"):
         li.load_inputs([tmp_path])
     with pytest.raises(li.ReportInputError, match="at least one"):
         li.load_inputs([])
@@ -124,3 +124,11 @@ def test_ablation_with_malformed_configs(tmp_path: Path) -> None:
     (tmp_path / "ablation.json").write_text(json.dumps({"schema": li.ABLATION_SCHEMA, "configs": {"k": 1}}))
     with pytest.raises(RecordError, match="'configs' must be a list"):
         li.load_inputs([tmp_path])
+
+
+def test_a_folder_of_traces_is_read_as_analyze_reads_it(tmp_path: Path) -> None:
+    from tests.trace import scenarios
+
+    scenarios.item_sync().write(tmp_path / "rank0.trace.json")
+    (item,) = li.load_inputs([tmp_path])
+    assert isinstance(item, li.TraceInput) and item.analysis["summary"]["blocking_reads_per_step"] == 1

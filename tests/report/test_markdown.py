@@ -46,9 +46,9 @@ def test_ablation_markdown_has_attribution_and_waterfall() -> None:
     text = ablation_markdown(item.ablation, item.records, item.warnings)
     assert text.startswith("## Ablation: ling3 · ling3-flash-e256")
     assert "| total saving ms \\[95% CI\\] | 5.120 \\[5.060, 5.180\\] |" in text
-    assert "| fused_moe | 3.520 \\[3.460, 3.580\\] |" in text
-    assert "| +fused_moe | 2.810 ms | -3.520 ms |" in text
-    assert "| all_minus_pdl | no_readback, fused_moe | all_minus | pending | — |" in text
+    assert "| fused\\_moe | 3.520 \\[3.460, 3.580\\] |" in text
+    assert "| +fused\\_moe | 2.810\u00a0ms | -3.520\u00a0ms |" in text
+    assert "| all\\_minus\\_pdl | no\\_readback, fused\\_moe | all\\_minus | pending | — |" in text
     assert len(_table_widths(text)) >= 3
 
 
@@ -58,7 +58,7 @@ def test_run_markdown_escapes_hostile_names() -> None:
     text = run_markdown(record, analysis)
     assert "<script" not in text.lower() and "</script" not in text.lower()
     assert "&lt;/script&gt;&lt;script&gt;document.title='x'" in text
-    assert "| TPOT (95% CI) | 7.590 ms \\[" in text
+    assert "| TPOT (95% CI) | 7.590\u00a0ms \\[" in text
     assert "### Host-blocking reads" in text and "cudaStreamSynchronize" in text
 
 
@@ -79,12 +79,17 @@ def test_inputs_markdown_has_one_section_per_input(paths: list) -> None:
 
 
 def test_number_formats() -> None:
-    from bubblescope.report.markdown import fmt_bytes, fmt_interval, fmt_ms, fmt_us_from_ns
+    from bubblescope.report.markdown import fmt_bytes, fmt_duration_ns, fmt_interval, fmt_ms
 
     nbsp = "\u00a0"
     assert fmt_ms(2.4651) == f"2.465{nbsp}ms" and fmt_ms(0.00228) == f"0.00228{nbsp}ms"
     assert fmt_ms(None) == fmt_ms("x") == fmt_ms(True) == "—"
-    assert fmt_us_from_ns(1_876_000) == f"1876.0{nbsp}µs"
+    # µs below a millisecond, ms above, one unit spelling, never four decimals of ms.
+    assert fmt_duration_ns(1_876_000) == f"1.88{nbsp}ms" and fmt_duration_ns(812_400) == f"812.4{nbsp}µs"
+    assert fmt_duration_ns(None) == "—" and fmt_duration_ns(2_400_000_000) == f"2,400{nbsp}ms"
+    # An interval holding zero, or wider than the effect, is flagged as noise (issue 16 §1).
+    assert fmt_interval({"est": 0.2, "lo": -0.1, "hi": 0.5}).startswith("not resolved (noise)")
+    assert fmt_interval({"est": 500.0, "lo": 56.0, "hi": 2002.0}).startswith("not resolved (noise)")
     assert fmt_bytes(10_207_000_000) == "10.21 GB" and fmt_bytes(512) == "512 B"
     assert fmt_interval({"est": 1.6, "lo": 1.5, "hi": 1.7}) == "1.600 [1.500, 1.700]"
     assert fmt_interval({"est": 1.6}) == "1.600" and fmt_interval(None) == "—"

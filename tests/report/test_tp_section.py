@@ -60,9 +60,9 @@ def test_run_markdown_has_rank_table_and_says_which_rank_is_slowest_and_why() ->
     text = run_markdown(_tp_record(), None)
     assert "### Tensor-parallel ranks" in text
     table = [line for line in text.splitlines() if line.startswith("| 1 | cuda:1 |")]
-    assert len(table) == 1 and "1800.0" in table[0] and "slowest" in table[0]
+    assert len(table) == 1 and "1.80\u00a0ms" in table[0] and "slowest" in table[0]
     assert "rank 1 is the slowest: it has the most GPU work per step" in text
-    assert "1800.0 µs vs 1500.0 µs" in text
+    assert "1.80\u00a0ms vs 1.50\u00a0ms" in text
     assert "| world size | 2 (nccl) |" in text
 
 

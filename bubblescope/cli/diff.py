@@ -1,0 +1,82 @@
+"""`bubblescope diff`: what changed between two runs, ablations, analyses or traces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bubblescope.errors import BubblescopeError
+
+DIFF_HELP = "\n\n".join(
+    [
+        "Compare two runs, ablations (their baseline configurations), analysis JSON files or traces: ΔTPOT "
+        "with its 95% interval (two-level bootstrap; where both sides were timed), blocking reads added or "
+        "removed by site, GPU idle per step by cause, kernels added / removed / slower (matched by name) "
+        "and the median step's GPU time.",
+        "Examples: `bubblescope diff runs/before runs/after` · "
+        "`bubblescope diff before.json.gz after.json.gz --format markdown >> $GITHUB_STEP_SUMMARY`",
+        "Exit code 0 on success, 2 on bad input.",
+    ]
+)
+
+
+class DiffFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diff", help=DIFF_HELP)
+    def diff(
+        baseline: Annotated[
+            Path, typer.Argument(metavar="BASELINE", help="Run folder, record, ablation, analysis or trace.")
+        ],
+        current: Annotated[Path, typer.Argument(metavar="CURRENT", help="The same kinds as BASELINE.")],
+        output_format: Annotated[
+            DiffFormat,
+            typer.Option("--format", help="table (console), json (bubblescope.diff/1), markdown or html."),
+        ] = DiffFormat.table,
+        output: Annotated[
+            Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")
+        ] = None,
+        step_marker: Annotated[
+            str | None,
+            typer.Option("--step-marker", metavar="REGEX", help="Step annotation regex for bare traces."),
+        ] = None,
+    ) -> None:
+        from bubblescope.cli.report import ReportCommandError
+        from bubblescope.diff import run_diff
+        from bubblescope.report import diff_render
+
+        try:
+            result = run_diff(baseline, current, step_marker)
+        except BubblescopeError as exc:
+            raise ReportCommandError(str(exc)) from None
+        if output_format is DiffFormat.table and output is None:
+            from rich.console import Console
+
+            diff_render.print_diff(Console(file=sys.stdout), result)
+            return
+        if output_format is DiffFormat.json or output_format is DiffFormat.table:
+            text = json.dumps(result, indent=1, allow_nan=False) + "\n"
+        elif output_format is DiffFormat.markdown:
+            text = diff_render.render_diff_markdown(result)
+        else:
+            text = diff_render.render_diff_html(result)
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        from bubblescope.atomic import write_text_atomic
+
+        try:
+            written = write_text_atomic(output, text)
+        except OSError as exc:
+            raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        typer.echo(f"wrote {written}")
