@@ -71,12 +71,14 @@ def test_fix_first_on_the_sample(sample: Path) -> None:
     analysis = analyze_traces([sample], step_marker="decode_step_.*")
     findings = fix_first(analysis)
     reads = [f for f in findings if f["kind"] == "blocking read"]
-    # The sample's one read per step (gpu_probe.py line 106, `.item()`) is listed; its saving is bounded by
-    # the median step's sync idle, so the 74x warm-up step 0 does not inflate it.
-    assert [f["site"] for f in reads] == ["gpu_probe.py(106): step"]
-    median_sync_ns = sorted(s["idle_by_class_ns"]["sync"] for s in analysis["steps"])[
-        len(analysis["steps"]) // 2
-    ]
-    assert 0 < reads[0]["saving_ns_per_token"] <= median_sync_ns
+    # Read from the raw events: every `aten::item` of the sample (gpu_probe.py line 106) begins 5-147 us
+    # after the last GPU op ended, so the device had already drained and the read's lost lead is 0
+    # (docs/analysis.md): fixing it saves nothing, and it must not be listed as a saving.
+    assert reads == []
+    # What the steps do lose is host-bound idle: it heads the list, bounded by the median step's host idle
+    # so the 74 ms warm-up step 0 does not inflate it.
+    median_host_ns = sorted(s["idle_by_class_ns"]["host"] for s in analysis["steps"])[len(analysis["steps"]) // 2]
+    assert findings[0]["kind"].startswith("host")
+    assert 0 < findings[0]["saving_ns_per_token"] <= median_host_ns
     # The explicit synchronize outside the steps (line 116, per step 0) is not a per-token finding.
     assert all("(116)" not in f["site"] for f in findings)
