@@ -102,19 +102,12 @@ def test_dominant_class_of_largest_gaps(name: str) -> None:
         assert all(any(name in g["blame"] for name in want["site_contains"]) for g in dominant), dominant
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param("run_ahead_slow_host", marks=pytest.mark.xfail(strict=True, reason=OLD_SYNC_RULE)),
-        "compile_tolist",
-    ],
-)
+@pytest.mark.parametrize("name", ["run_ahead_slow_host", "compile_tolist"])
 def test_no_read_blamed_for_more_than_it_blocked(name: str) -> None:
     for sync in analysis(name)["syncs"]:
         assert sync["bubble_ns"] <= sync["blocked_ns"], sync
 
 
-@pytest.mark.xfail(strict=True, reason=OLD_SYNC_RULE)
 def test_run_ahead_waits_cost_at_most_their_lost_lead() -> None:
     bound = expected("run_ahead_slow_host")["read_bubble_ns_total_at_most"]
     result = analysis("run_ahead_slow_host")
