@@ -27,10 +27,6 @@ OLD_SYNC_RULE = (
     "bound; in this run-ahead loop the device drained before each event wait began (lost lead 0, 3.4 us for "
     "step 0), so the idle is `host` and the reads' bubble must stay under 5 us"
 )
-IMPLICIT_SYNCS = (
-    "issue 14 §3: cudaFree / cudaFreeHost / cudaHostUnregister / cudaMemset on pinned memory block the host "
-    "(measured on the H200) but carry no cuda_sync row, so today's read detector misses them"
-)
 
 
 @functools.cache
@@ -161,7 +157,6 @@ def test_non_blocking_calls_are_never_reads() -> None:
         assert steps[probe]["blocking_reads"] == 0, probe
 
 
-@pytest.mark.xfail(strict=True, reason=IMPLICIT_SYNCS)
 def test_implicit_synchronizers_are_reads() -> None:
     want = expected("implicit_syncs")
     steps = _implicit_steps()
