@@ -26,7 +26,9 @@ def test_a_read_through_the_tap_is_the_users(tmp_path: Path) -> None:
     b.blocking_read(ITEM_OPS, (20 * US, 50 * US), (21 * US, 24 * US), (40 * US, 41 * US), (24 * US, 45 * US))
     b.kernel("kC", (60 * US, 65 * US), (67 * US, 80 * US))
     # The tool's own drain, called from capture code that is not the tap: still not a read.
-    tool = b.frame("/repo/bubblescope/capture/profiled.py(95): profile_window", 150 * US, 200 * US, parent=user)
+    tool = b.frame(
+        "/repo/bubblescope/capture/profiled.py(95): profile_window", 150 * US, 200 * US, parent=user
+    )
     b.frame("torch/cuda/__init__.py(1000): synchronize", 160 * US, 190 * US, parent=tool)
     b.device_synchronize(165 * US, 185 * US)
     result = analyze_traces([b.write(tmp_path / "trace.json")])
