@@ -8,9 +8,10 @@ the device when it is
     name),
   - a device-to-host async copy into pageable memory (the driver stages it and waits for the data;
     a host-to-device one from pageable memory returns once the source is staged: not a read), or a
-    synchronous memset on pageable memory,
+    synchronous memset on pageable or pinned host memory (pinned: measured on the H200),
   - an implicit synchronizer: `cudaFree`/`hipFree` (the caching allocator releasing memory),
-    pinned host allocation (`cudaHostAlloc`, `cudaHostRegister`, `hipHostMalloc`, ...), and
+    pinned host allocation and unregistration (`cudaHostAlloc`, `cudaHostUnregister`, `hipHostMalloc`,
+    ...; not `cudaHostRegister`, measured on the H200 to return with a kernel still running), and
     `cudaMalloc`/`hipMalloc` when the trace shows it waited (a sync row), each its own read kind, or
   - any call the profiler paired with a `cuda_sync` wait row (except `Stream Wait Event`, which blocks
     a stream, not the host, and except polls: `cudaEventQuery` / `cudaStreamQuery` and their HIP and
@@ -48,6 +49,11 @@ _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
 _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 # Code of bubblescope's own profiled window; a read called from it is the tool's, not the user's.
 _OWN_FRAME_PART = "bubblescope/capture/"
+# Except the read tap and step hooks of `bubblescope profile` (capture/user_reads.py `tapped`, ...):
+# they wrap the user's own `.item()` / `synchronize()` calls, so their frame sits between the user's
+# line and the read. It is neither the user's site nor the tool's synchronize: walked through. (Taking it
+# for the tool's dropped every tapped read: 0 of the 8 aten::item reads of the gpt-fast profile sample.)
+_TAP_FRAME_PART = "bubblescope/capture/user_"
 # Annotations bubblescope puts around its own synchronizes (profiled window drain, `bubblescope.profile`
 # session). Only these: other `bubblescope.*` ranges (`bubblescope.step`, `bubblescope.read#N`) hold the
 # user's own reads.
@@ -91,7 +97,9 @@ HINTS = {
     "free": "cudaFree/hipFree waits for the whole device: the caching allocator is releasing memory "
     "(torch.cuda.empty_cache() in the loop, or fragmentation forcing frees); drop empty_cache, keep "
     "shapes stable, or try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-    "host_alloc": "pinned host allocation/registration serialises with the device: allocate pinned "
+    "host_alloc": "pinned host allocation (cudaHostAlloc, pin_memory=True) takes milliseconds and "
+    "unregistration (cudaHostUnregister) waits for the device (measured on the H200; whether "
+    "cudaHostAlloc itself waits is not determined: it outlasts a 20 ms kernel): allocate pinned "
     "buffers once before the loop and reuse them",
     "malloc": "a device allocation waited: the caching allocator found no cached block; warm it up "
     "(run one step first) or keep tensor shapes stable",
@@ -130,25 +138,37 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     )
     # Pageable memory: a device-to-host async copy into pageable memory waits for the data (a
     # host-to-device one only stages the source and returns), and a memset cannot be queued.
+    # Pinned memory: a synchronous cudaMemset on pinned host memory waits for the device (measured on
+    # the H200: 1.3 ms on an idle GPU, 21.2 ms behind a queued 20 ms kernel, which had ended at return
+    # 3/3; benchmarks/RESULTS.md, implicit synchronizers). Only the synchronous call: the launcher
+    # check below keeps cudaMemsetAsync and copies into pinned memory out.
     staged = gpu[(gpu["kind"] != "kernel").to_numpy()]
     names_of = staged["name"].astype(str)
     to_pageable = names_of.str.contains("-> Pageable", regex=False) | (
         names_of.str.contains("DtoH", regex=False) & names_of.str.contains("Pageable", regex=False)
     )
-    memset_pageable = (staged["kind"] == "memset") & names_of.str.contains("Pageable", regex=False)
-    pageable = (to_pageable | memset_pageable).to_numpy()
-    pageable_rows = staged.loc[pageable & (staged["launch_row"] >= 0).to_numpy(), "launch_row"].to_numpy()
-    is_pageable = np.zeros(len(runtime), dtype=bool)
-    launcher = names.to_numpy()[pageable_rows] if len(pageable_rows) else np.zeros(0, dtype=object)
-    staging_call = np.asarray([rt.is_copy(str(n)) or rt.is_sync_memset(str(n)) for n in launcher], dtype=bool)
-    is_pageable[pageable_rows[staging_call]] = True
+    memset_host = (staged["kind"] == "memset") & names_of.str.contains("Pageable|Pinned", regex=True)
+    pageable = to_pageable.to_numpy()
+    on_host = (to_pageable | memset_host).to_numpy()
+    host_rows = staged.loc[on_host & (staged["launch_row"] >= 0).to_numpy(), "launch_row"].to_numpy()
+    copies_to_pageable = pageable[on_host & (staged["launch_row"] >= 0).to_numpy()]
+    blocks_on_host_memory = np.zeros(len(runtime), dtype=bool)
+    launcher = names.to_numpy()[host_rows] if len(host_rows) else np.zeros(0, dtype=object)
+    staging_call = np.asarray(
+        [
+            (to_pg and rt.is_copy(str(n))) or rt.is_sync_memset(str(n))
+            for n, to_pg in zip(launcher, copies_to_pageable, strict=True)
+        ],
+        dtype=bool,
+    )
+    blocks_on_host_memory[host_rows[staging_call]] = True
     waits = tables.waits
     blocking_waits = waits[~category_mask(waits["name"], _NOT_HOST_BLOCKING_WAITS.__contains__)]
     has_wait = runtime["correlation"].isin(blocking_waits["correlation"]).to_numpy() & (
         runtime["correlation"].to_numpy() >= 0
     )
     never = category_mask(names, lambda n: rt.is_poll(n) or rt.is_stream_wait(n))
-    return np.flatnonzero((is_named_blocking | is_pageable | has_wait) & ~never)
+    return np.flatnonzero((is_named_blocking | blocks_on_host_memory | has_wait) & ~never)
 
 
 def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
@@ -271,9 +291,13 @@ def _reading_op(ops, inner: int, since_ns: int) -> int:
 
 def _user_or_own_frame(frames, j: int) -> tuple[int, bool]:
     """Walk up from frame `j` to the first frame that is the user's code or bubblescope's capture
-    code: (that user frame or -1, True when bubblescope's own code comes first)."""
+    code, through the profile tap's wrapper frames: (that user frame or -1, True when bubblescope's own
+    code comes first)."""
     while j >= 0:
         name = str(frames.names[j])
+        if _TAP_FRAME_PART in name:
+            j = int(frames.parent[j])
+            continue
         if _OWN_FRAME_PART in name:
             return -1, True
         if is_user_frame(name):

@@ -8,8 +8,14 @@ reads, replays and launches as the same workload traced on CUDA.
 Implicit synchronizers are calls that are not named "synchronize" yet wait for the device:
   free        `cudaFree` / `hipFree` synchronize the device before releasing memory: in PyTorch
               the caching allocator releasing blocks (`torch.cuda.empty_cache()`, fragmentation)
-  host_alloc  `cudaHostAlloc` / `cudaMallocHost` / `cudaHostRegister` (and HIP's): pinned
-              host allocation, which the driver serialises with the device
+  host_alloc  `cudaHostAlloc` / `cudaMallocHost` / `cudaHostUnregister` (and HIP's): pinned
+              host allocation and unregistration. Measured on the H200 (benchmarks/RESULTS.md,
+              "Implicit synchronizers on the H200", 2026-12-01): `cudaHostUnregister` waits for a
+              queued 20 ms kernel (1.2 ms idle, 21.2 ms busy); `cudaHostAlloc` takes 22-27 ms by itself,
+              longer than the kernel, so whether it waits is undetermined: kept as a read, unproven.
+              `cudaHostRegister` is NOT one: it returned in 2.7 ms with or without the 20 ms kernel
+              queued (2719 vs 2670 us, kernel still running at return 3/3), so it and its driver form
+              `cuMemHostRegister` are left out. HIP's forms are not measured (no ROCm device here).
   malloc      `cudaMalloc` / `hipMalloc`: a read only when the trace shows it waited (a sync row)
   memset      a synchronous `cudaMemset` / `hipMemset` on pageable memory
 Polls (`cudaStreamQuery`, `cudaEventQuery`, ...) return at once whatever the device state: a spin loop
@@ -99,13 +105,11 @@ CUDA = RuntimeNames(
         "cuMemFreeHost": "free",
         "cudaHostAlloc": "host_alloc",
         "cudaMallocHost": "host_alloc",
-        "cudaHostRegister": "host_alloc",
+        # cudaHostRegister / cuMemHostRegister: not listed, measured not to wait (module docstring).
         "cudaHostUnregister": "host_alloc",
         "cuMemHostAlloc": "host_alloc",
         "cuMemAllocHost": "host_alloc",
         "cuMemAllocHost_v2": "host_alloc",
-        "cuMemHostRegister": "host_alloc",
-        "cuMemHostRegister_v2": "host_alloc",
         "cuMemHostUnregister": "host_alloc",
         "cudaMalloc": "malloc",
         "cuMemAlloc": "malloc",

@@ -3,9 +3,9 @@ checked against the answer written by hand from its raw events (`expected.json`,
 the events): reads in steps (api, op, count), the dominant class of the largest gaps of the typical steps,
 the number of steps, and per trace the facts its loop was recorded for.
 
-Tests marked xfail(strict) fail on the analysis rules that issue 14 §1/§3 replace (the unbounded `sync`
-rule; implicit synchronizers not counted as reads). Once the new rules land they pass, strict xfail
-turns that into a failure, and the mark is to be removed.
+Tests marked xfail(strict) fail on today's analysis (the reason says how); once fixed, strict xfail turns
+that into a failure, and the mark is to be removed. The marks for the issue 14 §1/§3 rules (bounded
+`sync`, implicit synchronizers as reads) came off when those rules landed.
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ from bubblescope.analysis import analyze_traces
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200_loops"
 LOOPS = ("run_ahead_slow_host", "compile_tolist", "empty_cache", "two_stream_wait")
 
-OLD_SYNC_RULE = (
-    "issue 14 §1: today a gap after a read is `sync` whenever the host has not regained its lead, without "
-    "bound; in this run-ahead loop the device drained before each event wait began (lost lead 0, 3.4 us for "
-    "step 0), so the idle is `host` and the reads' bubble must stay under 5 us"
-)
-IMPLICIT_SYNCS = (
-    "issue 14 §3: cudaFree / cudaFreeHost / cudaHostUnregister / cudaMemset on pinned memory block the host "
-    "(measured on the H200) but carry no cuda_sync row, so today's read detector misses them"
+OUTER_FRAME_BLAME = (
+    "host blame keeps only the outermost range of a kind that overlaps the gap: the loop body's "
+    "record_h200_loops.py(570): step frame (step 0: 598.2..3456.4 us), which began before the gap "
+    "(2859.7..3611.9) and holds the read and the spin, is named and hides its children host_work / "
+    "validate_read_cost.py(59): spin (2893.1..3456.2, inside the gap), which did the work"
 )
 
 
@@ -79,15 +76,7 @@ def test_reads_in_steps(name: str) -> None:
     assert in_step_reads(analysis(name)) == want
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param("run_ahead_slow_host", marks=pytest.mark.xfail(strict=True, reason=OLD_SYNC_RULE)),
-        "compile_tolist",
-        "empty_cache",
-        "two_stream_wait",
-    ],
-)
+@pytest.mark.parametrize("name", LOOPS)
 def test_dominant_class_of_largest_gaps(name: str) -> None:
     want = expected(name)["largest_gaps"]
     gaps = typical_gaps(name)
@@ -96,26 +85,29 @@ def test_dominant_class_of_largest_gaps(name: str) -> None:
     for gap in gaps:
         by_class[gap["class"]] += gap["dur_ns"]
     assert max(by_class, key=by_class.get) == want["class"], gaps
-    if want["site_contains"]:
-        # Any of the names of what covered the gap (the frame that did the work, or its innermost callee).
-        dominant = [g for g in gaps if g["class"] == want["class"]]
-        assert all(any(name in g["blame"] for name in want["site_contains"]) for g in dominant), dominant
 
 
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("run_ahead_slow_host", marks=pytest.mark.xfail(strict=True, reason=OLD_SYNC_RULE)),
-        "compile_tolist",
-        "empty_cache",
+        pytest.param("run_ahead_slow_host", marks=pytest.mark.xfail(strict=True, reason=OUTER_FRAME_BLAME)),
+        *(n for n in LOOPS if n != "run_ahead_slow_host" and expected(n)["largest_gaps"]["site_contains"]),
     ],
 )
+def test_largest_gaps_blame_the_work_that_ran(name: str) -> None:
+    want = expected(name)["largest_gaps"]
+    # Any of the names of what covered the gap (the frame that did the work, or its innermost callee).
+    dominant = [g for g in typical_gaps(name) if g["class"] == want["class"]]
+    assert dominant
+    assert all(any(site in g["blame"] for site in want["site_contains"]) for g in dominant), dominant
+
+
+@pytest.mark.parametrize("name", ["run_ahead_slow_host", "compile_tolist", "empty_cache"])
 def test_no_read_blamed_for_more_than_it_blocked(name: str) -> None:
     for sync in analysis(name)["syncs"]:
         assert sync["bubble_ns"] <= sync["blocked_ns"], sync
 
 
-@pytest.mark.xfail(strict=True, reason=OLD_SYNC_RULE)
 def test_run_ahead_waits_cost_at_most_their_lost_lead() -> None:
     bound = expected("run_ahead_slow_host")["read_bubble_ns_total_at_most"]
     result = analysis("run_ahead_slow_host")
@@ -178,7 +170,6 @@ def test_non_blocking_calls_are_never_reads() -> None:
         assert steps[probe]["blocking_reads"] == 0, probe
 
 
-@pytest.mark.xfail(strict=True, reason=IMPLICIT_SYNCS)
 def test_implicit_synchronizers_are_reads() -> None:
     want = expected("implicit_syncs")
     steps = _implicit_steps()

@@ -77,8 +77,12 @@ def test_cuda_read_takes_the_enclosing_calls_exact_line(tmp_path: Path) -> None:
     assert row["site"] == "app.py(14): step"
     assert row["read_at"] == "transformers/generation/utils.py(383): __call__"
     assert row["line"] == "exact" and row["op"] == "aten::item"
-    # The scenario's hand-worked numbers survive the merge: blocked 21 µs, sync gap 26 µs.
-    assert row["blocked_ns"] == 21 * US and row["bubble_ns"] == 26 * US
+    # The scenario's hand-worked numbers survive the merge. Blocked 21 µs: the cudaStreamSynchronize
+    # 24-45 (the pinned copy's cudaMemcpyAsync 21-24 does not block). Bubble, the lost lead of the
+    # bounded rule (docs/analysis.md): aten::item begins at r0 = 20, the device drains when the copy
+    # ends at d = 41, L = min(41 - 20, 21) = 21; of the gap [41, 67) before kC (launched 60-65), 21 is
+    # sync, [62, 65) host, [65, 67) launch. (26 µs, the whole gap, was the unbounded rule's answer.)
+    assert row["blocked_ns"] == 21 * US and row["bubble_ns"] == 21 * US
     assert row["per_step"] == 1.0
     sites = analysis["read_sites"]
     assert sites["matched_reads"] == 1 and sites["unmatched_trace_reads"] == 0
