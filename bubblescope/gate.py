@@ -24,6 +24,7 @@ from bubblescope.capture.readbacks import count_readbacks, load_trace_events
 from bubblescope.errors import ConfigError, RecordError
 from bubblescope.records import load_record
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
+from bubblescope.validate import check_gate_pair
 
 GATE_SCHEMA = "bubblescope.gate/1"
 _GPU_CATEGORIES = {"kernel", "cuda_runtime", "gpu_memcpy", "cuda_driver"}
@@ -39,6 +40,7 @@ class GateInput:
     syncs: list[dict[str, Any]]
     per_token_ns: list[np.ndarray] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] | None = None
 
 
 def parse_threshold(text: str) -> float:
@@ -116,6 +118,7 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
         list(analysis.get("syncs", [])),
         per_token,
         meta,
+        record=record,
     )
 
 
@@ -237,6 +240,9 @@ def evaluate_gate(
 def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") -> dict[str, Any]:
     """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
     threshold = parse_threshold(max_regression)
-    return evaluate_gate(
-        load_gate_input(baseline_path), load_gate_input(current_path), max_regression=threshold
-    )
+    baseline, current = load_gate_input(baseline_path), load_gate_input(current_path)
+    # Refuses what cannot be compared (exit 2); warns where the comparison is legal but weak.
+    weak = check_gate_pair(baseline, current)
+    verdict = evaluate_gate(baseline, current, max_regression=threshold)
+    verdict["warnings"] = weak + verdict["warnings"]
+    return verdict
