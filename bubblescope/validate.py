@@ -180,11 +180,11 @@ def _identity(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "workload": (workload.get("name"), workload.get("factory")),
         "preset": record.get("preset"),
-        "options": {k: v for k, v in options.items() if k != "seed"},
+        "options": {k: v for k, v in options.items() if k != "seed"} or _MISSING,
         "seed": options.get("seed"),
         "device": environment.get("device"),
         "gpu": environment.get("gpu"),
-        "timing": settings.get("timing"),
+        "timing": settings.get("timing", _MISSING),
         "steps": tuple(settings.get(k) for k in ("steps", "warmup", "repeats")),
         "switches": sorted(str(name) for name in enabled),
     }
@@ -200,6 +200,9 @@ _REFUSED = (
     ("gpu", "GPU"),
     ("timing", "timing method"),
 )
+# Fields added within run/1 (docs/SCHEMAS.md): an older record lacks them, which is not a difference.
+_ADDED_LATER = ("options", "timing")
+_MISSING = "<missing>"
 _WARNED = (
     ("switches", "switch set"),
     ("steps", "step settings (steps, warmup, repeats)"),
@@ -216,13 +219,20 @@ def compare_records(baseline: dict[str, Any], current: dict[str, Any]) -> list[s
         RecordError: one line naming the first difference that makes the comparison meaningless.
     """
     before, after = _identity(baseline), _identity(current)
+    warnings = []
     for key, label in _REFUSED:
-        if before[key] != after[key]:
-            raise RecordError(
-                f"the records differ in {label} (baseline {_short(before[key])}, current "
-                f"{_short(after[key])}); their TPOT cannot be compared"
-            )
-    return [
+        if before[key] == after[key]:
+            continue
+        if key in _ADDED_LATER and _MISSING in (before[key], after[key]):
+            # A record written before the field existed: cannot tell, so say so instead of refusing.
+            side = "baseline" if before[key] == _MISSING else "current"
+            warnings.append(f"the {side} record does not say its {label}; assuming it matches")
+            continue
+        raise RecordError(
+            f"the records differ in {label} (baseline {_short(before[key])}, current "
+            f"{_short(after[key])}); their TPOT cannot be compared"
+        )
+    return warnings + [
         f"{label} differs (baseline {_short(before[key])}, current {_short(after[key])}); "
         "the verdict compares different setups"
         for key, label in _WARNED

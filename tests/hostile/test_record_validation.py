@@ -115,14 +115,19 @@ REFUSED = {
 }
 
 
+# Both sides carry the fields added within run/1 (an older record lacking them is only warned about).
+COMPLETE = {"workload__options": {"seed": 0, "spec": None}, "settings__timing": "cuda-events"}
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_records_that_cannot_be_compared_are_refused(tmp_path: Path, name: str) -> None:
     changes, message = REFUSED[name]
-    other = _write(tmp_path / "current.json", _edited(**changes))
+    base = _write(tmp_path / "base.json", _edited(**COMPLETE))
+    other = _write(tmp_path / "current.json", _edited(**{**COMPLETE, **changes}))
     with pytest.raises(RecordError, match=message):
-        run_gate(str(BASELINE_RECORD), str(other))
+        run_gate(str(base), str(other))
     with pytest.raises(RecordError, match=message):
-        run_gate(str(other), str(BASELINE_RECORD))
+        run_gate(str(other), str(base))
 
 
 WARNED = {
@@ -190,3 +195,10 @@ def test_a_record_nested_deeper_than_any_real_one_is_refused(
             main()
         err = capsys.readouterr().err
         assert exited.value.code == 2 and len(err.strip().splitlines()) == 1 and "nested deeper" in err, err
+
+
+def test_a_record_older_than_a_field_is_warned_about_not_refused(tmp_path: Path) -> None:
+    """settings.timing and workload.options were added within run/1: an old baseline lacks them."""
+    new = _write(tmp_path / "new.json", _edited(settings__timing="cuda-events"))
+    verdict = run_gate(str(BASELINE_RECORD), str(new))
+    assert any("baseline record does not say its timing method" in w for w in verdict["warnings"])
