@@ -23,7 +23,7 @@ from bubblescope.ablate.plan import AblationPlan, config_key
 from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
 from bubblescope.records import RunRecord, load_record
-from bubblescope.validate import check_safe_key, contained_path
+from bubblescope.validate import check_depth, check_safe_key, contained_path
 
 ABLATION_SCHEMA = "bubblescope.ablation/1"
 _IDENTITY_SETTINGS = ("steps", "warmup", "repeats", "profile_steps")
@@ -206,6 +206,7 @@ def _read_manifest(manifest_path: Path) -> dict[str, Any]:
         raise RecordError(f"{manifest_path}: JSON nested too deeply to be an ablation") from None
     if not isinstance(manifest, dict) or manifest.get("schema") != ABLATION_SCHEMA:
         raise RecordError(f"{manifest_path}: schema is not {ABLATION_SCHEMA!r}")
+    check_depth(manifest, str(manifest_path))
     configs = manifest.get("configs", [])
     if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
         raise RecordError(f"{manifest_path}: 'configs' must be a list of objects")

@@ -17,7 +17,7 @@ from typing import Any
 
 from bubblescope.errors import BubblescopeError, RecordError
 from bubblescope.records import validate_record
-from bubblescope.validate import contained_path
+from bubblescope.validate import check_depth, contained_path
 
 RUN_SCHEMA = "bubblescope.run/1"
 ABLATION_SCHEMA = "bubblescope.ablation/1"
@@ -148,6 +148,7 @@ def load_run(record_path: Path) -> RunInput:
 def load_ablation(ablation_path: Path) -> AblationInput:
     """Load `ablation.json` and every finished config's RunRecord (and analysis, when on disk)."""
     ablation = read_json_document(ablation_path, expect_schema=ABLATION_SCHEMA)
+    check_depth(ablation, str(ablation_path))
     folder = ablation_path.parent
     records: dict[str, dict[str, Any]] = {}
     analyses: dict[str, dict[str, Any]] = {}

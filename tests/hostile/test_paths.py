@@ -202,3 +202,19 @@ def test_report_does_not_read_an_analysis_file_outside_a_run(
         (run / "record.json").write_text(json.dumps(record))
         code, err = _cli(monkeypatch, capsys, "report", str(run), "--format", "markdown")
         assert code == 2 and "analysis_file" in err and "points outside" in err, err
+
+
+def test_a_manifest_nested_deeper_than_any_real_one_is_refused(
+    sandbox: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _ = sandbox
+    manifest = root / "ablation.json"
+    doc = json.loads(manifest.read_text())
+    doc["configs"][0]["status"] = "DEEP"
+    manifest.write_text(json.dumps(doc).replace('"DEEP"', "[" * 900 + "]" * 900))
+    for args in (
+        ["report", str(root), "--format", "markdown"],
+        ["ablate", "--reanalyze", "--out", str(root)],
+    ):
+        code, err = _cli(monkeypatch, capsys, *args)
+        assert code == 2 and "nested deeper than 64 levels" in err and len(err.strip().splitlines()) == 1, err
