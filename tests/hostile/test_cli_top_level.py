@@ -134,3 +134,32 @@ def test_usage_errors_are_one_line(
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("bubblescope: error: ") and "--help" in err, err
+
+
+def test_the_installed_entry_point_prints_one_line_for_a_bug(tmp_path: Path) -> None:
+    """A real process (no pytest variables): exit status 2, one stderr line, no traceback."""
+    import os
+    import subprocess
+
+    script = (
+        "import sys, bubblescope.gate as gate\n"
+        "def load(path):\n"
+        "    record_path = path\n"
+        "    raise KeyError('boom')\n"
+        "gate.load_gate_input = load\n"
+        "from bubblescope.cli import main\n"
+        "sys.argv = ['bubblescope', 'gate', '--baseline', sys.argv[1], '--current', sys.argv[1]]\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "BUBBLESCOPE_DEBUG")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(BASELINE_RECORD)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"while processing {BASELINE_RECORD}" in done.stderr and "KeyError" in done.stderr
