@@ -57,6 +57,12 @@ scalars = (
     | st.text(max_size=8)
     | st.sampled_from(HOSTILE_STRINGS)
 )
+# Scalars and containers where scalars belong, no deep nesting.
+shallow_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=5,
+)
 # Everything: scalars, containers where scalars belong, and (rarely) nesting no parser survives.
 values = st.recursive(
     # One leaf in 25 is the deep-nesting placeholder: often enough to hit every reader, rarely enough
