@@ -27,6 +27,7 @@ _ANALYSIS_NUMBERS = (
     "profiled_step_over_timed",
 )
 _SYNC_NUMBERS = ("per_step", "count", "blocked_ns", "bubble_ns", "wait_ns")
+_SYNC_COUNTED = ("per_step", "count")
 
 
 def _is_number(value: Any) -> bool:
@@ -82,7 +83,8 @@ def check_syncs(syncs: Any, where: str) -> None:
         if not isinstance(sync, dict):
             raise RecordError(f"{where}[{index}] is {_short(sync)}; expected an object")
         for key in _SYNC_NUMBERS:
-            if sync.get(key) is not None:
+            # per_step and count are what a verdict adds up: present means a number, never null.
+            if sync.get(key) is not None or (key in _SYNC_COUNTED and key in sync):
                 check_count(sync[key], f"{where}[{index}].{key}")
         for key in ("site", "op"):
             if sync.get(key) is not None and not isinstance(sync[key], str):

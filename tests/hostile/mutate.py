@@ -166,9 +166,9 @@ def _record_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ..
 def mutated_records(
     draw: st.DrawFn, seed: dict[str, Any], max_changes: int = 3, values: st.SearchStrategy[Any] = values
 ) -> Mutated:
-    """A real RunRecord with 1..max_changes fields replaced by hostile values or removed."""
+    """A RunRecord with 1..max_changes fields replaced by hostile values or removed."""
     record = copy.deepcopy(seed)
-    out = Mutated(record, ["seed gate/baseline.json"])
+    out = Mutated(record, ["seed record"])
     for _ in range(draw(st.integers(1, max_changes), label="changes")):
         paths = _record_paths(record)
         path = paths[draw(st.integers(0, len(paths) - 1), label="path")]

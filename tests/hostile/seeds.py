@@ -1,5 +1,6 @@
 """Real traces and records the fuzzer starts from.
 
+Records: a RunRecord measured on CPU by `bubblescope run` (tests/data/hostile/cpu_debug_run).
 Traces: the H200 probe trace in ../shared/data (recorded on an H200 by this project's probe script;
 see /work/shared/notes) when present, else tests/data/h200_recorded (a real H200 recording kept in the
 repo, provenance in its manifest.json), plus tests/data/gate/base_cpu.trace.json.gz (a real CPU
@@ -22,7 +23,10 @@ SHARED_H200_TRACE = SHARED_DIR / "data" / "h200_probe_trace.json.gz"
 REPO_H200_TRACE = REPO_ROOT / "tests" / "data" / "h200_recorded" / "trace.json.gz"
 CPU_TRACE = REPO_ROOT / "tests" / "data" / "gate" / "base_cpu.trace.json.gz"
 GATE_DIR = REPO_ROOT / "tests" / "data" / "gate"
+# Synthetic (tests/data/gate/build_fixtures.py): a known shape for the validator's unit tests.
 BASELINE_RECORD = GATE_DIR / "baseline.json"
+# Measured (tests/data/hostile/cpu_debug_run/PROVENANCE.md): what the fuzzer damages.
+REAL_RECORD = REPO_ROOT / "tests" / "data" / "hostile" / "cpu_debug_run" / "record.json"
 
 
 def read_json(path: Path) -> Any:
@@ -67,4 +71,10 @@ def seed_traces(fast: bool) -> dict[str, dict[str, Any]]:
 
 
 def seed_record() -> dict[str, Any]:
+    """The synthetic gate baseline (validator unit tests)."""
     return read_json(BASELINE_RECORD)
+
+
+def real_record() -> dict[str, Any]:
+    """The measured CPU RunRecord (the fuzzer's seed)."""
+    return read_json(REAL_RECORD)

@@ -30,10 +30,10 @@ from tests.hostile.mutate import (
     write_ablation,
     write_document,
 )
-from tests.hostile.seeds import BASELINE_RECORD, seed_record, seed_traces
+from tests.hostile.seeds import REAL_RECORD, real_record, seed_record, seed_traces
 
 FAST_TRACES = seed_traces(fast=True)
-RECORD = seed_record()
+RECORD = real_record()
 # The default run's values. Traces: scalars only (wrong types, NaN/Inf, huge numbers, control
 # characters, surrogates, markup); containers where scalars belong and deep nesting are the long
 # profile's, because at the time of writing they still crash the trace loader (issue 18 §1, owned by
@@ -51,8 +51,8 @@ TRACE_COMMANDS = [
     ["gate", "--baseline", "{t}", "--current", "{t}", "--format", "json"],
 ]
 RECORD_COMMANDS = [
-    ["gate", "--baseline", str(BASELINE_RECORD), "--current", "{t}", "--format", "json"],
-    ["gate", "--baseline", "{t}", "--current", str(BASELINE_RECORD), "--format", "markdown"],
+    ["gate", "--baseline", str(REAL_RECORD), "--current", "{t}", "--format", "json"],
+    ["gate", "--baseline", "{t}", "--current", str(REAL_RECORD), "--format", "markdown"],
     ["report", "{t}", "--format", "markdown"],
 ]
 # Gate's exit code 1 is a verdict (regression found), not a failure of the tool.

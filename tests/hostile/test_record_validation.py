@@ -54,6 +54,7 @@ BROKEN = {
     "syncs a dict": (_edited(analysis__syncs={"a": 1}), "analysis.syncs is a dict"),
     "sync a string": (_edited(analysis__syncs=["x"]), "syncs[0] is 'x'"),
     "sync per_step NaN": (_edited(analysis__syncs=[{"site": "a", "per_step": NAN}]), "per_step is nan"),
+    "sync per_step null": (_edited(analysis__syncs=[{"site": "a", "per_step": None}]), "per_step is None"),
     "sync site a list": (_edited(analysis__syncs=[{"site": ["a"], "per_step": 1}]), "site is a list"),
     "idle Infinity": (_edited(analysis__idle_by_class_ns_per_step={"sync": float("inf")}), "sync is inf"),
     "gpu_measured string": (_edited(analysis__gpu_measured="yes"), "gpu_measured is 'yes'"),
