@@ -55,6 +55,9 @@ class Outcome:
             found.append(f"exit 2 with {len(lines)} stderr lines: {self.stderr[:300]!r}")
         if "Traceback (most recent call last)" in self.stderr:
             found.append("traceback on stderr")
+        warned = re.search(r"\w+Warning: .*", self.stderr)
+        if warned and not self.crash:
+            found.append(f"python warning on stderr: {warned.group(0)[:160]}")
         if self.peak_rss_mb is not None and self.peak_rss_mb > MAX_PEAK_RSS_MB:
             found.append(f"peak RSS {self.peak_rss_mb:.0f} MB > {MAX_PEAK_RSS_MB:.0f} MB")
         if self.seconds > MAX_SECONDS:
@@ -93,6 +96,17 @@ def _peak_rss_mb() -> float | None:
     return None
 
 
+def _print_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 class _Timeout(BaseException):
     """Raised by SIGALRM; a BaseException so no `except Exception` in the code under test eats it."""
 
@@ -117,10 +131,11 @@ def run_in_process(args: list[str], timeout_s: float = MAX_SECONDS) -> Outcome:
     start = time.perf_counter()
     try:
         with redirect_stdout(out), redirect_stderr(err), warnings.catch_warnings():
-            # pytest records warnings; a user's terminal shows them, so show them on this stderr too.
+            # pytest records warnings; a user's terminal shows them, so show them on this stderr too
+            # (a replaced showwarning is what the warnings module calls instead of pytest's recorder).
             warnings.resetwarnings()
             warnings.simplefilter("default")
-            warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+            warnings.showwarning = _print_warning
             main()
         exit_code = 0
     except SystemExit as exc:
