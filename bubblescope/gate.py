@@ -24,6 +24,7 @@ from bubblescope.errors import ConfigError, RecordError
 from bubblescope.readbacks import count_readbacks, load_trace_events
 from bubblescope.records import load_record
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
+from bubblescope.validate import check_gate_pair
 
 GATE_SCHEMA = "bubblescope.gate/1"
 _GPU_CATEGORIES = {"kernel", "cuda_runtime", "gpu_memcpy", "cuda_driver"}
@@ -256,7 +257,10 @@ def run_gate(baseline_path: str, current_path: str, max_regression: str = "3%") 
     """Load both sides and evaluate; raises BubblescopeError (exit 2) on bad input."""
     threshold = parse_threshold(max_regression)
     baseline, current = load_gate_input(baseline_path), load_gate_input(current_path)
+    # Refuses what cannot be compared (exit 2); warns where the comparison is legal but weak.
+    weak = check_gate_pair(baseline, current)
     verdict = evaluate_gate(baseline, current, max_regression=threshold)
+    verdict["warnings"] = weak + verdict["warnings"]
     verdict["diff"] = gate_diff(baseline, current)
     return verdict
 

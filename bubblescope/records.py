@@ -14,9 +14,12 @@ from typing import Any
 from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
 from bubblescope.stats import bootstrap_medians, interval, median_with_ci, per_token_samples_ns, stable_seed
+from bubblescope.validate import check_analysis_block, check_count, check_depth
 
 RUN_SCHEMA = "bubblescope.run/1"
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# Step times and token counts are int64 on every path that computes with them (numpy, float64 ns).
+_MAX_SAMPLE = 2**63 - 1
 
 # RunRecord is a JSON dict; the alias names what a function takes or returns.
 RunRecord = dict[str, Any]
@@ -68,8 +71,21 @@ def _check_matrix(record: RunRecord, key: str) -> None:
         raise RecordError(f"{key} must be a non-empty list of non-empty lists")
     for row in matrix:
         for value in row:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise RecordError(f"{key} holds {value!r}; expected integers >= 0")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SAMPLE:
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
+                raise RecordError(f"{key} holds {shown}; expected integers from 0 to 2**63-1")
+
+
+def _check_identity_fields(record: RunRecord, source: str) -> None:
+    """The fields readers compare (gate, ablate resume): strings where strings, counts where counts."""
+    for block, key in (("environment", "device"), ("environment", "gpu"), ("workload", "name")):
+        value = record[block].get(key)
+        if value is not None and not isinstance(value, str):
+            raise RecordError(f"{source}: {block}.{key} must be a string or null")
+    for key in ("steps", "warmup", "repeats", "profile_steps"):
+        value = record["settings"].get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise RecordError(f"{source}: settings.{key} must be an integer >= 0")
 
 
 def validate_record(record: Any, *, source: str = "record") -> RunRecord:
@@ -80,6 +96,7 @@ def validate_record(record: Any, *, source: str = "record") -> RunRecord:
     """
     if not isinstance(record, dict):
         raise RecordError(f"{source}: not a JSON object")
+    check_depth(record, source)
     schema = record.get("schema")
     if schema != RUN_SCHEMA:
         raise RecordError(f"{source}: schema {schema!r} is not {RUN_SCHEMA!r}")
@@ -100,10 +117,14 @@ def validate_record(record: Any, *, source: str = "record") -> RunRecord:
     except RecordError as exc:
         raise RecordError(f"{source}: {exc}") from None
     summary = record["summary"]
-    if not isinstance(summary.get("tpot_ms"), (int, float)):
+    if "tpot_ms" not in summary:
         raise RecordError(f"{source}: summary.tpot_ms is missing")
-    if not isinstance(record["switches"].get("enabled"), list):
-        raise RecordError(f"{source}: switches.enabled must be a list")
+    check_count(summary["tpot_ms"], f"{source}: summary.tpot_ms")
+    enabled = record["switches"].get("enabled")
+    if not isinstance(enabled, list) or not all(isinstance(name, str) for name in enabled):
+        raise RecordError(f"{source}: switches.enabled must be a list of switch names")
+    _check_identity_fields(record, source)
+    check_analysis_block(record.get("analysis"), source)
     return record
 
 
@@ -120,6 +141,8 @@ def load_record(path: str | os.PathLike[str]) -> RunRecord:
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise RecordError(f"{record_path}: not valid JSON ({type(exc).__name__})") from None
+    except RecursionError:
+        raise RecordError(f"{record_path}: JSON nested too deeply to be a RunRecord") from None
     return validate_record(record, source=str(record_path))
 
 

@@ -5,6 +5,10 @@ only what was derived from the profiled traces — blocking reads, idle by class
 attribution built on it are stale. This recomputes them from the `*.trace.json.gz` files beside the
 records and rewrites records, analysis files and `ablation.json` atomically. A tensor-parallel
 ablation (`ablate --tp`) is re-analysed on every rank, and its `tp` blocks are rebuilt.
+
+The folder may have been edited: every key, trace and analysis file named by the manifest or a record
+must be a plain file name inside the ablation folder, or the whole re-analysis is refused (exit 2)
+before anything is written.
 """
 
 from __future__ import annotations
@@ -18,37 +22,76 @@ from bubblescope.ablate.store import AblationStore, load_ablation
 from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
 from bubblescope.records import RunRecord, save_record
+from bubblescope.validate import check_safe_key, contained_path
 
 
 def plan_of(manifest: dict[str, Any]) -> AblationPlan:
     """The plan an ablation was measured with, rebuilt from its manifest (sampled orderings are seeded)."""
-    toggles = list(manifest["toggles"])
+    toggles = manifest.get("toggles")
+    if not isinstance(toggles, list) or not all(isinstance(name, str) for name in toggles):
+        raise RecordError("ablation.json: 'toggles' must be a list of switch names")
     method = str(manifest.get("shapley_method", "exact"))
     if method == "exact":
-        return plan_ablation(toggles, manifest.get("order"), max_exact=len(toggles))
-    permutations = int(method.split(":", 1)[1]) if ":" in method else len(manifest.get("permutations", []))
-    return plan_ablation(toggles, manifest.get("order"), max_exact=0, permutations=permutations)
+        plan = plan_ablation(list(toggles), manifest.get("order"), max_exact=len(toggles))
+    else:
+        try:
+            permutations = int(method.split(":", 1)[1]) if ":" in method else len(manifest["permutations"])
+        except (ValueError, TypeError, KeyError):
+            raise RecordError(
+                f"ablation.json: shapley_method {method[:40]!r} is not exact or sampled:<n>"
+            ) from None
+        plan = plan_ablation(list(toggles), manifest.get("order"), max_exact=0, permutations=permutations)
+    for config in plan.configs:
+        check_safe_key(config.key, "ablation.json")
+    return plan
 
 
-def reanalyze_record(record: RunRecord, record_path: Path) -> RunRecord:
-    """Recompute a record's `analysis` block (and its analysis file) from its trace; save it."""
+def _own_file(record_path: Path, root: Path, name: Any, what: str) -> Path:
+    """A file a record names beside itself: a plain name, resolving inside the ablation `root`."""
+    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise RecordError(f"{record_path}: {what} {str(name)[:60]!r} is not a file name beside the record")
+    return contained_path(
+        root, str((record_path.parent / name).relative_to(root)), what=what, source=str(record_path)
+    )
+
+
+def reanalyze_record(record: RunRecord, record_path: Path, root: Path | None = None) -> RunRecord:
+    """Recompute a record's `analysis` block (and its analysis file) from its trace; save it.
+
+    Args:
+        root: the folder the record's files must stay in (default: the folder above runs/).
+    Raises:
+        RecordError: a trace or analysis file named outside `root`, or a missing trace.
+    """
     from bubblescope.capture.measure import add_profiled_ratio, analysis_block
 
+    root = record_path.parent.parent if root is None else root
     trace_name = record.get("trace")
     if not trace_name:
         return record
-    trace_path = record_path.parent / trace_name
-    if not trace_path.is_file():
+    trace_path = _own_file(record_path, root, trace_name, "trace")
+    analysis_file = record.get("analysis_file") or f"{record_path.stem}.analysis.json"
+    analysis_path = _own_file(record_path, root, analysis_file, "analysis_file")
+    if not analysis_file.endswith(".analysis.json") or analysis_path.resolve() == record_path.resolve():
+        raise RecordError(f"{record_path}: analysis_file {analysis_file[:60]!r} is not an analysis file name")
+    if trace_path.is_symlink() or not trace_path.is_file():
         raise RecordError(f"{record_path}: its trace {trace_name} is missing; cannot re-analyse")
     on_cuda = record.get("environment", {}).get("device") == "cuda"
     record["analysis"], full = analysis_block(trace_path, on_cuda)
     add_profiled_ratio(record["analysis"], full, record.get("samples_ns") or [])
     if full is not None:
-        analysis_file = record.get("analysis_file") or f"{record_path.stem}.analysis.json"
-        write_json_atomic(record_path.parent / analysis_file, full)
+        write_json_atomic(analysis_path, full)
         record["analysis_file"] = analysis_file
     save_record(record, record_path)
     return record
+
+
+def _check_config_files(record: RunRecord, record_path: Path, root: Path) -> None:
+    """Refuse, before anything is written, a record whose trace or analysis file leaves the folder."""
+    if record.get("trace"):
+        _own_file(record_path, root, record["trace"], "trace")
+    if record.get("analysis_file"):
+        _own_file(record_path, root, record["analysis_file"], "analysis_file")
 
 
 def _reanalyze_config(record: RunRecord, record_path: Path) -> RunRecord:
@@ -69,6 +112,8 @@ def reanalyze_ablation(root: str | Path) -> dict[str, Any]:
     store = AblationStore(root)
     manifest, records = load_ablation(root)
     plan = plan_of(manifest)
+    for key, record in records.items():
+        _check_config_files(record, store.record_path(key), Path(root))
     done = {key: _reanalyze_config(record, store.record_path(key)) for key, record in records.items()}
     complete = all(config.key in done for config in plan.configs)
     attribution = attribute(plan, done) if complete else None

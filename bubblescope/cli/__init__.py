@@ -5,7 +5,10 @@ Each command parses, calls into the library, renders and exits; no analysis live
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
+from types import TracebackType
 
 import typer
 
@@ -48,13 +51,83 @@ def _click_exception_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+# Set (to anything but 0) to see the traceback of an unexpected exception instead of one line; pytest
+# sets PYTEST_CURRENT_TEST, so a bug under test fails loudly with its traceback.
+DEBUG_ENV = "BUBBLESCOPE_DEBUG"
+# Local variables that name the file a function is working on, looked up in the failing frames.
+_PATH_LOCALS = ("path", "trace_path", "record_path", "file", "target", "ablation_path", "manifest_path")
+
+
+def one_line(text: object) -> str:
+    """`text` on one line with control characters shown as escapes (a file name may hold ESC or \\n)."""
+    raw = str(text)
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in raw)
+
+
+def _file_in_traceback(tb: TracebackType | None) -> str | None:
+    """The innermost file a bubblescope frame was working on when it raised (its `path`-like local)."""
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__", "").startswith("bubblescope"):
+            for name in _PATH_LOCALS:
+                value = frame.f_locals.get(name)
+                if isinstance(value, (str, Path)) and value:
+                    found = str(value)
+                    break
+        tb = tb.tb_next
+    return found
+
+
+def _file_in_argv(argv: list[str]) -> str | None:
+    """The command's arguments that name existing files or folders, comma-separated."""
+    named = []
+    for arg in argv[1:]:
+        try:
+            if not arg.startswith("-") and os.path.exists(arg):
+                named.append(arg)
+        except (OSError, ValueError):
+            continue
+    return ", ".join(named) or None
+
+
+def internal_error_line(exc: BaseException, argv: list[str]) -> str:
+    """One line for an exception bubblescope did not expect: what, on which file, and where to report."""
+    where = _file_in_traceback(exc.__traceback__) or _file_in_argv(argv)
+    detail = one_line(exc)
+    detail = detail if len(detail) <= 200 else detail[:197] + "..."
+    on_file = f" while processing {one_line(where)}" if where else ""
+    return (
+        f"bubblescope: internal error{on_file}: {type(exc).__name__}: {detail} "
+        f"(a bug in bubblescope: please report it with this line and the input; "
+        f"{DEBUG_ENV}=1 shows the traceback)"
+    )
+
+
+def usage_error_line(exc: BaseException) -> str:
+    """A click usage error (unknown option, bad value) as one line, with where to find help."""
+    format_message = getattr(exc, "format_message", None)
+    message = one_line(format_message() if callable(format_message) else exc)
+    context = getattr(exc, "ctx", None)
+    command = getattr(context, "command_path", None)
+    hint = f" (see '{one_line(command)} --help')" if command else ""
+    return f"bubblescope: error: {message}{hint}"
+
+
+def _reraise_unexpected() -> bool:
+    """Under pytest or with BUBBLESCOPE_DEBUG set, unexpected exceptions propagate with their traceback."""
+    debug = os.environ.get(DEBUG_ENV, "")
+    return (bool(debug) and debug != "0") or "PYTEST_CURRENT_TEST" in os.environ
+
+
 def main() -> None:
-    """Entry point: BubblescopeError becomes one line on stderr and exit code 2, never a traceback."""
+    """Entry point: BubblescopeError becomes one line on stderr and exit code 2, never a traceback; so
+    does any unexpected exception (a bug), with the file it was processing and a request to report it."""
     click_errors = _click_exception_types()
     try:
         result = app(standalone_mode=False)
     except BubblescopeError as exc:
-        typer.echo(f"bubblescope: error: {exc}", err=True)
+        typer.echo(f"bubblescope: error: {one_line(exc)}", err=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -65,8 +138,21 @@ def main() -> None:
         typer.echo("bubblescope: interrupted", err=True)
         sys.exit(130)
     except click_errors as exc:
-        # Usage errors (unknown option, bad value): click's own one-line message, exit 2.
-        exc.show()  # type: ignore[attr-defined]
+        # Usage errors (unknown option, bad value): click's message on one line, exit 2. click's own
+        # show() prints four (usage, hint, blank, error).
+        typer.echo(usage_error_line(exc), err=True)
         sys.exit(getattr(exc, "exit_code", 2))
+    except (SystemExit, GeneratorExit):
+        raise
+    except BrokenPipeError:
+        # `bubblescope analyze ... | head`: the reader left; not a bug. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+        if _reraise_unexpected():
+            raise
+        typer.echo(internal_error_line(exc, sys.argv), err=True)
+        sys.exit(2)
     # In standalone_mode=False a command's `raise typer.Exit(n)` comes back as the return value.
     sys.exit(result if isinstance(result, int) else 0)

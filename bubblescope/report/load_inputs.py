@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import BubblescopeError, RecordError
+from bubblescope.records import validate_record
+from bubblescope.validate import check_depth, contained_path
 
 RUN_SCHEMA = "bubblescope.run/1"
 ABLATION_SCHEMA = "bubblescope.ablation/1"
@@ -123,7 +125,7 @@ def _optional_analysis(base: Path, relative: Any, warnings: list[str]) -> dict[s
     """Load an analysis file named by a record, relative to the record's folder; warn when unusable."""
     if not isinstance(relative, str) or not relative:
         return None
-    path = base / relative
+    path = contained_path(base, relative, what="analysis_file", source=str(base))
     if not path.is_file():
         warnings.append(f"analysis file {relative} is missing; showing the record's summary only")
         return None
@@ -137,6 +139,7 @@ def _optional_analysis(base: Path, relative: Any, warnings: list[str]) -> dict[s
 def load_run(record_path: Path) -> RunInput:
     """Load a RunRecord file and the analysis it points to (if present)."""
     record = read_json_document(record_path, expect_schema=RUN_SCHEMA)
+    validate_record(record, source=str(record_path))
     warnings: list[str] = []
     analysis = _optional_analysis(record_path.parent, record.get("analysis_file"), warnings)
     return RunInput(path=record_path, record=record, analysis=analysis, warnings=warnings)
@@ -145,6 +148,7 @@ def load_run(record_path: Path) -> RunInput:
 def load_ablation(ablation_path: Path) -> AblationInput:
     """Load `ablation.json` and every finished config's RunRecord (and analysis, when on disk)."""
     ablation = read_json_document(ablation_path, expect_schema=ABLATION_SCHEMA)
+    check_depth(ablation, str(ablation_path))
     folder = ablation_path.parent
     records: dict[str, dict[str, Any]] = {}
     analyses: dict[str, dict[str, Any]] = {}
@@ -156,12 +160,15 @@ def load_ablation(ablation_path: Path) -> AblationInput:
         if not isinstance(config, dict) or not isinstance(config.get("key"), str):
             raise RecordError(f"{ablation_path}: every config needs a string 'key'")
         key = config["key"]
-        record_path = folder / str(config.get("record") or f"runs/{key}.json")
+        relative = config.get("record") or f"runs/{key}.json"
+        record_path = contained_path(folder, relative, what=f"record of {key}", source=str(ablation_path))
         if not record_path.is_file():
             if config.get("status") == "done":
                 warnings.append(f"config {key}: record {record_path.name} is missing")
             continue
-        records[key] = read_json_document(record_path, expect_schema=RUN_SCHEMA)
+        records[key] = validate_record(
+            read_json_document(record_path, expect_schema=RUN_SCHEMA), source=str(record_path)
+        )
         analysis = _optional_analysis(record_path.parent, records[key].get("analysis_file"), warnings)
         if analysis is not None:
             analyses[key] = analysis
