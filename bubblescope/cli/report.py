@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import BubblescopeError
 
 DEFAULT_HTML_NAME = "report.html"
@@ -116,9 +117,13 @@ def register(app: typer.Typer) -> None:
                 "step's annotation (e.g. 'decode_step_.*').",
             ),
         ] = None,
+        max_decompressed_mb: Annotated[
+            int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
+        ] = DEFAULT_MAX_DECOMPRESSED_MB,
     ) -> None:
         try:
-            text, written = write_report(paths or [], output, report_format, step_marker)
+            with trace_cap_mb(max_decompressed_mb):
+                text, written = write_report(paths or [], output, report_format, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if written is None:

@@ -6,12 +6,12 @@ appears, and in file order within a category (the same order on every run and ev
 
 from __future__ import annotations
 
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from bubblescope.errors import TraceError
 from bubblescope.trace.categories import BUCKET_OF_CATEGORY
@@ -19,7 +19,19 @@ from bubblescope.trace.events import Event
 
 # dict.fromkeys keeps first-seen order: the same bucket order on every run (a set would not).
 BUCKET_NAMES = tuple(dict.fromkeys(BUCKET_OF_CATEGORY.values()))
-_FIELDS = attrgetter("ts", "dur", "name", "tid", "cat", "args", "pid")
+_CATEGORIES = tuple(BUCKET_OF_CATEGORY)
+_CODE_OF_CATEGORY = {cat: code for code, cat in enumerate(_CATEGORIES)}
+# The event members each table reads (ops read no args; only GPU-side tables read pid).
+_HOST_KEYS = ("ts", "dur", "name", "tid")
+_KEYS_READ = {
+    "ops": _HOST_KEYS,
+    "frames": (*_HOST_KEYS, "args"),
+    "runtime": (*_HOST_KEYS, "args"),
+    **{
+        name: (*_HOST_KEYS, "args", "pid")
+        for name in ("kernel", "memcpy", "memset", "waits", "gpu_annotations")
+    },
+}
 
 
 class Fields(NamedTuple):
@@ -43,35 +55,47 @@ class Fields(NamedTuple):
 def bucket_events(events: list[Event]) -> dict[str, Fields]:
     """Complete ('X') events of the used categories as per-bucket columns; empty buckets are absent."""
     # One pass: the category of complete events, None for the rest (a list or dict `ph` is not "X").
-    cats = [event.cat if event.ph == "X" else None for event in events]
+    keys = [event.cat if event.ph == "X" else None for event in events]
     try:
-        codes, uniques = pd.factorize(pd.Series(cats, dtype=object), use_na_sentinel=True)
+        # A dict lookup per event (C level) instead of factorizing every string: 40 vs 120 ns/event.
+        codes = np.fromiter(map(_CODE_OF_CATEGORY.get, keys, repeat(-1)), dtype=np.int16, count=len(keys))
     except TypeError:
         # A category that is a list or dict names no table: those events are not read.
-        cats = [cat if isinstance(cat, str) else None for cat in cats]
-        codes, uniques = pd.factorize(pd.Series(cats, dtype=object), use_na_sentinel=True)
+        keys = [key if isinstance(key, str) else None for key in keys]
+        codes = np.fromiter(map(_CODE_OF_CATEGORY.get, keys, repeat(-1)), dtype=np.int16, count=len(keys))
     buckets: dict[str, Fields] = {}
-    for name, parts in _ordered_rows(codes, uniques).items():
-        rows = np.concatenate(parts).tolist() if len(parts) > 1 else parts[0].tolist()
-        bucket = [events[i] for i in rows]
-        columns = list(zip(*map(_FIELDS, bucket), strict=True))
-        buckets[name] = Fields(*columns, first_ts=columns[0][0], events=bucket)
+    for name, parts in _ordered_rows(codes).items():
+        rows = np.concatenate([rows for _, rows in parts]).tolist()
+        # itemgetter of one index returns the item itself, not a 1-tuple.
+        bucket = list(itemgetter(*rows)(events)) if len(rows) > 1 else [events[rows[0]]]
+        # Each part is one category: one string object repeated (hashed once when factorized).
+        cats = sum(((cat,) * len(part_rows) for cat, part_rows in parts), ())
+        columns = {key: list(map(attrgetter(key), bucket)) for key in _KEYS_READ[name]}
+        buckets[name] = Fields(
+            ts=columns["ts"],
+            dur=columns["dur"],
+            name=columns["name"],
+            tid=columns["tid"],
+            cat=cats,
+            args=columns.get("args"),
+            pid=columns.get("pid"),
+            first_ts=columns["ts"][0],
+            events=bucket,
+        )
     return buckets
 
 
-def _ordered_rows(codes: np.ndarray, uniques: Any) -> dict[str, list[np.ndarray]]:
-    """Per non-empty bucket, the row indices of its events, category by category."""
+def _ordered_rows(codes: np.ndarray) -> dict[str, list[tuple[str, np.ndarray]]]:
+    """Per non-empty bucket, (category, row indices) of its events, category by category in the order
+    each category first appears."""
     found = []
-    for code, cat in enumerate(uniques):
-        name = BUCKET_OF_CATEGORY.get(cat) if isinstance(cat, str) else None
-        if name is None:
-            continue
+    for code in np.unique(codes[codes >= 0]).tolist():
         rows = np.flatnonzero(codes == code)
-        found.append((int(rows[0]), name, rows))
+        found.append((int(rows[0]), _CATEGORIES[code], rows))
     found.sort(key=lambda item: item[0])
-    buckets: dict[str, list[np.ndarray]] = {}
-    for _, name, rows in found:
-        buckets.setdefault(name, []).append(rows)
+    buckets: dict[str, list[tuple[str, np.ndarray]]] = {}
+    for _, cat, rows in found:
+        buckets.setdefault(BUCKET_OF_CATEGORY[cat], []).append((cat, rows))
     return buckets
 
 

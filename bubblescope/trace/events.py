@@ -57,7 +57,9 @@ def parse_events(array_text: bytes) -> list[Event]:
     return _DECODER.decode(array_text)
 
 
-def event_error(exc: BaseException, array_text: bytes, path: Path, first_index: int, offset: int) -> TraceError:
+def event_error(
+    exc: BaseException, array_text: bytes, path: Path, first_index: int, offset: int
+) -> TraceError:
     """The one-line TraceError for an exception of `parse_events`.
 
     Args:

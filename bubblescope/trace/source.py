@@ -111,7 +111,9 @@ def text_blocks(path: Path, max_bytes: int | None = None) -> Iterator[bytes]:
         try:
             head = handle.read(2)
             handle.seek(0)
-            raw = _gunzip_blocks(handle, path, cap) if head == _GZIP_MAGIC else _plain_blocks(handle, path, cap)
+            raw = (
+                _gunzip_blocks(handle, path, cap) if head == _GZIP_MAGIC else _plain_blocks(handle, path, cap)
+            )
             yield from _without_bom(raw, path)
         except OSError as exc:
             raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -144,7 +146,9 @@ def _gunzip_blocks(handle, path: Path, cap: int) -> Iterator[bytes]:
         pending = decomp.unconsumed_tail
         total += len(out)
         if total > cap:
-            raise TraceError(f"{path}: decompresses to more than the {_limit(cap)} limit (--max-decompressed-mb)")
+            raise TraceError(
+                f"{path}: decompresses to more than the {_limit(cap)} limit (--max-decompressed-mb)"
+            )
         if out:
             yield out
         if decomp.eof:

@@ -214,7 +214,9 @@ class TraceText:
                 at = error_byte(exc)
                 if at is not None and at < len(text) - 1:
                     # msgspec stopped before the cut: the text itself is bad, whatever the cut.
-                    raise event_error(exc, text, self.path, self.event_count, self._base + start - 1) from None
+                    raise event_error(
+                        exc, text, self.path, self.event_count, self._base + start - 1
+                    ) from None
                 continue
             if boundary is _ARRAY_END:
                 return events, match.end(), True
