@@ -46,8 +46,11 @@ try:
         peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 except (OSError, StopIteration):
     pass
-out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
-       "peak_rss_mb": peak_kb / 1024}
+# Worker processes (HTA may parse in a pool) count too: their CPU time and their peak RSS.
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+out = {"seconds": time.perf_counter() - t0,
+       "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0 + children.ru_utime + children.ru_stime,
+       "peak_rss_mb": max(peak_kb, children.ru_maxrss) / 1024}
 """
 # Both bubblescope children end alike: counts from `result`, the result itself to argv[2] when given.
 _ANALYSIS_TAIL = """

@@ -95,7 +95,7 @@ def invalid_json_message(exc: BaseException, text: bytes | memoryview, offset: i
     if isinstance(exc, RecursionError):
         return "not valid JSON here (nested too deeply: more than ~1000 levels of arrays or objects)"
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "truncated" in message:
+    if "truncated" in message or "surrogate" in message:
         lone = _LONE_SURROGATE.search(bytes(text))
         if lone is not None:
             escape = lone.group().decode()

@@ -278,7 +278,10 @@ _ARG_NAMES = {"python_id": "Python id", "python_parent_id": "Python parent id"}
 
 
 def _tids(fields: Fields, path: Path) -> pd.Categorical:
-    as_array = np.asarray(fields.tid) if fields.tid and type(fields.tid[0]) is int else None
+    try:
+        as_array = np.asarray(fields.tid) if fields.tid and type(fields.tid[0]) is int else None
+    except (ValueError, OverflowError):
+        as_array = None
     if as_array is not None and as_array.dtype.kind == "i" and as_array.shape == (len(fields.tid),):
         # All integers (Kineto's thread ids): numpy factorizes them ~10x faster than objects.
         codes, unique_tids = pd.factorize(as_array)
