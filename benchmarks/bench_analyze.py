@@ -71,6 +71,34 @@ result = analyze_traces([sys.argv[1]])
     + _REPORT
     + _ANALYSIS_TAIL
 )
+# Where bubblescope's time goes, stage by stage (CPU seconds; chunks held at once, so not the peak RSS
+# of a normal run).
+_STAGES_CHILD = """
+import json, sys, time
+from pathlib import Path
+t0 = time.process_time()
+import numpy, pandas
+from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.trace.load import gc_paused, stream_trace
+from bubblescope.trace.tables import build_tables_streamed
+t1 = time.process_time()
+path = Path(sys.argv[1])
+streamed = stream_trace(path)
+with gc_paused():
+    chunks = list(streamed.chunks())
+    t2 = time.process_time()
+    tables = build_tables_streamed(iter(chunks), lambda: streamed.meta, path, rank=0)
+t3 = time.process_time()
+del chunks
+rank = analyze_rank(tables)
+t4 = time.process_time()
+analysis_dict([rank])
+t5 = time.process_time()
+print(json.dumps({"import": t1 - t0, "read+decode": t2 - t1, "tables": t3 - t2,
+                  "detectors": t4 - t3, "analysis_dict": t5 - t4}))
+"""
+
+
 _HTA_CHILD = (
     """
 import json, resource, sys, time, logging
@@ -281,6 +309,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", default=None, help="also time the bubblescope package in DIR")
     parser.add_argument("--real", nargs="*", default=[], help="folders holding one real trace each")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--stages", action="store_true", help="also time each stage once (CPU)")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
@@ -315,6 +344,10 @@ def main() -> None:
                 ("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, folder, None, args.hta_repeats)
             )
         time_rows(label, n_events, rows)
+        if args.stages:
+            stages = _run_child(sys.executable, _STAGES_CHILD, path)
+            parts = ", ".join(f"{k} {v:.2f} s ({v / n_events * 1e6:.2f} µs/event)" for k, v in stages.items())
+            print(f"{label} | bubblescope stages (CPU): {parts}", flush=True)
 
 
 if __name__ == "__main__":
