@@ -24,9 +24,17 @@ DEFAULT_CHUNK_BYTES = 4 << 20
 # A top-level value other than traceEvents (deviceProperties, distributedInfo, ...) is a few KB.
 MAX_META_VALUE_BYTES = 64 << 20
 _MAX_CUT_ATTEMPTS = 4
+# Nesting allowed in a top-level value (deviceProperties is 3 deep).
+MAX_META_DEPTH = 100
 # Read this far past the chunk size, so the next boundary is usually already held.
 _MARGIN_BYTES = 256 << 10
 _NONE_FOUND = object()
+
+
+class _TooDeep(Exception):
+    """A top-level value nested deeper than MAX_META_DEPTH."""
+
+
 _WS = re.compile(rb"[ \t\n\r]*")
 _EVENT_BOUNDARY = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _ARRAY_END = re.compile(rb"\}[ \t\n\r]*\]")
@@ -152,7 +160,12 @@ class TraceText:
         """Decode the value at the current position (a member of the top-level object)."""
         self._peek()
         while True:
-            end = _value_end(self._buf, self._pos)
+            try:
+                end = _value_end(self._buf, self._pos)
+            except _TooDeep:
+                raise TraceError(
+                    f"{self.path}: a top-level value is nested too deeply (more than {MAX_META_DEPTH} levels)"
+                ) from None
             if end is not None:
                 break
             if len(self._buf) - self._pos > MAX_META_VALUE_BYTES:
@@ -260,6 +273,10 @@ def _value_end(buf: bytes, pos: int) -> int | None:
         depth += 1 if kind in (b"{", b"[") else -1 if kind in (b"}", b"]") else 0
         if depth == 0:
             return token.end()
+        if depth > MAX_META_DEPTH:
+            # Kept whole in the tables' meta and written out again: refuse it on every Python alike
+            # (msgspec's own limit follows the interpreter's recursion limit).
+            raise _TooDeep
     return None
 
 

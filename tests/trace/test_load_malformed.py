@@ -120,19 +120,24 @@ def test_list_phase_and_odd_categories_are_left_out(tmp_path: Path, capfd) -> No
     assert result["syncs"] == reference["syncs"]
 
 
-@pytest.mark.parametrize("where", ["args", "name", "top"])
+@pytest.mark.parametrize("where", ["skipped", "name", "top"])
 def test_nesting_deeper_than_a_thousand_levels(tmp_path: Path, capfd, where: str) -> None:
+    # msgspec's depth limit follows the interpreter's (~1000 on 3.11, higher from 3.12): either the
+    # value is refused as too deep, or it is read and then refused (or skipped) by its type.
     deep = "[" * 1200 + "]" * 1200
     events = json.dumps(_events())
-    if where == "args":
-        text = events.replace('"args": {', f'"args": {{"deep": {deep}, ', 1)
+    if where == "skipped":
+        text = events.replace('"ph": "X"', f'"deep": {deep}, "ph": "X"', 1)
     elif where == "name":
         text = events.replace('"name": ', f'"name": {deep}, "x": ', 1)
     else:
         text = events[:-1] + f", {deep}]"
-    message = _error(tmp_path, capfd, '{"traceEvents": ' + text + "}")
-    # A top-level array is refused as a non-object event before its depth matters.
-    assert "nested too deeply" in message or (where == "top" and "not an object" in message), message
+    result = _outcome(_write(tmp_path, '{"traceEvents": ' + text + "}"), capfd)
+    if isinstance(result, str):
+        expected = {"skipped": "nested too deeply", "name": "'name'", "top": "not an object"}[where]
+        assert "nested too deeply" in result or expected in result, result
+    else:
+        assert where == "skipped", result
 
 
 def test_deep_metadata(tmp_path: Path, capfd) -> None:
