@@ -71,7 +71,7 @@ def analyze_traces(
         step_marker: regex for step annotations when neither `bubblescope.step` nor
             `ProfilerStep#N` is present (e.g. `decode_step_.*`). Default None.
         max_decompressed_bytes: refuse a file whose JSON text is larger. Default None: the cap set by
-            `trace_size_cap` (the CLI's --max-decompressed-mb), else 1 GiB.
+            `trace_size_cap` (the CLI's --max-decompressed-mb), else 512 MiB.
 
     Raises:
         TraceError: a file is missing, malformed, truncated, too large or not a trace.

@@ -10,8 +10,8 @@ from bubblescope.trace.source import DEFAULT_MAX_DECOMPRESSED_BYTES, trace_size_
 
 DEFAULT_MAX_DECOMPRESSED_MB = DEFAULT_MAX_DECOMPRESSED_BYTES >> 20
 MAX_DECOMPRESSED_HELP = (
-    "Refuse a trace whose JSON text (after gunzip) is larger than this many MiB. Memory follows the "
-    "events, not the file: the default 1024 keeps peak memory under 2 GB."
+    "Refuse a trace whose JSON text (after gunzip) is larger than this many MiB (default 512: "
+    "2-3.5 M events). Loading memory follows the events, ~2.5 GB per GiB of the densest text."
 )
 
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 from bubblescope.errors import TraceError
 
-# 1 GiB of JSON text. Kineto writes ~150-250 bytes per event, so this is 4-7 M events: more than any
-# public trace we found (the largest, 60 MB). Memory is bounded by what the text holds, not by the text:
-# the densest 1 GiB (short complete GPU events only) gives tables that keep the peak under 2 GB
-# (benchmarks/RESULTS.md, "Trace loading"). The old 4 GiB default let a 4 MB gzip take 8 GB.
-DEFAULT_MAX_DECOMPRESSED_BYTES = 1 << 30
+# 512 MiB of JSON text: 2-3.5 M events as Kineto writes them (150-250 bytes each), 2x the 1.7 M-event
+# benchmark trace (261 MB) and 8x the largest public trace we found (62 MB). Memory follows the events:
+# the densest possible text (65-byte GPU events, 1.3 M per 100 MiB) costs the loader ~250 MB of tables
+# per 100 MiB, so ~1.3 GB at this cap (benchmarks/RESULTS.md, "Trace loading"). The old 4 GiB default let
+# a 4 MB gzip take 8 GB. Larger traces: --max-decompressed-mb.
+DEFAULT_MAX_DECOMPRESSED_BYTES = 512 << 20
 BLOCK_BYTES = 4 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
