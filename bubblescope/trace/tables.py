@@ -141,16 +141,22 @@ def _finish(
 ) -> TraceTables:
     parts, legacy = parts_legacy
     empty = Fields(*([()] * 7))
-    tables = {
-        name: _concat(parts[name]) if parts[name] else make(empty, 0, path)
-        for name, make in _TABLE_BUILDERS.items()
-    }
-    gpu = _concat(parts["gpu"]) if parts["gpu"] else _gpu_table(empty, "kernel", 0, path)
+    tables = {}
+    # Each table's parts are dropped as soon as they are joined, and the unsorted GPU table as soon as
+    # it is sorted: at most one extra copy of one table is alive at a time.
+    for name, make in _TABLE_BUILDERS.items():
+        table_parts = parts.pop(name)
+        tables[name] = _concat(table_parts) if table_parts else make(empty, 0, path)
+        table_parts.clear()
+    gpu_parts = parts.pop("gpu")
+    gpu = _concat(gpu_parts) if gpu_parts else _gpu_table(empty, "kernel", 0, path)
+    gpu_parts.clear()
     gpu["kind"] = pd.Categorical(gpu["kind"], categories=["kernel", "memcpy", "memset"])
+    gpu = gpu.sort_values("start_ns", kind="stable", ignore_index=True)
     result = TraceTables(
         path=path,
         rank=_rank_of(meta, rank),
-        gpu=gpu.sort_values("start_ns", kind="stable", ignore_index=True),
+        gpu=gpu,
         origin_ns=0,
         end_ns=0,
         event_count=event_count,
