@@ -262,9 +262,11 @@ def _arg_values(args: Any, attr: str, fallback: Any) -> list[Any]:
         values = list(map(get, args))
     except AttributeError:
         values = [None if a is None else get(a) for a in args]
+    if None not in values:
+        return values
     if per_event:
         return [f if v is None else v for v, f in zip(values, fallback, strict=True)]
-    return [fallback if v is None else v for v in values] if None in values else values
+    return [fallback if v is None else v for v in values]
 
 
 def _int_column(args: Any, attr: str, default: Any, path: Path, what: str | None = None) -> np.ndarray:
