@@ -85,6 +85,8 @@ class TraceText:
             while True:
                 key = self._key()
                 if key == "traceEvents":
+                    if found:
+                        raise TraceError(f"{self.path}: two 'traceEvents' members (which one is the trace?)")
                     if self._peek() != b"[":
                         raise TraceError(f"{self.path}: 'traceEvents' is not a list")
                     found = True
@@ -100,8 +102,6 @@ class TraceText:
         self._expect_end()
         if not found:
             raise TraceError(f"{self.path}: JSON has no 'traceEvents' (not a torch.profiler/Kineto trace)")
-
-    # -- buffer ---------------------------------------------------------------------------------
 
     def _fill(self, length: int) -> bool:
         """Hold at least `length` bytes from the current position if the text has them; drops the
@@ -144,8 +144,6 @@ class TraceText:
         if self._peek() is not None:
             raise self._bad("extra data after the trace")
 
-    # -- top level ------------------------------------------------------------------------------
-
     def _key(self) -> str:
         if self._peek() != b'"':
             raise self._bad("expected a member name")
@@ -177,8 +175,6 @@ class TraceText:
         value = decode_value(self._buf[self._pos : end], self.path, self._base + self._pos)
         self._pos = end
         return value
-
-    # -- events ---------------------------------------------------------------------------------
 
     def _events(self) -> Iterator[list[Event]]:
         """Chunks of the array at the current `[`; leaves the position after its `]`."""
