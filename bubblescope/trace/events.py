@@ -20,7 +20,7 @@ _BYTE = re.compile(r"\(byte (\d+)\)")
 _EVENT_PATH = re.compile(r"`\$\[(\d+)\]\.?([^`]*)`")
 # A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
 _LONE_SURROGATE = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![0-9a-fA-F]{4})(?<!\\u[dD][89abAB]..)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB]..)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 
 
