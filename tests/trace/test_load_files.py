@@ -131,3 +131,18 @@ def test_utf16_byte_order_mark_is_named(tmp_path: Path, mark: bytes) -> None:
     path.write_bytes(mark + text.encode("utf-16-le" if mark == b"\xff\xfe" else "utf-16-be"))
     with pytest.raises(TraceError, match="UTF-16 byte order mark"):
         analyze_traces([path])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("command", [["report", "{path}", "--format", "markdown"], ["analyze", "{path}"]])
+def test_special_files_named_by_report_and_analyze(tmp_path: Path, command: list[str]) -> None:
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    for name, kind in (("fifo.json", "a FIFO (named pipe)"), ("zero.json", "a character device")):
+        args = [part.replace("{path}", str(tmp_path / name)) for part in command]
+        done = subprocess.run(
+            [sys.executable, "-m", "bubblescope", *args], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and kind in lines[0] and "not a regular file" in lines[0], done.stderr
