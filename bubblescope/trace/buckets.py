@@ -52,8 +52,14 @@ class Fields(NamedTuple):
     events: list[Event] | None = None
 
 
-def bucket_events(events: list[Event]) -> dict[str, Fields]:
-    """Complete ('X') events of the used categories as per-bucket columns; empty buckets are absent."""
+def bucket_events(events: list[Event], left_out: list[int] | None = None) -> dict[str, Fields]:
+    """Complete ('X') events of the used categories as per-bucket columns; empty buckets are absent.
+
+    Args:
+        events: one chunk, in file order.
+        left_out: when given, `left_out[0]` grows by the complete events whose category is a list or
+            an object (not read: no table takes them), for a counted warning.
+    """
     # One pass: the category of complete events, None for the rest (a list or dict `ph` is not "X").
     keys = [event.cat if event.ph == "X" else None for event in events]
     try:
@@ -61,6 +67,8 @@ def bucket_events(events: list[Event]) -> dict[str, Fields]:
         codes = np.fromiter(map(_CODE_OF_CATEGORY.get, keys, repeat(-1)), dtype=np.int16, count=len(keys))
     except TypeError:
         # A category that is a list or dict names no table: those events are not read.
+        if left_out is not None:
+            left_out[0] += sum(isinstance(key, (list, dict)) for key in keys)
         keys = [key if isinstance(key, str) else None for key in keys]
         codes = np.fromiter(map(_CODE_OF_CATEGORY.get, keys, repeat(-1)), dtype=np.int16, count=len(keys))
     buckets: dict[str, Fields] = {}

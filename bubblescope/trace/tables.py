@@ -95,15 +95,18 @@ def build_tables_streamed(
         TraceError: an event of a used category lacks `ts`/`dur`/`name`, or has a time out of range or
             a field of the wrong type.
     """
-    counted = [0]
+    counted, left_out = [0], [0]
 
     def buckets() -> Iterable[dict[str, Fields]]:
         for chunk in chunks:
             counted[0] += len(chunk)
-            yield bucket_events(chunk)
+            yield bucket_events(chunk, left_out)
 
     parts = _table_parts(buckets(), path)
-    return _finish(parts, counted[0], meta_of(), path, rank)
+    tables = _finish(parts, counted[0], meta_of(), path, rank)
+    if left_out[0]:
+        tables.warnings.append(f"{left_out[0]} complete events with a list or object as 'cat' were left out")
+    return tables
 
 
 def _build(
