@@ -1,13 +1,16 @@
-"""Time load + analysis of a synthetic decode-like Kineto trace of >= 1 M events; report µs/event and
-peak RSS, and (optionally) the same for Holistic Trace Analysis on the same file.
+"""Time load + analysis of real public traces and of a synthetic decode-like Kineto trace of >= 1 M
+events; report µs/event and peak RSS, and (optionally) the same for Holistic Trace Analysis on the same
+files in the same run.
 
 Usage:
-    .venv/bin/python benchmarks/bench_analyze.py [--events 1200000] [--repeats 3] [--json-path]
-        [--baseline-src DIR] [--hta-python /tmp/hta_venv/bin/python]
+    .venv/bin/python benchmarks/bench_analyze.py [--events 1700000] [--repeats 3]
+        [--real /work/traces/hta/df_index_resolver ...] [--baseline-src DIR]
+        [--hta-python /work/traces/hta-venv/bin/python]
 
-Rows: bubblescope as installed (regex fast path); with `--json-path`, the same with the fast path off
-(every chunk through json.loads); with `--baseline-src DIR`, the analysis from another source tree
-(e.g. an older commit: `git archive <sha> bubblescope | tar -x -C DIR`); with `--hta-python`, HTA.
+Rows per file: bubblescope as installed; with `--baseline-src DIR`, the analysis from another source
+tree (e.g. an older commit: `git archive <sha> bubblescope | tar -x -C DIR`); with `--hta-python`, HTA
+0.5.0's `get_idle_time_breakdown` (in its own venv, never a dependency). `--real` takes folders that
+hold one trace file each (HTA reads a folder); `--skip-synthetic` leaves the synthetic file out.
 
 Each measurement runs in a fresh subprocess. Peak RSS is the child's VmHWM (/proc/self/status), not
 ru_maxrss: Linux carries ru_maxrss over exec from the forked parent, which holds the generated trace.
@@ -43,8 +46,11 @@ try:
         peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 except (OSError, StopIteration):
     pass
-out = {"seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0,
-       "peak_rss_mb": peak_kb / 1024}
+# Worker processes (HTA may parse in a pool) count too: their CPU time and their peak RSS.
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+out = {"seconds": time.perf_counter() - t0,
+       "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0 + children.ru_utime + children.ru_stime,
+       "peak_rss_mb": max(peak_kb, children.ru_maxrss) / 1024}
 """
 # Both bubblescope children end alike: counts from `result`, the result itself to argv[2] when given.
 _ANALYSIS_TAIL = """
@@ -65,26 +71,34 @@ result = analyze_traces([sys.argv[1]])
     + _REPORT
     + _ANALYSIS_TAIL
 )
-# The pipeline of analysis.analyze_ranks with the regex fast path off (every chunk via json.loads).
-_JSON_PATH_CHILD = (
-    """
-import json, resource, sys, time
+# Where bubblescope's time goes, stage by stage (CPU seconds; chunks held at once, so not the peak RSS
+# of a normal run).
+_STAGES_CHILD = """
+import json, sys, time
 from pathlib import Path
-t0 = time.perf_counter()
-cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+t0 = time.process_time()
+import numpy, pandas
 from bubblescope.analysis import analysis_dict, analyze_rank
 from bubblescope.trace.load import gc_paused, stream_trace
 from bubblescope.trace.tables import build_tables_streamed
+t1 = time.process_time()
 path = Path(sys.argv[1])
-streamed = stream_trace(path, fast=False)
+streamed = stream_trace(path)
 with gc_paused():
-    tables = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, path, rank=0)
-del streamed
-result = analysis_dict([analyze_rank(tables)])
+    chunks = list(streamed.chunks())
+    t2 = time.process_time()
+    tables = build_tables_streamed(iter(chunks), lambda: streamed.meta, path, rank=0)
+t3 = time.process_time()
+del chunks
+rank = analyze_rank(tables)
+t4 = time.process_time()
+analysis_dict([rank])
+t5 = time.process_time()
+print(json.dumps({"import": t1 - t0, "read+decode": t2 - t1, "tables": t3 - t2,
+                  "detectors": t4 - t3, "analysis_dict": t5 - t4}))
 """
-    + _REPORT
-    + _ANALYSIS_TAIL
-)
+
+
 _HTA_CHILD = (
     """
 import json, resource, sys, time, logging
@@ -93,7 +107,8 @@ t0 = time.perf_counter()
 cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
-analyzer.get_idle_time_breakdown(visualize=False)
+# The rank that the trace itself names (HTA defaults to rank 0, absent from some real traces).
+analyzer.get_idle_time_breakdown(ranks=sorted(analyzer.t.traces), visualize=False)
 """
     + _REPORT
     + """
@@ -240,62 +255,99 @@ def _run_child(
 
 
 def check_correctness(workdir: Path) -> None:
-    """The small trace of the same generator: every step found, one read per step, and the fast path
-    gives the same analysis dict as the json.loads path."""
+    """The small trace of the same generator: every step found and one read per step."""
     small = workdir / "small.json"
     write_decode_trace(small, 5000)
-    fast_out, json_out = workdir / "small.fast.json", workdir / "small.json_path.json"
-    result = _run_child(sys.executable, _ANALYZE_CHILD, small, None, str(fast_out))
+    result = _run_child(sys.executable, _ANALYZE_CHILD, small)
     expected_steps = -(-5000 // (KERNELS_PER_STEP * EVENTS_PER_KERNEL + 6))
     if result.get("steps") != expected_steps or result.get("reads") != expected_steps:
         raise SystemExit(f"correctness check failed: {result} (expected {expected_steps} steps and reads)")
-    reference = _run_child(sys.executable, _JSON_PATH_CHILD, small, None, str(json_out))
-    if "error" in reference or fast_out.read_text() != json_out.read_text():
-        raise SystemExit(f"correctness check failed: fast path and json.loads path differ ({reference})")
+
+
+def count_events(folder: Path) -> tuple[Path, int]:
+    """The one trace file in `folder` and its number of events (read with the standard library)."""
+    import gzip
+
+    (path,) = [p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz"))]
+    raw = path.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return path, len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+
+
+def time_rows(
+    label: str, n_events: int, rows: list[tuple[str, str, str, Path, str | None, int]]
+) -> dict[str, float]:
+    """Run each row's child `repeats` times; print and return median CPU seconds per row label."""
+    cpu_by_label = {}
+    for name, python, program, target, extra_path, repeats in rows:
+        runs = [_run_child(python, program, target, extra_path) for _ in range(repeats)]
+        if any("error" in r for r in runs):
+            print(f"{label} | {name}: failed: {next(r for r in runs if 'error' in r)['error']}")
+            continue
+        wall = statistics.median(r["seconds"] for r in runs)
+        cpu = statistics.median(r["cpu_seconds"] for r in runs)
+        rss = max(r["peak_rss_mb"] for r in runs)
+        cpu_by_label[name] = cpu
+        print(
+            f"{label} | {name}: median of {len(runs)}: "
+            f"wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
+            f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB",
+            flush=True,
+        )
+    if "HTA idle_time_breakdown" in cpu_by_label and "bubblescope" in cpu_by_label:
+        ratio = cpu_by_label["HTA idle_time_breakdown"] / cpu_by_label["bubblescope"]
+        print(f"{label} | HTA CPU time / bubblescope CPU time = {ratio:.1f}x", flush=True)
+    return cpu_by_label
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_200_000)
+    parser.add_argument("--events", type=int, default=1_700_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
-    parser.add_argument("--json-path", action="store_true", help="also time the fast path turned off")
+    parser.add_argument("--hta-repeats", type=int, default=1)
     parser.add_argument("--baseline-src", default=None, help="also time the bubblescope package in DIR")
+    parser.add_argument("--real", nargs="*", default=[], help="folders holding one real trace each")
+    parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--stages", action="store_true", help="also time each stage once (CPU)")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
     workdir.mkdir(parents=True, exist_ok=True)
     check_correctness(workdir)
-    trace_dir = workdir / "trace"
-    trace_dir.mkdir(exist_ok=True)
-    trace = trace_dir / "rank0.json"
-    n_events = write_decode_trace(trace, args.events)
-    print(
-        f"trace: {trace} ({n_events} events, {trace.stat().st_size / 1e6:.0f} MB), cpus={os.cpu_count()}, "
-        f"date={time.strftime('%Y-%m-%d', time.gmtime())}"
-    )
-    rows = [("bubblescope", sys.executable, _ANALYZE_CHILD, trace, None, args.repeats)]
-    if args.json_path:
-        rows.append(
-            ("bubblescope, json.loads path", sys.executable, _JSON_PATH_CHILD, trace, None, args.repeats)
-        )
-    if args.baseline_src:
-        label = f"bubblescope from {args.baseline_src}"
-        rows.append((label, sys.executable, _ANALYZE_CHILD, trace, args.baseline_src, args.repeats))
-    if args.hta_python:
-        rows.append(("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, trace_dir, None, 1))
-    for label, python, program, target, extra_path, repeats in rows:
-        runs = [_run_child(python, program, target, extra_path) for _ in range(repeats)]
-        if any("error" in r for r in runs):
-            print(f"{label}: failed: {runs[0].get('error')}")
-            continue
-        wall = statistics.median(r["seconds"] for r in runs)
-        cpu = statistics.median(r["cpu_seconds"] for r in runs)
-        rss = max(r["peak_rss_mb"] for r in runs)
-        print(
-            f"{label}: median of {len(runs)}: wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
-            f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB"
-        )
+    print(f"cpus={os.cpu_count()}, date={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
+    targets = []
+    for folder in map(Path, args.real):
+        path, n_events = count_events(folder)
+        targets.append((folder, path, n_events))
+    if not args.skip_synthetic:
+        trace_dir = workdir / "trace"
+        trace_dir.mkdir(exist_ok=True)
+        trace = trace_dir / "rank0.json"
+        targets.append((trace_dir, trace, write_decode_trace(trace, args.events)))
+    for folder, path, n_events in targets:
+        label = f"{path.name} ({n_events} events, {path.stat().st_size / 1e6:.1f} MB)"
+        rows = [("bubblescope", sys.executable, _ANALYZE_CHILD, path, None, args.repeats)]
+        if args.baseline_src:
+            rows.append(
+                (
+                    f"bubblescope from {args.baseline_src}",
+                    sys.executable,
+                    _ANALYZE_CHILD,
+                    path,
+                    args.baseline_src,
+                    args.repeats,
+                )
+            )
+        if args.hta_python:
+            rows.append(
+                ("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, folder, None, args.hta_repeats)
+            )
+        time_rows(label, n_events, rows)
+        if args.stages:
+            stages = _run_child(sys.executable, _STAGES_CHILD, path)
+            parts = ", ".join(f"{k} {v:.2f} s ({v / n_events * 1e6:.2f} µs/event)" for k, v in stages.items())
+            print(f"{label} | bubblescope stages (CPU): {parts}", flush=True)
 
 
 if __name__ == "__main__":

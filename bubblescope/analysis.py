@@ -23,12 +23,7 @@ from bubblescope.detect.idle_gaps import (
 from bubblescope.detect.registry import detector
 from bubblescope.kernel_table import kernel_entries
 from bubblescope.trace.correlate import correlate_launches, launch_counts
-from bubblescope.trace.load import (
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-    expand_trace_paths,
-    gc_paused,
-    stream_trace,
-)
+from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
 from bubblescope.trace.steps import (
     StepWindows,
     find_steps,
@@ -87,7 +82,7 @@ def analyze_traces(
     paths: list[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     step_marker: str | None = None,
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    max_decompressed_bytes: int | None = None,
 ) -> dict:
     """Analyse one trace per rank and return the `bubblescope.analysis/1` dict.
 
@@ -95,7 +90,8 @@ def analyze_traces(
         paths: trace files (`.json` / `.json.gz`) or folders of them; one file per rank.
         step_marker: regex for step annotations when neither `bubblescope.step` nor
             `ProfilerStep#N` is present (e.g. `decode_step_.*`). Default None.
-        max_decompressed_bytes: refuse a file whose JSON text is larger. Default 4 GiB.
+        max_decompressed_bytes: refuse a file whose JSON text is larger. Default None: the cap set by
+            `trace_size_cap` (the CLI's --max-decompressed-mb), else 512 MiB.
 
     Raises:
         TraceError: a file is missing, malformed, truncated, too large or not a trace.
@@ -109,18 +105,23 @@ def analyze_ranks(
     paths: list[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     step_marker: str | None = None,
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    max_decompressed_bytes: int | None = None,
 ) -> list[RankAnalysis]:
     """Per-rank analyses (tables included), for callers that render more than the dict."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     results = []
-    for index, path in enumerate(expand_trace_paths(list(paths))):
+    files = expand_trace_paths(list(paths))
+    for index, path in enumerate(files):
         streamed = stream_trace(path, max_decompressed_bytes)
         with gc_paused():
             tables = build_tables_streamed(streamed.chunks(), lambda s=streamed: s.meta, path, rank=index)
         del streamed
         results.append(analyze_rank(tables, step_marker))
+        # What loading skipped or assumed (files of a folder, then this file's own notes) comes first.
+        results[-1].warnings[:0] = (files.skipped if index == 0 else []) + [
+            f"{path}: {w}" for w in tables.warnings
+        ]
     return results
 
 

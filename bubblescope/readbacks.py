@@ -11,8 +11,6 @@ outside torch and bubblescope's own capture code, written like the analysis does
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -21,7 +19,6 @@ from typing import Any
 from bubblescope.errors import TraceError
 
 STEP_MARKER = "bubblescope.step"
-MAX_TRACE_BYTES = 512 * 1024 * 1024
 
 # op -> (kind, hint). Kinds match the analysis' sync kinds where one exists.
 READBACK_OPS: dict[str, tuple[str, str]] = {
@@ -44,21 +41,17 @@ _SKIPPED_FRAME_PARTS = ("torch/", "bubblescope/capture/", "<built-in", "contextl
 
 
 def load_trace_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a Kineto/Chrome trace (plain or gzip) and return its `traceEvents`, with one-line errors."""
+    """Read a Kineto/Chrome trace (plain or gzip) and return its `traceEvents`, with one-line errors.
+
+    Read by `trace.load`: regular files only, within the decompression cap (`--max-decompressed-mb`).
+    """
+    from bubblescope.trace.events import decode_value
+    from bubblescope.trace.load import read_trace_bytes
+
     trace_path = Path(path)
     if not trace_path.is_file():
         raise TraceError(f"trace not found: {trace_path}")
-    try:
-        with trace_path.open("rb") as handle:
-            magic = handle.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(trace_path, "rb") as handle:
-            raw = handle.read(MAX_TRACE_BYTES + 1)
-        if len(raw) > MAX_TRACE_BYTES:
-            raise TraceError(f"{trace_path}: trace larger than {MAX_TRACE_BYTES >> 20} MiB decompressed")
-        data = json.loads(raw)
-    except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{trace_path}: not a readable trace ({type(exc).__name__})") from None
+    data = decode_value(read_trace_bytes(trace_path), trace_path)
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise TraceError(f"{trace_path}: no traceEvents list")

@@ -17,6 +17,7 @@ from bubblescope.cli.reference_options import (
     SpecOption,
     reference_options,
 )
+from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json")
@@ -133,6 +134,11 @@ def register(app: typer.Typer) -> None:
             "--tp",
             help="Tensor-parallel ranks of the reference model (one GPU each; gloo + debug preset on CPU).",
         ),
+        max_decompressed_mb: int = typer.Option(
+            DEFAULT_MAX_DECOMPRESSED_MB,
+            "--max-decompressed-mb",
+            help="With --reanalyze: " + MAX_DECOMPRESSED_HELP,
+        ),
     ) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
 
@@ -161,7 +167,8 @@ def register(app: typer.Typer) -> None:
                     "--reanalyze starts no ranks; leave out --tp (a TP ablation's ranks are re-analysed "
                     "from their records)"
                 )
-            _reanalyze(out, output_format)
+            with trace_cap_mb(max_decompressed_mb):
+                _reanalyze(out, output_format)
             return
         settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
         study = {"toggles": toggles, "all_on": all_on, "order": order}

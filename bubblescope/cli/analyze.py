@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json", "markdown")
@@ -56,8 +57,8 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--bandwidth", metavar="GB/S", help=BANDWIDTH_HELP)
         ] = None,
         max_decompressed_mb: Annotated[
-            int, typer.Option("--max-decompressed-mb", help="Refuse a trace whose JSON text is larger (MiB).")
-        ] = 4096,
+            int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
+        ] = DEFAULT_MAX_DECOMPRESSED_MB,
     ) -> None:
         """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
 

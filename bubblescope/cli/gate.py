@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "markdown", "json")
@@ -37,6 +38,9 @@ def register(app: typer.Typer) -> None:
         output_format: Annotated[
             GateFormat, typer.Option("--format", help="table, markdown ($GITHUB_STEP_SUMMARY) or json.")
         ] = GateFormat.table,
+        max_decompressed_mb: int = typer.Option(
+            DEFAULT_MAX_DECOMPRESSED_MB, "--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP
+        ),
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 
@@ -49,7 +53,8 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
-        verdict = run_gate(baseline, current, max_regression)
+        with trace_cap_mb(max_decompressed_mb):
+            verdict = run_gate(baseline, current, max_regression)
         if output_format == "json":
             typer.echo(json.dumps(verdict, indent=1))
         elif output_format == "markdown":

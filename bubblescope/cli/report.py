@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import BubblescopeError
 
 DEFAULT_HTML_NAME = "report.html"
@@ -137,11 +138,15 @@ def register(app: typer.Typer) -> None:
                 "--bandwidth", metavar="GB/S", help="For bare traces: HBM GB/s of the GPU that ran them."
             ),
         ] = None,
+        max_decompressed_mb: Annotated[
+            int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
+        ] = DEFAULT_MAX_DECOMPRESSED_MB,
     ) -> None:
         try:
-            text, written = write_report(
-                paths or [], output, report_format, step_marker, (bytes_per_token, bandwidth)
-            )
+            with trace_cap_mb(max_decompressed_mb):
+                text, written = write_report(
+                    paths or [], output, report_format, step_marker, (bytes_per_token, bandwidth)
+                )
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if written is None:

@@ -225,7 +225,12 @@ def classify_path(path: Path) -> tuple[str, Path]:
         )
     if path.is_file():
         return _classify_file(path)
-    raise ReportInputError(f"{path}: no such file or folder")
+    from bubblescope.trace.source import not_regular_reason
+
+    reason = not_regular_reason(path) or "no such file or folder"
+    raise ReportInputError(
+        f"{path}: {reason}" + ("" if reason == "no such file or folder" else "; refusing to read it")
+    )
 
 
 def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> list[ReportInput]:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import methodcaller
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +26,15 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from bubblescope.errors import TraceError
-from bubblescope.trace.buckets import Fields, bucket_columns, bucket_dicts, describe_bad_time, fields_of
-from bubblescope.trace.fastscan import EventColumns, json_value_of
+from bubblescope.trace.buckets import Fields, bucket_events, describe_bad_field, fields_of_dicts
+from bubblescope.trace.events import Event
 
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
 # Some Kineto versions put sync rows on a virtual thread `stream + 1000000` next to the stream's row.
 _VIRTUAL_SYNC_ROW_OFFSET = 1000000
-
-# A bucket as the table builders take it: event dicts, or columns from the fast path.
-Bucket = Fields | list[dict[str, Any]]
+# |ts| and dur in µs must stay below this for ns to fit in int64 (9.2e18 ns), with room for sums.
+_MAX_TIME_US = 9e15
 
 
 @dataclass
@@ -57,6 +55,8 @@ class TraceTables:
     event_count: int
     format: str
     meta: dict[str, Any] = field(default_factory=dict)
+    # Notes on what loading skipped or assumed, one line each (shown with the analysis warnings).
+    warnings: list[str] = field(default_factory=list)
 
 
 def category_mask(column: pd.Series, predicate: Callable[[str], bool]) -> np.ndarray:
@@ -73,12 +73,12 @@ def category_labels(column: pd.Series) -> np.ndarray:
 
 
 def build_tables(events: list[Any], meta: dict[str, Any], path: Path, rank: int) -> TraceTables:
-    """Build the tables from an in-memory event list (see `build_tables_streamed`)."""
-    return build_tables_streamed([events], lambda: meta, path, rank)
+    """Build the tables from an in-memory list of event dicts (see `build_tables_streamed`)."""
+    return _build([fields_of_dicts(events, path)], len(events), meta, path, rank)
 
 
 def build_tables_streamed(
-    chunks: Iterable[list[Any] | EventColumns],
+    chunks: Iterable[list[Event]],
     meta_of: Callable[[], dict[str, Any]],
     path: Path,
     rank: int,
@@ -86,46 +86,80 @@ def build_tables_streamed(
     """Bucket each chunk of events by category into columnar parts, drop the chunk, and join the parts.
 
     Args:
-        chunks: in file order, event lists or fast-path text columns (one list, or
-            `StreamedTrace.chunks()`).
+        chunks: in file order, lists of `events.Event` (`text.TraceText.chunks()`).
         meta_of: called after the last chunk: the trace's top-level keys (rank, schema version).
         path: the file, for messages.
         rank: rank to use when the trace carries no `distributedInfo.rank`.
 
     Raises:
-        TraceError: an event of a used category lacks `ts`/`dur`/`name` or carries a non-numeric time.
+        TraceError: an event of a used category lacks `ts`/`dur`/`name`, or has a time out of range or
+            a field of the wrong type.
     """
+    counted, left_out = [0], [0]
+
+    def buckets() -> Iterable[dict[str, Fields]]:
+        for chunk in chunks:
+            counted[0] += len(chunk)
+            yield bucket_events(chunk, left_out)
+
+    parts = _table_parts(buckets(), path)
+    tables = _finish(parts, counted[0], meta_of(), path, rank)
+    if left_out[0]:
+        tables.warnings.append(f"{left_out[0]} complete events with a list or object as 'cat' were left out")
+    return tables
+
+
+def _build(
+    bucket_list: list[dict[str, Fields]], event_count: int, meta: dict[str, Any], path: Path, rank: int
+) -> TraceTables:
+    return _finish(_table_parts(bucket_list, path), event_count, meta, path, rank)
+
+
+def _table_parts(bucket_stream: Iterable[dict[str, Fields]], path: Path) -> tuple[dict[str, list], bool]:
+    """Per table, its DataFrame parts (one per chunk that has rows), and whether old category names
+    were seen."""
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in (*_TABLE_BUILDERS, "gpu")}
     base_us: int | None = None
-    event_count, legacy = 0, False
-    for chunk in chunks:
-        if isinstance(chunk, EventColumns):
-            buckets = bucket_columns(chunk)
-        else:
-            buckets = bucket_dicts(chunk, path, offset=event_count)
-        event_count += len(chunk)
-        if base_us is None and any(buckets.values()):
-            base_us = _base_us(buckets, path)
-        if base_us is None:
-            continue
-        legacy = legacy or _has_legacy_names(buckets)
-        for name, make in _TABLE_BUILDERS.items():
-            if buckets[name]:
-                parts[name].append(make(buckets[name], base_us, path))
-        for kind in ("kernel", "memcpy", "memset"):
-            if buckets[kind]:
-                parts["gpu"].append(_gpu_table(buckets[kind], kind, base_us, path))
-    tables = {
-        name: _concat(parts[name]) if parts[name] else make([], 0, path)
-        for name, make in _TABLE_BUILDERS.items()
-    }
-    gpu = _concat(parts["gpu"]) if parts["gpu"] else _gpu_table([], "kernel", 0, path)
+    legacy = False
+    # numpy would print a warning for each cast of a huge or NaN value; every such value is refused
+    # with a TraceError before its cast, so the warnings would only repeat it.
+    with np.errstate(all="ignore"):
+        for buckets in bucket_stream:
+            if not buckets:
+                continue
+            if base_us is None:
+                base_us = _base_us(buckets, path)
+            legacy = legacy or _has_legacy_names(buckets)
+            for name, make in _TABLE_BUILDERS.items():
+                if name in buckets:
+                    parts[name].append(make(buckets[name], base_us, path))
+            for kind in ("kernel", "memcpy", "memset"):
+                if kind in buckets:
+                    parts["gpu"].append(_gpu_table(buckets[kind], kind, base_us, path))
+    return parts, legacy
+
+
+def _finish(
+    parts_legacy: tuple[dict[str, list], bool], event_count: int, meta: dict[str, Any], path: Path, rank: int
+) -> TraceTables:
+    parts, legacy = parts_legacy
+    empty = Fields(*([()] * 7))
+    tables = {}
+    # Each table's parts are dropped as soon as they are joined, and the unsorted GPU table as soon as
+    # it is sorted: at most one extra copy of one table is alive at a time.
+    for name, make in _TABLE_BUILDERS.items():
+        table_parts = parts.pop(name)
+        tables[name] = _concat(table_parts) if table_parts else make(empty, 0, path)
+        table_parts.clear()
+    gpu_parts = parts.pop("gpu")
+    gpu = _concat(gpu_parts) if gpu_parts else _gpu_table(empty, "kernel", 0, path)
+    gpu_parts.clear()
     gpu["kind"] = pd.Categorical(gpu["kind"], categories=["kernel", "memcpy", "memset"])
-    meta = meta_of()
+    gpu = gpu.sort_values("start_ns", kind="stable", ignore_index=True)
     result = TraceTables(
         path=path,
         rank=_rank_of(meta, rank),
-        gpu=gpu.sort_values("start_ns", kind="stable", ignore_index=True),
+        gpu=gpu,
         origin_ns=0,
         end_ns=0,
         event_count=event_count,
@@ -146,35 +180,47 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         if isinstance(frames[0][column].dtype, pd.CategoricalDtype):
             columns[column] = union_categoricals([f[column] for f in frames])
         else:
-            columns[column] = np.concatenate([f[column].to_numpy() for f in frames])
+            # Keep the first part's dtype: pandas 3 would infer a string dtype for an object column.
+            values = np.concatenate([f[column].to_numpy() for f in frames])
+            columns[column] = pd.Series(values, dtype=frames[0][column].dtype, copy=False)
     return pd.DataFrame(columns)
 
 
-def _base_us(buckets: dict[str, Any], path: Path) -> int:
-    for bucket in buckets.values():
-        if isinstance(bucket, Fields):
-            return int(bucket.first_ts)
-        if bucket:
-            ts = bucket[0].get("ts")
-            if isinstance(ts, (int, float)):
-                return int(ts)
-            raise TraceError(f"{path}: {describe_bad_time(bucket)}")
-    return 0
+def _base_us(buckets: dict[str, Fields], path: Path) -> int:
+    """The integer µs that times are taken relative to: the first used event's `ts`."""
+    fields = next(iter(buckets.values()))
+    ts = fields.first_ts
+    if not (isinstance(ts, (int, float)) and not isinstance(ts, bool) and -_MAX_TIME_US < ts < _MAX_TIME_US):
+        raise TraceError(f"{path}: {describe_bad_field(fields, 'ts', 'an unusable')}")
+    return int(ts)
 
 
 def _times_ns(fields: Fields, base_us: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Start and end in absolute integer ns. Subtracting an integer base first keeps the float
     product exact to the ns that the µs float carries (Kineto writes ns fractions: 123.456)."""
-    try:
-        ts_us = np.asarray(fields.ts, dtype=np.float64)
-        dur_us = np.asarray(fields.dur, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TraceError(f"{path}: {describe_bad_time(fields.events)}") from None
+    ts_us = _float_column(fields, "ts", path)
+    dur_us = _float_column(fields, "dur", path)
+    # NaN fails every comparison, so `~(... < ...)` also catches it.
+    bad_ts = ~(np.abs(ts_us) < _MAX_TIME_US)
+    bad_dur = ~((dur_us >= 0) & (dur_us < _MAX_TIME_US))
+    for key, bad in (("ts", bad_ts), ("dur", bad_dur)):
+        if bad.any():
+            raise TraceError(f"{path}: {describe_bad_field(fields, key, 'an out-of-range')}")
     start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
     dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
-    if len(dur_ns) and (dur_ns.min() < 0 or not np.isfinite(ts_us).all()):
-        raise TraceError(f"{path}: an event of category {fields.cat[0]!r} has a negative or non-finite time")
     return start_ns, start_ns + dur_ns
+
+
+def _float_column(fields: Fields, key: str, path: Path) -> np.ndarray:
+    """[n] float64 of a time field; a missing or non-numeric value is a TraceError naming the event."""
+    values = getattr(fields, key)
+    try:
+        column = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        column = None
+    if column is None or column.shape != (len(values),):
+        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a non-numeric')}")
+    return column
 
 
 def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -183,10 +229,21 @@ def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
     return codes, list(uniques)
 
 
+def _hashable_codes(fields: Fields, key: str, path: Path) -> tuple[np.ndarray, list[Any]]:
+    """`_interned` of a label field; a list or dict there is a TraceError naming the event."""
+    try:
+        codes, uniques = _interned(getattr(fields, key))
+    except TypeError:
+        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a list or object as')}") from None
+    if any(not isinstance(u, (str, int, float)) or isinstance(u, bool) for u in uniques):
+        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a non-scalar')}")
+    return codes, uniques
+
+
 def _names(fields: Fields, path: Path) -> pd.Categorical:
-    codes, uniques = _interned(fields.name)
+    codes, uniques = _hashable_codes(fields, "name", path)
     if len(codes) and codes.min() < 0:
-        raise TraceError(f"{path}: an event of category {fields.cat[0]!r} lacks 'name'")
+        raise TraceError(f"{path}: {describe_bad_field(fields, 'name', 'no')}")
     return _categorical(codes, [u if isinstance(u, str) else str(u) for u in uniques])
 
 
@@ -199,33 +256,52 @@ def _categorical(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=merged)
 
 
-def _int_column(args: list[dict[str, Any]], key: str, default: int, path: Path) -> np.ndarray:
-    # map + methodcaller: the per-event lookup runs without a Python frame per event.
-    get = methodcaller("get", key, default)
-    try:
-        return np.fromiter(map(get, args), dtype=np.int64, count=len(args))
-    except AttributeError:
-        raise TraceError(f"{path}: an event has non-object 'args'") from None
-    except (TypeError, ValueError, OverflowError):
-        pass  # a null (Python parent id of a root frame) or a bad value: take the slow path
+def _arg_values(args: Any, attr: str, fallback: Any) -> list[Any]:
+    """args.<attr> per event; `fallback` (a value, or a sequence per event) where args or the member
+    is absent."""
+    per_event = isinstance(fallback, (list, tuple))
+    get = attrgetter(attr)
     try:
         values = list(map(get, args))
     except AttributeError:
-        raise TraceError(f"{path}: an event has non-object 'args'") from None
+        values = [None if a is None else get(a) for a in args]
+    if None not in values:
+        return values
+    if per_event:
+        return [f if v is None else v for v, f in zip(values, fallback, strict=True)]
+    return [fallback if v is None else v for v in values]
+
+
+def _int_column(args: Any, attr: str, default: Any, path: Path, what: str | None = None) -> np.ndarray:
+    """[n] int64 of an args member (or its per-event fallback); a non-integer is a TraceError."""
+    values = _arg_values(args, attr, default)
     try:
-        return np.asarray([default if v is None else v for v in values], dtype=np.int64)
+        column = np.asarray(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        raise TraceError(f"{path}: args.{key!r} holds a non-integer value") from None
+        column = None
+    if column is None or column.shape != (len(values),):
+        label = what or f"args.{_ARG_NAMES.get(attr, attr)!r}"
+        raise TraceError(f"{path}: an event's {label} is not an integer") from None
+    return column
 
 
-def _tids(fields: Fields) -> pd.Categorical:
-    codes, uniques = _interned(fields.tid)
+_ARG_NAMES = {"python_id": "Python id", "python_parent_id": "Python parent id"}
+
+
+def _tids(fields: Fields, path: Path) -> pd.Categorical:
+    try:
+        as_array = np.asarray(fields.tid) if fields.tid and type(fields.tid[0]) is int else None
+    except (ValueError, OverflowError):
+        as_array = None
+    if as_array is not None and as_array.dtype.kind == "i" and as_array.shape == (len(fields.tid),):
+        # All integers (Kineto's thread ids): numpy factorizes them ~10x faster than objects.
+        codes, unique_tids = pd.factorize(as_array)
+        return _categorical(codes, [str(u) for u in unique_tids.tolist()])
+    codes, uniques = _hashable_codes(fields, "tid", path)
     if len(codes) and codes.min() < 0:
         codes = np.where(codes < 0, len(uniques), codes)
         uniques.append(None)
-    # Raw JSON texts (fast path) label as their values would: 426 -> "426", "\"x\"" -> "x".
-    label = (lambda u: str(json_value_of(u) if u is not None else u)) if fields.raw_tids else str
-    return _categorical(codes, [label(u) for u in uniques])
+    return _categorical(codes, [str(u) for u in uniques])
 
 
 def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
@@ -238,11 +314,10 @@ def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
 def _host_columns(fields: Fields, base_us: int, path: Path) -> dict[str, object]:
     """name, tid, start_ns, end_ns: the columns every host-side table starts with."""
     start_ns, end_ns = _times_ns(fields, base_us, path)
-    return {"name": _names(fields, path), "tid": _tids(fields), "start_ns": start_ns, "end_ns": end_ns}
+    return {"name": _names(fields, path), "tid": _tids(fields, path), "start_ns": start_ns, "end_ns": end_ns}
 
 
-def _ops_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
+def _ops_table(fields: Fields, base_us: int, path: Path) -> pd.DataFrame:
     is_annotation = _flag_by_category(fields, "nnotation").astype(np.int8)
     return pd.DataFrame(
         {
@@ -252,20 +327,17 @@ def _ops_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
     )
 
 
-def _frames_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
-    args = fields.args
+def _frames_table(fields: Fields, base_us: int, path: Path) -> pd.DataFrame:
     return pd.DataFrame(
         {
             **_host_columns(fields, base_us, path),
-            "py_id": _int_column(args, "Python id", -1, path),
-            "parent_id": _int_column(args, "Python parent id", -1, path),
+            "py_id": _int_column(fields.args, "python_id", -1, path),
+            "parent_id": _int_column(fields.args, "python_parent_id", -1, path),
         }
     )
 
 
-def _runtime_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
+def _runtime_table(fields: Fields, base_us: int, path: Path) -> pd.DataFrame:
     is_driver = _flag_by_category(fields, "river").astype(np.int8)
     return pd.DataFrame(
         {
@@ -277,23 +349,14 @@ def _runtime_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
 
 
 def _device_stream(fields: Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    # dict.get over three iterables: one C call per event; a non-dict args raises TypeError there.
-    try:
-        devices = list(map(dict.get, fields.args, repeat("device"), fields.pid))
-        streams = list(map(dict.get, fields.args, repeat("stream"), fields.tid))
-    except (AttributeError, TypeError):
-        raise TraceError(f"{path}: a GPU event has non-object 'args'") from None
-    try:
-        device = np.asarray(devices, dtype=np.int64)
-        stream = np.asarray(streams, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise TraceError(f"{path}: a GPU event has a non-integer device or stream") from None
+    # args.device / args.stream, else the event's pid / tid (older Kineto writes them only there).
+    device = _int_column(fields.args, "device", fields.pid, path, "device (args.device or pid)")
+    stream = _int_column(fields.args, "stream", fields.tid, path, "stream (args.stream or tid)")
     stream[stream == _UNSIGNED_MINUS_ONE] = -1
     return device, stream
 
 
-def _gpu_table(bucket: Bucket, kind: str, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
+def _gpu_table(fields: Fields, kind: str, base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(fields, base_us, path)
     args = fields.args
     device, stream = _device_stream(fields, path)
@@ -311,10 +374,8 @@ def _gpu_table(bucket: Bucket, kind: str, base_us: int, path: Path) -> pd.DataFr
     )
 
 
-def _waits_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
+def _waits_table(fields: Fields, base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(fields, base_us, path)
-    args = fields.args
     device, stream = _device_stream(fields, path)
     virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
     stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
@@ -325,13 +386,12 @@ def _waits_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
             "stream": stream,
             "start_ns": start_ns,
             "end_ns": end_ns,
-            "correlation": _int_column(args, "correlation", -1, path),
+            "correlation": _int_column(fields.args, "correlation", -1, path),
         }
     )
 
 
-def _gpu_annotation_table(bucket: Bucket, base_us: int, path: Path) -> pd.DataFrame:
-    fields = fields_of(bucket, path)
+def _gpu_annotation_table(fields: Fields, base_us: int, path: Path) -> pd.DataFrame:
     start_ns, end_ns = _times_ns(fields, base_us, path)
     device, stream = _device_stream(fields, path)
     return pd.DataFrame(
@@ -352,13 +412,9 @@ def _rank_of(meta: dict[str, Any], fallback: int) -> int:
     return fallback
 
 
-def _has_legacy_names(buckets: dict[str, Any]) -> bool:
-    firsts = [_first_cat(buckets[name]) for name in ("kernel", "runtime", "ops") if buckets[name]]
+def _has_legacy_names(buckets: dict[str, Fields]) -> bool:
+    firsts = [buckets[name].cat[0] for name in ("kernel", "runtime", "ops") if name in buckets]
     return any(cat in ("Kernel", "Runtime", "Operator") for cat in firsts)
-
-
-def _first_cat(bucket: Fields | list[dict[str, Any]]) -> Any:
-    return bucket.cat[0] if isinstance(bucket, Fields) else bucket[0].get("cat")
 
 
 def _format_of(meta: dict[str, Any], legacy: bool) -> str:
@@ -385,7 +441,7 @@ def _set_extent(tables: TraceTables) -> None:
     tables.end_ns = int(max(ends))
 
 
-_TABLE_BUILDERS: dict[str, Callable[[Bucket, int, Path], pd.DataFrame]] = {
+_TABLE_BUILDERS: dict[str, Callable[[Fields, int, Path], pd.DataFrame]] = {
     "ops": _ops_table,
     "frames": _frames_table,
     "runtime": _runtime_table,

@@ -1,0 +1,28 @@
+"""`--max-decompressed-mb`, the same option on every command that reads traces."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from bubblescope.errors import ConfigError
+from bubblescope.trace.source import DEFAULT_MAX_DECOMPRESSED_BYTES, trace_size_cap
+
+DEFAULT_MAX_DECOMPRESSED_MB = DEFAULT_MAX_DECOMPRESSED_BYTES >> 20
+MAX_DECOMPRESSED_HELP = (
+    "Refuse a trace whose JSON text (after gunzip) is larger than this many MiB (default 512: "
+    "2-3.5 M events). Loading memory follows the events, ~2.5 GB per GiB of the densest text."
+)
+
+
+@contextlib.contextmanager
+def trace_cap_mb(max_decompressed_mb: int) -> Iterator[int]:
+    """Within the block every trace read is capped at `max_decompressed_mb` MiB; yields the cap in bytes.
+
+    Raises:
+        ConfigError: a cap that is not positive.
+    """
+    if max_decompressed_mb <= 0:
+        raise ConfigError("--max-decompressed-mb must be positive")
+    with trace_size_cap(max_decompressed_mb << 20):
+        yield max_decompressed_mb << 20
