@@ -1,4 +1,5 @@
-# Sourced at the start of every device-machine command: carried wheels (plotly, nvtx) and the repo itself.
+# Sourced at the start of every device-machine command: carried wheels (plotly, nvtx, msgspec; fetched by
+# tools/fetch_device_wheels.sh into .whl/) and the repo itself.
 # Idempotent: a second source in the same environment (a stage script run from a prepared shell, or
 # two stages side by side) installs nothing again, so parallel stages never race in pip.
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
