@@ -9,7 +9,8 @@ workspace's ids; with the routing-overlap knob on, the unfused launches run so t
 can be written between routing and experts. `config` carries the fast path's MoE switches into the
 window: `fast_topk` routes each row with the packed-key routine (the window's rows are routed by their
 own grid-(M) launch, fused or with the overlap knob), `early_shared` computes the shared expert's
-gate/up before the experts launch waits for routing.
+gate/up before the experts launch waits for routing, `expert_union` streams each distinct expert of the
+window once for all the rows that chose it (kernels/moe/union_kernel.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from __future__ import annotations
 import torch
 from bubblescope.kernels._pdl import resolve_pdl
 from bubblescope.kernels.moe import MoEWeights, MoEWorkspace, RoutingRule, moe_fused
-from bubblescope.kernels.moe.launch import launch_router_and_routing, launch_swiglu_experts
+from bubblescope.kernels.moe.launch import (
+    launch_router_and_routing,
+    launch_swiglu_experts,
+    launch_union_experts,
+    union_applies,
+)
 from bubblescope.kernels.moe.params import FusedMoEConfig
 
 from bubblescope.errors import ConfigError
@@ -102,6 +108,11 @@ class KernelMoE:
         pdl = resolve_pdl(self.use_pdl, flat.device)
         launch_router_and_routing(flat, weights, self.rule, ws, pdl, self.config.fast_topk)
         ws.ids.copy_(self.probe.correlate(ws.ids.to(torch.long)).to(ws.ids.dtype))
+        if union_applies(flat, weights, self.config):
+            # The union launch accumulates with atomics: it needs a zeroed output.
+            out = torch.zeros(flat.shape, dtype=torch.float32, device=flat.device)
+            launch_union_experts(flat, weights, self.rule, ws, self.config, out, pdl)
+            return out
         out = torch.empty(flat.shape, dtype=torch.float32, device=flat.device)
         launch_swiglu_experts(flat, weights, self.rule, ws, out, pdl)
         return out

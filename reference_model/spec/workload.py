@@ -5,7 +5,9 @@ with no_readback, those of the previous verify, read one step late). Switches: s
 fused_kda_verify, no_readback, pdl (verify kernels), bf16_gate and bf16_lm_head (as in the
 non-speculative workloads: bf16 copies of the fp32 router / lm_head masters), and fast_topk /
 early_shared: the same switches as on the fast decode path, applied to the verify window's (and
-NEXTN's draft's) MoE kernels; without the MoE kernels (the eager MoE, CPU default) they change nothing.
+NEXTN's draft's) MoE kernels, and expert_union (the window's experts launch streams each distinct
+expert once, kernels/moe/union_kernel.py); without the MoE kernels (the eager MoE, the CPU default)
+these three change nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ SPEC_SWITCHES = (
     "bf16_lm_head",
     "fast_topk",
     "early_shared",
+    "expert_union",
 )
 
 
@@ -170,7 +173,9 @@ class SpecWorkload:
             self.moe_runner.use_pdl = switches.pdl
             self.moe_runner.bf16_gate = switches.bf16_gate
             self.moe_runner.config = FusedMoEConfig(
-                fast_topk=switches.fast_topk, early_shared=switches.early_shared
+                fast_topk=switches.fast_topk,
+                early_shared=switches.early_shared,
+                expert_union=switches.expert_union,
             )
         self.decoder = SpecDecoder(
             self.model,

@@ -1,4 +1,5 @@
-"""The fast path's MoE switches (`fast_topk`, `early_shared`) on the speculative verify window.
+"""The MoE switches of the speculative verify window: `fast_topk`, `early_shared` (the fast path's) and
+`expert_union` (each distinct expert of the window streamed once).
 
 CPU: the Triton kernels run on the interpreter (tests/spec/conftest.py). The window's rows are routed
 by the parallel routing launch (more rows than FusedMoEConfig.serial_route_max_rows), so these check
@@ -22,7 +23,7 @@ from bubblescope.reference_model.spec.workload import SpecWorkload
 
 from .helpers import max_abs_diff
 
-NEW_SWITCHES = ("fast_topk", "early_shared")
+NEW_SWITCHES = ("fast_topk", "early_shared", "expert_union")
 # A DSpark window at block 9 (anchor + 9 drafts), the shape bench_spec times at accept length 9.95.
 WINDOW_ROWS = 10
 
@@ -32,8 +33,13 @@ def needs_triton() -> None:
         pytest.skip("needs CUDA or TRITON_INTERPRET=1 (set by tests/spec/conftest.py without CUDA)")
 
 
-@pytest.mark.parametrize(("fast_topk", "early_shared"), [(True, False), (True, True)])
-def test_verify_window_routes_like_route_naive(fast_topk: bool, early_shared: bool) -> None:
+@pytest.mark.parametrize(
+    ("fast_topk", "early_shared", "expert_union"),
+    [(True, False, False), (True, True, True), (False, False, True)],
+)
+def test_verify_window_routes_like_route_naive(
+    fast_topk: bool, early_shared: bool, expert_union: bool
+) -> None:
     """Every row of a 10-token window: the kernels' ids equal route_naive on the kernels' own logits
     (selection order included), and the window's MoE output equals the eager module's; with the
     routing-overlap knob (unfused launches) the first row, which the knob never rewrites, too."""
@@ -42,7 +48,7 @@ def test_verify_window_routes_like_route_naive(fast_topk: bool, early_shared: bo
     moe = next(layer.mlp for layer in model.main_layers if isinstance(layer.mlp, MoE))
     normed = torch.randn(1, WINDOW_ROWS, model.config.hidden_size, generator=torch.Generator().manual_seed(3))
     runner = KernelMoE(model, probe=RoutingProbe(model))
-    runner.config = FusedMoEConfig(fast_topk=fast_topk, early_shared=early_shared)
+    runner.config = FusedMoEConfig(fast_topk=fast_topk, early_shared=early_shared, expert_union=expert_union)
     with runner.probe.recording():
         got = runner(moe, normed)
     workspace = runner._workspaces[(id(moe), WINDOW_ROWS)]
@@ -78,6 +84,7 @@ def spec_tokens(spec: str, block: int, steps: int, settings: list[frozenset[str]
         workload.prepare(enabled)
         assert workload.moe_runner.config.fast_topk == ("fast_topk" in enabled)
         assert workload.moe_runner.config.early_shared == ("early_shared" in enabled)
+        assert workload.moe_runner.config.expert_union == ("expert_union" in enabled)
         for _ in range(steps):
             workload.step()
         tokens = workload.tokens()
@@ -86,17 +93,19 @@ def spec_tokens(spec: str, block: int, steps: int, settings: list[frozenset[str]
         assert tokens == reference, f"{sorted(enabled)}: tokens differ from {sorted(settings[0])}"
 
 
+@pytest.mark.slow
 def test_spec_tokens_equal_with_fast_moe_switches_on_and_off() -> None:
-    """DSpark, block 2, two steps: both new switches on emit the tokens of both off (interpreter)."""
+    """DSpark, block 2, two steps: the three switches on emit the tokens of all off (interpreter;
+    12 s of CPU, 25 s on a busy 2-core box, hence slow)."""
     spec_tokens("dspark", 2, 2, [frozenset(), frozenset(NEW_SWITCHES)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["dspark", "nextn"])
 def test_spec_tokens_equal_with_each_fast_moe_switch(spec: str) -> None:
-    """Block 4, four steps: off, each switch alone and both on emit the same tokens (~2 min each on
+    """Block 4, four steps: off, each switch alone and all on emit the same tokens (~2 min each on
     the interpreter)."""
-    settings = [frozenset(), frozenset({"fast_topk"}), frozenset({"early_shared"}), frozenset(NEW_SWITCHES)]
+    settings = [frozenset(), *(frozenset({name}) for name in NEW_SWITCHES), frozenset(NEW_SWITCHES)]
     spec_tokens(spec, 4, 4, settings)
 
 
@@ -113,7 +122,7 @@ def test_gpu_spec_tokens_equal_with_fast_moe_switches(spec: str) -> None:
         workload = SpecWorkload(
             get_preset("debug"), "cuda", spec=spec, block=4, accept_len=3.0, max_steps=64, graphs=graphs
         )
-        for extra in ((), ("fast_topk",), ("early_shared",), NEW_SWITCHES):
+        for extra in ((), *((name,) for name in NEW_SWITCHES), NEW_SWITCHES):
             workload.prepare(base | set(extra))
             for _ in range(16):
                 workload.step()
