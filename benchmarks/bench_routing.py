@@ -117,6 +117,12 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             f"moe layer e256 bf16 gate fast_topk={int(fast)} early_shared={int(early)} router w{warps or 8}"
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c)
+    # A verify window (block 9: 10 rows of independent random tokens, so up to 80 distinct experts;
+    # a DSpark verify touched 28): each (row, slot) streamed alone vs each distinct expert once.
+    for union in (False, True):
+        cfg = FusedMoEConfig(fast_topk=True, early_shared=True, expert_union=union)
+        label = f"moe window T=10 e256 bf16 gate fast_topk early_shared expert_union={int(union)}"
+        cases[label] = lambda c=cfg: case_moe(True, BF16, c, rows=10)
     return cases
 
 

@@ -44,9 +44,11 @@ def test_verify_window_routes_like_route_naive(
     (selection order included), and the window's MoE output equals the eager module's; with the
     routing-overlap knob (unfused launches) the first row, which the knob never rewrites, too."""
     needs_triton()
-    model = build_model(get_preset("debug"), "cpu", seed=0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = build_model(get_preset("debug"), device, seed=0)
     moe = next(layer.mlp for layer in model.main_layers if isinstance(layer.mlp, MoE))
-    normed = torch.randn(1, WINDOW_ROWS, model.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    generator = torch.Generator().manual_seed(3)
+    normed = torch.randn(1, WINDOW_ROWS, model.config.hidden_size, generator=generator).to(device)
     runner = KernelMoE(model, probe=RoutingProbe(model))
     runner.config = FusedMoEConfig(fast_topk=fast_topk, early_shared=early_shared, expert_union=expert_union)
     with runner.probe.recording():
