@@ -205,7 +205,7 @@ def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
             model=model,
         )
         reference_tokens, first = None, None
-        for enabled in switch_settings(args.extremes_only):
+        for enabled in args.settings or switch_settings(args.extremes_only):
             row = {"spec": spec, "accept_target": accept, "block": block, "switches": key_of(enabled)}
             if time.monotonic() > deadline:
                 report["errors"].append(f"time budget: skipped {row}")
@@ -388,6 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
     parser.add_argument("--kernels-only", action="store_true", help="only the KDA verify kernel table")
     parser.add_argument("--skip-kernels", action="store_true", help="no KDA verify kernel table")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        type=lambda text: frozenset({*ALWAYS_ON, *(name for name in text.split("+") if name != "base")}),
+        help="switch settings to time instead of the grid: '+'-joined names on top of pdl, bf16_gate, "
+        "bf16_lm_head ('base': none more)",
+    )
     parser.add_argument(
         "--profile-steps", type=int, default=0, help="kernel time per step of the first setting over N steps"
     )
