@@ -117,6 +117,25 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             f"moe layer e256 bf16 gate fast_topk={int(fast)} early_shared={int(early)} router w{warps or 8}"
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c)
+    # A verify window (block 9: 10 rows of independent random tokens, so up to 80 distinct experts;
+    # a DSpark verify touched 28): each (row, slot) streamed alone vs each distinct expert once.
+    for union, early, block_i, warps in (
+        (False, True, 32, 8),
+        (False, False, 32, 8),
+        (True, True, 32, 8),
+        (True, False, 32, 8),
+        (True, False, 16, 8),
+        (True, False, 16, 4),
+        (True, False, 32, 4),
+    ):
+        cfg = FusedMoEConfig(
+            fast_topk=True, early_shared=early, expert_union=union, block_i=block_i, num_warps=warps
+        )
+        label = (
+            f"moe window T=10 e256 fast_topk early_shared={int(early)} expert_union={int(union)} "
+            f"bi{block_i} w{warps}"
+        )
+        cases[label] = lambda c=cfg: case_moe(True, BF16, c, rows=10)
     return cases
 
 

@@ -14,6 +14,10 @@ to OUT_DIR/spec.json + spec.md after every configuration (so a run cut short kee
    draft's share of the step (CUDA events around the draft / step wall), and the distinct
    experts a verify touches per MoE layer (mean over layers; upper bound min(E, 8T));
 4. the routing-correlation knob at all-on, DSpark, 9.95: distinct experts and TPOT for overlaps.
+The verify window's MoE switches (fast_topk, early_shared, expert_union) are on in the first, "all on"
+setting only; `--extremes-only` then also measures all on without expert_union and without the three
+(the earlier all-on), so each has a same-run ratio. `--profile-steps N` adds the GPU kernel time per
+step of the first setting, summed by kernel name (torch.profiler over N steps).
 
 Usage:
     .venv/bin/python benchmarks/bench_spec.py OUT_DIR                          # ling3-flash-e256
@@ -49,6 +53,8 @@ from bubblescope.stats import per_token_samples_ns
 
 ACCEPT_LENGTHS = (1.0, 4.0, 9.95)
 KDA_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
+# The verify window's MoE switches (verify_moe.KernelMoE); on only in the first setting (see docstring).
+MOE_SWITCHES = ("fast_topk", "early_shared", "expert_union")
 OVERLAPS = (0.0, 0.5, 0.8)
 ALWAYS_ON = ("pdl", "bf16_gate", "bf16_lm_head")
 
@@ -59,12 +65,13 @@ def block_for(accept_len: float, default_block: int) -> int:
 
 
 def switch_settings(extremes_only: bool = False) -> list[frozenset[str]]:
-    """All 8 settings of the three switches; pdl, bf16_gate and bf16_lm_head always on (as in the
-    non-speculative all-on reference). `extremes_only`: just all-on first, then all-off (for a short
-    GPU budget)."""
+    """Every switch on first, then the 8 settings of the three KDA/readback switches; pdl, bf16_gate
+    and bf16_lm_head always on (as in the non-speculative all-on reference). `extremes_only`: all on,
+    all on but expert_union, all on but the MoE switches, then all off (for a short GPU budget)."""
+    all_on = frozenset({*ALWAYS_ON, *KDA_SWITCHES, *MOE_SWITCHES})
     if extremes_only:
-        return [frozenset({*ALWAYS_ON, *KDA_SWITCHES}), frozenset(ALWAYS_ON)]
-    settings = []
+        return [all_on, all_on - {"expert_union"}, all_on - set(MOE_SWITCHES), frozenset(ALWAYS_ON)]
+    settings = [all_on]
     for bits in itertools.product((False, True), repeat=len(KDA_SWITCHES)):
         chosen = (name for name, on in zip(KDA_SWITCHES, bits, strict=True) if on)
         settings.append(frozenset({*ALWAYS_ON, *chosen}))
@@ -72,7 +79,7 @@ def switch_settings(extremes_only: bool = False) -> list[frozenset[str]]:
 
 
 def key_of(enabled: frozenset[str]) -> str:
-    return "+".join(name for name in KDA_SWITCHES if name in enabled) or "off"
+    return "+".join(name for name in (*KDA_SWITCHES, *MOE_SWITCHES) if name in enabled) or "off"
 
 
 def effective_tpot_ms(workload: Any, steps: int, warmup: int, repeats: int) -> tuple[float, list[int]]:
@@ -97,6 +104,34 @@ def draft_share(workload: SpecWorkload, steps: int) -> float | None:
     torch.cuda.synchronize()
     wall_ms = (time.perf_counter() - start) * 1e3
     return workload.decoder.draft_gpu_ms() / wall_ms
+
+
+def profile_kernels(workload: SpecWorkload, steps: int) -> list[dict[str, Any]]:
+    """GPU kernel time per step by kernel name over `steps` steps (torch.profiler, CUDA activity),
+    largest first; the total row first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    workload.reset()
+    for _ in range(3):
+        workload.step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            workload.step()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            entry = totals.setdefault(event.name[:90], [0.0, 0])
+            entry[0] += event.device_time
+            entry[1] += 1
+    rows = [
+        {"kernel": name, "us_per_step": round(us / steps, 1), "calls_per_step": round(calls / steps, 1)}
+        for name, (us, calls) in totals.items()
+    ]
+    rows.sort(key=lambda row: -row["us_per_step"])
+    total = {"kernel": "TOTAL", "us_per_step": round(sum(r["us_per_step"] for r in rows), 1)}
+    return [total, *rows[:30]]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -126,6 +161,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Routing overlap knob (DSpark, all on)", ""]
     for row in report["overlap"]:
         lines.append(f"- overlap {row['overlap']}: {row}")
+    lines += ["", "## GPU kernel time per step, first setting", ""]
+    lines += [f"- {row}" for row in report.get("kernel_profile", [])]
     lines += ["", "## Errors", ""] + [f"- {err}" for err in report["errors"]]
     return "\n".join(lines) + "\n"
 
@@ -168,7 +205,7 @@ def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
             model=model,
         )
         reference_tokens, first = None, None
-        for enabled in switch_settings(args.extremes_only):
+        for enabled in args.settings or switch_settings(args.extremes_only):
             row = {"spec": spec, "accept_target": accept, "block": block, "switches": key_of(enabled)}
             if time.monotonic() > deadline:
                 report["errors"].append(f"time budget: skipped {row}")
@@ -193,6 +230,16 @@ def run_spec_grid(args, report, model, device, out_dir: Path) -> None:
                 row["error"] = f"{type(exc).__name__}: {exc}"
                 report["errors"].append(f"{row}\n{traceback.format_exc(limit=3)}")
             report["rows"].append(row)
+            save(out_dir, report)
+        if first is not None and args.profile_steps and str(device).startswith("cuda"):
+            try:
+                workload.prepare(first)
+                report.setdefault("kernel_profile", []).extend(
+                    {"spec": spec, "accept": accept, "switches": key_of(first), **row}
+                    for row in profile_kernels(workload, args.profile_steps)
+                )
+            except Exception as exc:  # noqa: BLE001 - a breakdown, not a measurement of the grid
+                report["errors"].append(f"profile {spec} {accept}: {type(exc).__name__}: {exc}")
             save(out_dir, report)
         if first is not None and time.monotonic() <= deadline:
             check_determinism(workload, first, reference_tokens, args, report, f"{spec} {accept}")
@@ -221,7 +268,7 @@ def check_determinism(
 
 def run_real_and_overlap(args, report, model, device, out_dir: Path) -> None:
     config = get_preset(args.preset)
-    all_on = frozenset({*ALWAYS_ON, *KDA_SWITCHES})
+    all_on = frozenset({*ALWAYS_ON, *KDA_SWITCHES, *MOE_SWITCHES})
     for spec in args.spec:
         try:
             workload = SpecWorkload(
@@ -340,6 +387,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--smoke", action="store_true", help="debug preset, tiny sizes")
     parser.add_argument("--kernels-only", action="store_true", help="only the KDA verify kernel table")
+    parser.add_argument("--skip-kernels", action="store_true", help="no KDA verify kernel table")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        type=lambda text: frozenset({*ALWAYS_ON, *(name for name in text.split("+") if name != "base")}),
+        help="switch settings to time instead of the grid: '+'-joined names on top of pdl, bf16_gate, "
+        "bf16_lm_head ('base': none more)",
+    )
+    parser.add_argument(
+        "--profile-steps", type=int, default=0, help="kernel time per step of the first setting over N steps"
+    )
     parser.add_argument(
         "--extremes-only",
         action="store_true",
@@ -364,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        measure_verify_kernels(report, device)
+        if not args.skip_kernels:
+            measure_verify_kernels(report, device)
     except Exception as exc:  # noqa: BLE001
         report["errors"].append(
             f"verify kernels: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"

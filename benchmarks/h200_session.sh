@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: issue17 (fast_topk / early_shared kernels, tests, e256 step), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
+# Stages: issue17 (fast_topk / early_shared kernels, tests, e256 step), verify-union (the verify
+# window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
@@ -139,6 +140,16 @@ for stage in "$@"; do
       (cd /tmp && find "spec-abl-tp$tp" -name '*.json' ! -name '*.analysis.json' -o -name report.html \
         | tar -czf "$out/spec_ablate_tp$tp.tar.gz" -T -)
       (cd /tmp && find "spec-abl-tp$tp" -name '*.gz' | tar -cf - -T - | split -b 15M - "$out/spec_ablate_traces_tp$tp.tar.") ;;
+    verify-union)
+      # Issue 17: the verify window's MoE on fast_topk / early_shared / expert_union (tests, the window
+      # layer micro-benchmark, then DSpark at oracle 9.95 with same-run rows and a kernel breakdown).
+      timeout 100 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union.py \
+        tests/spec/test_spec_fast_moe.py 2>&1 | tail -15 | tee "$out/verify_union_tests.log"
+      timeout 45 python3 benchmarks/bench_routing.py --out "$out" --only "moe window" 2>&1 | tail -4
+      timeout ${SPEC_S:-200} python3 benchmarks/bench_spec.py /tmp/spec --spec dspark --accept 9.95 --block 9 \
+        --skip-extras --extremes-only --skip-kernels --profile-steps 6 --budget-s ${SPEC_BUDGET_S:-110} \
+        2>&1 | grep -v "^- {" | tail -30
+      tar -czf "$out/spec.tar.gz" -C /tmp spec ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

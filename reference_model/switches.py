@@ -45,6 +45,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "expert_union",
+        "speculative verify: each distinct routed expert streamed once for every window row that chose it",
+        "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "bf16_gate",
         "router gate GEMV in bf16 (fp32 accumulation)",
         "fp32 router weights and GEMV (HF's router_dtype fp32)",
@@ -97,6 +103,8 @@ class LingSwitches:
     fast_topk: bool = False
     # Acts on the fused MoE launch only: with fused_moe off the step is unchanged.
     early_shared: bool = False
+    # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
+    expert_union: bool = False
     bf16_gate: bool = False
     bf16_lm_head: bool = False
     staged_kda: bool = False

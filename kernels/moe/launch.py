@@ -10,6 +10,10 @@ from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
 from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
+from bubblescope.kernels.moe.union_kernel import union_experts_kernel
+
+# The union kernel's row tile: tl.dot needs >= 16 rows, and the MoE kernels take at most 16 (verify_moe).
+UNION_BLOCK_M = 16
 
 
 def routing_constants(experts: int, rule: RoutingRule, fast_topk: bool = False) -> dict[str, object]:
@@ -166,7 +170,8 @@ def launch_fused_moe(
     pdl: bool,
 ) -> None:
     """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
-    cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts)."""
+    cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts).
+    With cfg.expert_union and several rows the experts launch is union_experts_kernel."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
@@ -175,6 +180,9 @@ def launch_fused_moe(
         launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
     else:
         launch_router_route(x, weights, rule, ws, cfg, out, pdl)
+    if union_applies(x, weights, cfg):
+        launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
+        return
     fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
         x,
         ws.ids,
@@ -197,6 +205,57 @@ def launch_fused_moe(
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,
         ACC_2D=cfg.acc_2d,
+        EARLY_SHARED=cfg.early_shared,
+        num_warps=cfg.num_warps,
+        **launch_options(pdl),
+    )
+
+
+def union_applies(x: torch.Tensor, weights: MoEWeights, cfg: FusedMoEConfig) -> bool:
+    """expert_union runs for 2..16 rows (one row streams each expert once already) when x and the
+    expert weights share a dtype (the tensor-core dot takes x in the weights' dtype)."""
+    return cfg.expert_union and 1 < x.shape[0] <= UNION_BLOCK_M and x.dtype == weights.w13.dtype
+
+
+def launch_union_experts(
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+) -> None:
+    """The experts launch of a window, each distinct expert streamed once (union_kernel.py)."""
+    rows, hidden = x.shape
+    inter = weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
+    block_i = max(16, cfg.block_i)
+    union_experts_kernel[(rows * slots, triton.cdiv(inter, block_i))](
+        x,
+        ws.ids,
+        ws.weights,
+        weights.w13,
+        weights.w2,
+        out,
+        rows,
+        x.stride(0),
+        weights.w13.stride(0),
+        weights.w2.stride(0),
+        hidden,
+        inter,
+        weights.shared_slot if weights.shared_slot is not None else 0,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        TOP_K=rule.top_k,
+        SLOTS=slots,
+        BLOCK_M=UNION_BLOCK_M,
+        BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
+        BLOCK_I=block_i,
+        BLOCK_D=max(16, cfg.block_d),
+        BLOCK_DOUT=max(16, cfg.block_dout),
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
         **launch_options(pdl),

@@ -103,3 +103,6 @@ class FusedMoEConfig:
     # fewer warps. H200 2026-12-01 (bench_routing.py, fast_topk, e256): the router launch took 5.57 us
     # with 4 warps vs 5.91 with 8 under PDL, but the whole MoE layer without PDL 46.25 vs 45.80 us: 0.
     router_num_warps: int = 0
+    # A window of 2..16 rows (a verify): each distinct expert streamed once for every row that chose
+    # it (union_kernel.py, the `expert_union` switch) instead of once per (row, slot).
+    expert_union: bool = False

@@ -6,7 +6,11 @@ The MoE kernels take M <= 16 token rows and stream each (token, slot) expert til
 weights (the fast path's packing, shared with it: packing re-points the module's parameters, no copy
 is kept). Routing happens inside the kernels, so the distinct-expert count is read from the
 workspace's ids; with the routing-overlap knob on, the unfused launches run so the correlated ids
-can be written between routing and experts.
+can be written between routing and experts. `config` carries the fast path's MoE switches into the
+window: `fast_topk` routes each row with the packed-key routine (the window's rows are routed by their
+own grid-(M) launch, fused or with the overlap knob), `early_shared` computes the shared expert's
+gate/up before the experts launch waits for routing, `expert_union` streams each distinct expert of the
+window once for all the rows that chose it (kernels/moe/union_kernel.py).
 """
 
 from __future__ import annotations
@@ -14,7 +18,13 @@ from __future__ import annotations
 import torch
 from bubblescope.kernels._pdl import resolve_pdl
 from bubblescope.kernels.moe import MoEWeights, MoEWorkspace, RoutingRule, moe_fused
-from bubblescope.kernels.moe.launch import launch_router_and_routing, launch_swiglu_experts
+from bubblescope.kernels.moe.launch import (
+    launch_router_and_routing,
+    launch_swiglu_experts,
+    launch_union_experts,
+    union_applies,
+)
+from bubblescope.kernels.moe.params import FusedMoEConfig
 
 from bubblescope.errors import ConfigError
 
@@ -48,6 +58,8 @@ class KernelMoE:
         )
         self.use_pdl = use_pdl
         self.bf16_gate = False
+        # Tiles and the fast_topk / early_shared switches (SpecWorkload.prepare sets it per setting).
+        self.config = FusedMoEConfig()
         self.probe = probe
         self._packs: dict[int, MoEPack] = {}
         self._workspaces: dict[tuple[int, int], MoEWorkspace] = {}
@@ -83,7 +95,9 @@ class KernelMoE:
         if recording and self.probe.overlap > 0:
             out = self._unfused_with_overlap(flat, weights, workspace)
         else:
-            out = moe_fused(flat, weights, self.rule, use_pdl=self.use_pdl, workspace=workspace)
+            out = moe_fused(
+                flat, weights, self.rule, use_pdl=self.use_pdl, workspace=workspace, config=self.config
+            )
         if recording:
             self.probe.record(workspace.ids.to(torch.long))
         return out.to(normed.dtype).view(normed.shape)
@@ -92,8 +106,13 @@ class KernelMoE:
         self, flat: torch.Tensor, weights: MoEWeights, ws: MoEWorkspace
     ) -> torch.Tensor:
         pdl = resolve_pdl(self.use_pdl, flat.device)
-        launch_router_and_routing(flat, weights, self.rule, ws, pdl)
+        launch_router_and_routing(flat, weights, self.rule, ws, pdl, self.config.fast_topk)
         ws.ids.copy_(self.probe.correlate(ws.ids.to(torch.long)).to(ws.ids.dtype))
+        if union_applies(flat, weights, self.config):
+            # The union launch accumulates with atomics: it needs a zeroed output.
+            out = torch.zeros(flat.shape, dtype=torch.float32, device=flat.device)
+            launch_union_experts(flat, weights, self.rule, ws, self.config, out, pdl)
+            return out
         out = torch.empty(flat.shape, dtype=torch.float32, device=flat.device)
         launch_swiglu_experts(flat, weights, self.rule, ws, out, pdl)
         return out

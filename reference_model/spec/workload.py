@@ -3,12 +3,17 @@
 step() runs one draft + verify + commit and returns the tokens it emitted (accepted drafts + bonus;
 with no_readback, those of the previous verify, read one step late). Switches: staged_kda,
 fused_kda_verify, no_readback, pdl (verify kernels), bf16_gate and bf16_lm_head (as in the
-non-speculative workloads: bf16 copies of the fp32 router / lm_head masters).
+non-speculative workloads: bf16 copies of the fp32 router / lm_head masters), and fast_topk /
+early_shared: the same switches as on the fast decode path, applied to the verify window's (and
+NEXTN's draft's) MoE kernels, and expert_union (the window's experts launch streams each distinct
+expert once, kernels/moe/union_kernel.py); without the MoE kernels (the eager MoE, the CPU default)
+these three change nothing.
 """
 
 from __future__ import annotations
 
 import torch
+from bubblescope.kernels.moe.params import FusedMoEConfig
 
 from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo
@@ -30,7 +35,17 @@ from .self_draft import SelfDraft
 from .verify_moe import KernelMoE
 
 SPEC_KINDS = ("dspark", "nextn", "self")
-SPEC_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback", "pdl", "bf16_gate", "bf16_lm_head")
+SPEC_SWITCHES = (
+    "staged_kda",
+    "fused_kda_verify",
+    "no_readback",
+    "pdl",
+    "bf16_gate",
+    "bf16_lm_head",
+    "fast_topk",
+    "early_shared",
+    "expert_union",
+)
 
 
 class SpecWorkload:
@@ -157,6 +172,11 @@ class SpecWorkload:
         if self.moe_runner is not None:
             self.moe_runner.use_pdl = switches.pdl
             self.moe_runner.bf16_gate = switches.bf16_gate
+            self.moe_runner.config = FusedMoEConfig(
+                fast_topk=switches.fast_topk,
+                early_shared=switches.early_shared,
+                expert_union=switches.expert_union,
+            )
         self.decoder = SpecDecoder(
             self.model,
             self.cache,
