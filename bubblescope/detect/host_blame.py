@@ -38,12 +38,30 @@ _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 NOTHING_RECORDED = "host (nothing recorded on the launching thread during the gap)"
 
 
-def _runtime_label(name: str, dur_ns: int) -> str:
-    if rt.is_poll(name) and "Query" in name:
-        return f"polling ({name})"
-    if rt.is_kernel_launch(name) and dur_ns >= MODULE_LOAD_LAUNCH_NS:
-        return f"{name} (module load)"
-    return name
+def _runtime_labels(names: np.ndarray, durs_ns: np.ndarray) -> np.ndarray:
+    """Blame label of each runtime call: a poll spin is `polling (...)`, a kernel launch this long is
+    the driver loading the kernel's module. Names are tested once per distinct name. [n] object."""
+    labels = np.asarray(names, dtype=object).copy()
+    if not len(labels):
+        return labels
+    codes, distinct = pd.factorize(labels)
+    distinct = [str(n) for n in distinct]
+    polling = np.asarray([rt.is_poll(n) and "Query" in n for n in distinct], dtype=bool)[codes]
+    launch = np.asarray([rt.is_kernel_launch(n) for n in distinct], dtype=bool)[codes]
+    labels[polling] = [f"polling ({n})" for n in labels[polling].tolist()]
+    module_load = launch & ~polling & (np.asarray(durs_ns) >= MODULE_LOAD_LAUNCH_NS)
+    labels[module_load] = [f"{n} (module load)" for n in labels[module_load].tolist()]
+    return labels
+
+
+def _frame_sites(names: np.ndarray, open_at_start: np.ndarray) -> np.ndarray:
+    """`site_text` of each frame, computed once per distinct (name, open at start). [n] object."""
+    if not len(names):
+        return np.zeros(0, dtype=object)
+    codes, distinct = pd.factorize(np.asarray(names, dtype=object))
+    entered = np.asarray([site_text(str(n), False) for n in distinct], dtype=object)
+    already_open = np.asarray([site_text(str(n), True) for n in distinct], dtype=object)
+    return np.where(open_at_start, already_open[codes], entered[codes])
 
 
 class HostBlame:
@@ -77,35 +95,14 @@ class HostBlame:
                 t[((t["end_ns"] > window_ns[0]) & (t["start_ns"] < window_ns[1])).to_numpy()] for t in tables
             ]
         indexes = [NestingIndex(t) for t in tables]
-        names: list[np.ndarray] = []
         frame_index = indexes[0]
-        sites = {
-            (n, s): site_text(n, s <= first_frame_ns)
-            for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
-        }
-        names.append(
-            np.asarray(
-                [
-                    sites[(n, s)]
-                    for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
-                ],
-                dtype=object,
-            )
-        )
-        names.append(np.asarray(indexes[1].names, dtype=object))
+        names: list[np.ndarray] = [
+            _frame_sites(frame_index.names, frame_index.starts <= first_frame_ns),
+            np.asarray(indexes[1].names, dtype=object),
+        ]
         if runtime is not None:
             run = indexes[2]
-            names.append(
-                np.asarray(
-                    [
-                        _runtime_label(str(n), int(e - s))
-                        for n, s, e in zip(
-                            run.names.tolist(), run.starts.tolist(), run.ends.tolist(), strict=True
-                        )
-                    ],
-                    dtype=object,
-                )
-            )
+            names.append(_runtime_labels(run.names, run.ends - run.starts))
         offsets = np.cumsum([0] + [len(i.starts) for i in indexes])
         self._names = np.concatenate(names) if names else np.zeros(0, dtype=object)
         self._starts = np.concatenate([i.starts for i in indexes]).astype(np.int64)
