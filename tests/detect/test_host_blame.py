@@ -108,3 +108,15 @@ def test_blame_many_matches_brute_force(spans, names, cuts) -> None:
             # Ties at the cut-off may name either range: the named ones carry the top sums.
             sorted(float(v[:-2]) for v in named.values()) == sorted(ns / 1000 for _, ns in top)
         ), (text, expected)
+
+
+def test_each_kind_walks_down_its_own_nesting() -> None:
+    # A frame spanning the gap's start and an op inside it covering most of its time: the op is not the
+    # frame's child (kinds nest separately), so the frame keeps its name and the op is named beside it.
+    frames = _table([(0, 100_000, "/home/u/app.py(5): body"), (20_000, 40_000, "/home/u/app.py(9): prep")])
+    frames = frames.drop(columns="cat")
+    ops = _table([(30_000, 95_000, "aten::mm")])
+    blame = HostBlame(ops, frames, "1")
+    # body covers 80 us of [20, 120); prep 20 us (not more than half); aten::mm 65 us. body was open
+    # when tracing began (the thread's first frame): named with its line, not as a def line.
+    assert blame.blame(20_000, 120_000) == "app.py(5): body 80.0us; aten::mm 65.0us"
