@@ -47,7 +47,15 @@ def call_dicts(calls: list[Any]) -> list[dict[str, Any]]:
 
 def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     """Redo `analysis.json` and `report.html` of a profile folder from its trace, read_calls.json.gz and
-    profile.json (after an analysis fix, or to draw the page here when the GPU machine lacked plotly).
+    profile.json (after an analysis fix, or to draw the page here when the GPU machine lacked plotly),
+    and refresh the analysis-derived fields of `profile.json` (`summary`, `step_source`, `reads`; a
+    notice says when). Run, session and environment fields are kept.
+
+        python -c "import sys; from bubblescope.profile_output import reanalyze; reanalyze(sys.argv[1])" DIR
+
+    Args:
+        folder: the profile folder (`bubblescope profile --out`).
+        timeline: draw the one-step timeline in report.html (inlines plotly.js: ~5 MB).
 
     Returns:
         the new analysis/1 dict.
@@ -71,6 +79,14 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     )
     write_json_atomic(out / "analysis.json", analysis)
     write_text_atomic(out / "report.html", render_profile_html(analysis, timeline=timeline))
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record.update(
+        summary=analysis.get("summary"),
+        step_source=analysis.get("step_source"),
+        reads=_read_entries(analysis.get("syncs") or []),
+        notices=[*(record.get("notices") or []), f"re-analysed from trace.json.gz at {when}"],
+    )
+    write_json_atomic(out / "profile.json", record)
     return analysis
 
 
@@ -170,25 +186,15 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
         "files": files,
         "summary": (analysis or {}).get("summary"),
         "step_source": (analysis or {}).get("step_source"),
-        "reads": [
-            {
-                k: s.get(k)
-                for k in (
-                    "site",
-                    "read_at",
-                    "op",
-                    "kind",
-                    "count",
-                    "per_step",
-                    "blocked_ns",
-                    "bubble_ns",
-                    "line",
-                )
-            }
-            for s in syncs[:TOP_READS]
-        ],
+        "reads": _read_entries(syncs),
         "notices": notices,
     }
+
+
+def _read_entries(syncs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The record's `reads`: the first TOP_READS syncs[] rows, the fields a user reads first."""
+    keys = ("site", "read_at", "op", "kind", "count", "per_step", "blocked_ns", "bubble_ns", "line")
+    return [{k: s.get(k) for k in keys} for s in syncs[:TOP_READS]]
 
 
 SHOWN_READS = 5

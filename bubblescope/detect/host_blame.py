@@ -1,22 +1,24 @@
 """Detector helper: name what the host was doing during a GPU idle gap, and why a queued op waited.
 
-Heuristic for host-bound gaps, by time on the launching thread: every recorded range that overlaps
-the gap without enclosing all of it (the work that ran in it) is a candidate: Python frames, ATen
-ops, user annotations (`record_function`, `enumerate(DataLoader)#...__next__`, NVTX ranges written as
+Heuristic for host-bound gaps, by time on the launching thread: every recorded range that overlaps the
+gap without enclosing all of it (the work that ran in it) is a candidate: Python frames, ATen ops,
+user annotations (`record_function`, `enumerate(DataLoader)#...__next__`, NVTX ranges written as
 annotations) and runtime calls (a long `cudaFree`/`hipFree`, a first kernel launch that loads its
-module, stream/event creation, `cudaStreamQuery` polling). Nested ranges of one kind count once (the
-outermost partial one); the top three names by overlapped ns are named. When only enclosing ranges
-exist, the innermost one is named ("host in ..."); when the named work covers less than half the gap,
-the innermost enclosing range is added ("rest: host in ..."). Only when nothing at all was recorded
-on the thread during the gap does the text say so. Step markers (`ProfilerStep#N`, `bubblescope.*`)
-are never named.
+module, stream/event creation, `cudaStreamQuery` polling). Blame names the work, not the wrapper: each
+outermost candidate of a kind is named by its deepest descendant that still covers more than half of
+that candidate's time in the gap (with the descendant's overlap), so a loop body's frame spanning the
+gap names the function it spent the gap in. The top three names by summed overlap are named. When only
+enclosing ranges exist, the innermost one is named ("host in ..."); when the named work covers less
+than half the gap, the innermost enclosing range is added ("rest: host in ..."). Only when nothing at
+all was recorded on the thread during the gap does the text say so. Step markers (`ProfilerStep#N`,
+`bubblescope.*`) are never named.
 
 Kineto's Python frames carry the line a function was entered at, its `def` line (see
 `trace.nesting.site_text`); blame says so instead of presenting it as the line that ran.
 
 Linear: each range partially overlaps at most the gap holding its start and the one holding its end,
-so candidates are found with two `searchsorted` over the sorted gaps and summed with one groupby,
-whatever the number of gaps (`blame_many`).
+so candidates are found with two `searchsorted` over the sorted gaps, walked down with one vectorised
+step per nesting level and summed with one groupby, whatever the number of gaps (`blame_many`).
 """
 
 from __future__ import annotations
@@ -36,12 +38,30 @@ _MARKER_PREFIXES = ("ProfilerStep#", "bubblescope.", "## ")
 NOTHING_RECORDED = "host (nothing recorded on the launching thread during the gap)"
 
 
-def _runtime_label(name: str, dur_ns: int) -> str:
-    if rt.is_poll(name) and "Query" in name:
-        return f"polling ({name})"
-    if rt.is_kernel_launch(name) and dur_ns >= MODULE_LOAD_LAUNCH_NS:
-        return f"{name} (module load)"
-    return name
+def _runtime_labels(names: np.ndarray, durs_ns: np.ndarray) -> np.ndarray:
+    """Blame label of each runtime call: a poll spin is `polling (...)`, a kernel launch this long is
+    the driver loading the kernel's module. Names are tested once per distinct name. [n] object."""
+    labels = np.asarray(names, dtype=object).copy()
+    if not len(labels):
+        return labels
+    codes, distinct = pd.factorize(labels)
+    distinct = [str(n) for n in distinct]
+    polling = np.asarray([rt.is_poll(n) and "Query" in n for n in distinct], dtype=bool)[codes]
+    launch = np.asarray([rt.is_kernel_launch(n) for n in distinct], dtype=bool)[codes]
+    labels[polling] = [f"polling ({n})" for n in labels[polling].tolist()]
+    module_load = launch & ~polling & (np.asarray(durs_ns) >= MODULE_LOAD_LAUNCH_NS)
+    labels[module_load] = [f"{n} (module load)" for n in labels[module_load].tolist()]
+    return labels
+
+
+def _frame_sites(names: np.ndarray, open_at_start: np.ndarray) -> np.ndarray:
+    """`site_text` of each frame, computed once per distinct (name, open at start). [n] object."""
+    if not len(names):
+        return np.zeros(0, dtype=object)
+    codes, distinct = pd.factorize(np.asarray(names, dtype=object))
+    entered = np.asarray([site_text(str(n), False) for n in distinct], dtype=object)
+    already_open = np.asarray([site_text(str(n), True) for n in distinct], dtype=object)
+    return np.where(open_at_start, already_open[codes], entered[codes])
 
 
 class HostBlame:
@@ -75,35 +95,14 @@ class HostBlame:
                 t[((t["end_ns"] > window_ns[0]) & (t["start_ns"] < window_ns[1])).to_numpy()] for t in tables
             ]
         indexes = [NestingIndex(t) for t in tables]
-        names: list[np.ndarray] = []
         frame_index = indexes[0]
-        sites = {
-            (n, s): site_text(n, s <= first_frame_ns)
-            for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
-        }
-        names.append(
-            np.asarray(
-                [
-                    sites[(n, s)]
-                    for n, s in zip(frame_index.names.tolist(), frame_index.starts.tolist(), strict=True)
-                ],
-                dtype=object,
-            )
-        )
-        names.append(np.asarray(indexes[1].names, dtype=object))
+        names: list[np.ndarray] = [
+            _frame_sites(frame_index.names, frame_index.starts <= first_frame_ns),
+            np.asarray(indexes[1].names, dtype=object),
+        ]
         if runtime is not None:
             run = indexes[2]
-            names.append(
-                np.asarray(
-                    [
-                        _runtime_label(str(n), int(e - s))
-                        for n, s, e in zip(
-                            run.names.tolist(), run.starts.tolist(), run.ends.tolist(), strict=True
-                        )
-                    ],
-                    dtype=object,
-                )
-            )
+            names.append(_runtime_labels(run.names, run.ends - run.starts))
         offsets = np.cumsum([0] + [len(i.starts) for i in indexes])
         self._names = np.concatenate(names) if names else np.zeros(0, dtype=object)
         self._starts = np.concatenate([i.starts for i in indexes]).astype(np.int64)
@@ -132,12 +131,9 @@ class HostBlame:
         ends_ns = np.asarray(ends_ns, dtype=np.int64)
         order = np.argsort(starts_ns, kind="stable")
         g0, g1 = starts_ns[order], ends_ns[order]
-        pairs_range, pairs_gap = self._partial_pairs(g0, g1)
+        pairs_range, pairs_gap, overlap = self._named_pairs(g0, g1)
         texts = np.full(n_gaps, "", dtype=object)
         if len(pairs_range):
-            overlap = np.minimum(self._ends[pairs_range], g1[pairs_gap]) - np.maximum(
-                self._starts[pairs_range], g0[pairs_gap]
-            )
             frame = pd.DataFrame({"gap": pairs_gap, "name": self._names[pairs_range], "ns": overlap})
             summed = frame.groupby(["gap", "name"], sort=False)["ns"].sum().reset_index()
             gap_of = summed["gap"].to_numpy()
@@ -168,12 +164,21 @@ class HostBlame:
         out[order] = texts
         return out.tolist()
 
-    def _partial_pairs(self, g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(range, gap) pairs where the range overlaps the gap without enclosing it, outermost only."""
-        n_ranges = len(self._starts)
+    def _named_pairs(self, g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(range, gap, overlap ns) of the ranges to name: each outermost range of a kind that overlaps
+        the gap without enclosing it, replaced by its deepest descendant that still covers more than half
+        of that range's time in the gap.
+
+        Those descendants form one chain (two disjoint ranges cannot both hold more than half), so the
+        walk takes, level by level, the child with the largest overlap while it keeps more than half:
+        one vectorised step per nesting level, over the pairs still walking.
+        """
+        empty = np.zeros(0, dtype=np.int64)
+        n_ranges, n_gaps = len(self._starts), len(g0)
         if not n_ranges:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        # The gap holding each range's start (g0 <= s < g1) and the one holding its end (g0 < e <= g1).
+            return empty, empty, empty
+        # The gap holding each range's start (g0 <= s < g1) and the one holding its end (g0 < e <= g1):
+        # a range overlaps a gap without enclosing it only there.
         by_start = np.searchsorted(g0, self._starts, side="right") - 1
         by_end = np.searchsorted(g0, self._ends, side="left") - 1
         ranges = np.concatenate((np.arange(n_ranges), np.arange(n_ranges)))
@@ -183,13 +188,35 @@ class HostBlame:
         overlap = np.minimum(e, g1[safe]) - np.maximum(s, g0[safe])
         encloses = (s <= g0[safe]) & (e >= g1[safe])
         keep = (gaps >= 0) & (overlap > 0) & ~encloses
-        ranges, gaps = ranges[keep], gaps[keep]
-        keys = np.unique(ranges * len(g0) + gaps)
-        ranges, gaps = keys // len(g0), keys % len(g0)
-        # A child of a partially overlapping range is inside it: keep the outermost.
+        keys = np.unique(ranges[keep] * n_gaps + gaps[keep])
+        ranges, gaps = keys // n_gaps, keys % n_gaps
+        overlap = np.minimum(self._ends[ranges], g1[gaps]) - np.maximum(self._starts[ranges], g0[gaps])
+        # Every child of a candidate that overlaps the gap is a candidate too (it cannot enclose a gap
+        # its parent does not), so parent links stay inside the pair set.
         parent = self._parent[ranges]
-        parent_partial = (parent >= 0) & np.isin(np.maximum(parent, 0) * len(g0) + gaps, keys)
-        return ranges[~parent_partial], gaps[~parent_partial]
+        parent_keys = np.maximum(parent, 0) * n_gaps + gaps
+        parent_pos = np.searchsorted(keys, parent_keys)
+        has_parent = (parent >= 0) & (parent_pos < len(keys))
+        has_parent &= keys[np.minimum(parent_pos, len(keys) - 1)] == parent_keys
+        # Per (parent, gap): the child pair with the largest overlap.
+        children = np.flatnonzero(has_parent)
+        by_parent = children[np.lexsort((-overlap[children], parent_pos[children]))]
+        heads = np.ones(len(by_parent), dtype=bool)
+        heads[1:] = parent_pos[by_parent][1:] != parent_pos[by_parent][:-1]
+        best_child = np.full(len(keys), -1, dtype=np.int64)
+        best_child[parent_pos[by_parent][heads]] = by_parent[heads]
+        roots = np.flatnonzero(~has_parent)
+        named = roots.copy()
+        walking = np.arange(len(roots))
+        while len(walking):
+            child = best_child[named[walking]]
+            found = child >= 0
+            walking, child = walking[found], child[found]
+            # More than half of the outermost range's time in the gap: at most one child per level.
+            go = 2 * overlap[child] > overlap[roots[walking]]
+            walking, child = walking[go], child[go]
+            named[walking] = child
+        return ranges[named], gaps[named], overlap[named]
 
     def _enclosing_texts(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
         """Per gap, the innermost range of any kind enclosing it (frames first on equal starts), or

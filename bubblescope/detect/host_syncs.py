@@ -41,8 +41,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bubblescope.detect.read_grouping import group_calls
 from bubblescope.trace import runtime_names as rt
-from bubblescope.trace.nesting import indexes_by_thread, is_user_frame, site_text
+from bubblescope.trace.nesting import indexes_by_thread, site_text
 from bubblescope.trace.tables import TraceTables, category_mask
 
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
@@ -200,121 +201,10 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
         tables.waits.groupby("correlation")["end_ns"].sum()
         - tables.waits.groupby("correlation")["start_ns"].sum()
     )
-    return _reads_frame(_group_calls(calls, op_index, frame_index, own_index, wait_by_corr))
-
-
-def _group_calls(
-    calls: pd.DataFrame, op_index: dict, frame_index: dict, own_index: dict, wait_by_corr: pd.Series
-) -> list[dict]:
-    """Merge blocking calls under one outer ATen op instance into one read (dicts, unsorted); calls
-    of bubblescope's own window (see the module docstring) are dropped."""
-    groups: dict[tuple[str, int], dict] = {}
-    for name, tid, start, end, corr in zip(
-        calls["name"].astype(str),
-        calls["tid"].astype(str),
-        calls["start_ns"].tolist(),
-        calls["end_ns"].tolist(),
-        calls["correlation"].tolist(),
-        strict=True,
-    ):
-        own = own_index.get(tid)
-        if own is not None and own.innermost(start, end) >= 0:
-            continue
-        found = _enclosing(op_index.get(tid), frame_index.get(tid), start, end)
-        if found["own"]:
-            continue
-        # No enclosing op: each call stands alone (key by its own start). So does an implicit
-        # synchronizer (a hipHostMalloc inside aten::item is the allocator's read, not the item's).
-        implicit = rt.implicit_sync_kind(name) is not None
-        key = (tid, found["op_start"] if found["op"] and not implicit else -start - 1)
-        group = groups.get(key)
-        wait_ns = int(wait_by_corr.get(corr, 0)) if corr >= 0 else 0
-        if group is None:
-            groups[key] = {
-                **found,
-                "tid": tid,
-                "start_ns": start,
-                "end_ns": end,
-                "hold_start_ns": found["op_start"] if found["op"] and not implicit else start,
-                "blocked_ns": end - start,
-                "wait_ns": wait_ns,
-                "api": name,
-                "api_dur": end - start,
-                "calls": 1,
-            }
-            continue
-        if start >= group["start_ns"] and end <= group["end_ns"]:
-            continue  # a driver call inside a runtime call already counted
-        group["blocked_ns"] += end - start
-        group["wait_ns"] += wait_ns
-        group["calls"] += 1
-        group["end_ns"] = max(group["end_ns"], end)
-        group["hold_start_ns"] = min(group["hold_start_ns"], start)
-        if end - start > group["api_dur"]:
-            group["api"], group["api_dur"] = name, end - start
-    return list(groups.values())
-
-
-def _enclosing(ops, frames, start: int, end: int) -> dict:
-    frame_j = frames.innermost(start, end) if frames is not None else -1
-    user_j, own = _user_or_own_frame(frames, frame_j)
-    since = int(frames.starts[frame_j]) if frame_j >= 0 else np.iinfo(np.int64).min
-    inner = ops.innermost(start, end) if ops is not None else -1
-    outer = _reading_op(ops, inner, since) if inner >= 0 else -1
-    return {
-        "op": str(ops.names[outer]) if outer >= 0 else "",
-        "inner_op": str(ops.names[inner]) if inner >= 0 else "",
-        "op_start": int(ops.starts[outer]) if outer >= 0 else -1,
-        "op_chain": _chain(ops, inner, outer),
-        "site_frame": str(frames.names[user_j]) if user_j >= 0 else "",
-        # Kineto writes a frame open when tracing began with the line it was on, others with their
-        # function's def line (see `trace.nesting.site_text`).
-        "site_open_at_start": bool(user_j >= 0 and frames.starts[user_j] <= frames.starts[0]),
-        "own": own,
-    }
-
-
-def _reading_op(ops, inner: int, since_ns: int) -> int:
-    """The op a read is tied to: from the innermost op around the call, up through ATen ops
-    (`aten::item` above `aten::_local_scalar_dense`, `aten::is_nonzero` above `aten::item`) but not
-    into a non-ATen op that holds them (a TorchScript `forward`, an `nn.Module` range); when the
-    innermost op is not ATen, its outermost ancestor under the innermost Python frame."""
-    if not str(ops.names[inner]).startswith("aten::"):
-        return ops.outermost_since(inner, since_ns)
-    j = inner
-    while True:
-        parent = int(ops.parent[j])
-        if parent < 0 or ops.starts[parent] < since_ns or not str(ops.names[parent]).startswith("aten::"):
-            return j
-        j = parent
-
-
-def _user_or_own_frame(frames, j: int) -> tuple[int, bool]:
-    """Walk up from frame `j` to the first frame that is the user's code or bubblescope's capture
-    code, through the profile tap's wrapper frames: (that user frame or -1, True when bubblescope's own
-    code comes first)."""
-    while j >= 0:
-        name = str(frames.names[j])
-        if _TAP_FRAME_PART in name:
-            j = int(frames.parent[j])
-            continue
-        if _OWN_FRAME_PART in name:
-            return -1, True
-        if is_user_frame(name):
-            return j, False
-        j = int(frames.parent[j])
-    return -1, False
-
-
-def _chain(ops, inner: int, outer: int) -> list[str]:
-    names: list[str] = []
-    j = inner
-    while j >= 0:
-        names.append(str(ops.names[j]))
-        if j == outer:
-            break
-        j = int(ops.parent[j])
-    return names[::-1]
+    reads = group_calls(
+        calls, op_index, frame_index, own_index, wait_by_corr, _OWN_FRAME_PART, _TAP_FRAME_PART, _KIND_OF_OP
+    )
+    return _reads_frame(reads)
 
 
 def classify_read(op_chain: list[str], api: str) -> str:
@@ -339,42 +229,46 @@ def classify_read(op_chain: list[str], api: str) -> str:
     return "copy" if rt.is_copy(api) or "Memcpy" in api else "other"
 
 
-def _reads_frame(groups: list[dict]) -> pd.DataFrame:
-    groups.sort(key=lambda g: g["start_ns"])
-    records = []
-    for read_id, g in enumerate(groups):
-        kind = classify_read(g["op_chain"], g["api"])
-        site = (
-            site_text(g["site_frame"], g["site_open_at_start"])
-            if g["site_frame"]
-            else (f"{NO_STACK_SITE} {g['op']}".strip() if g["op"] else NO_STACK_SITE)
-        )
-        records.append(
-            {
-                "read_id": read_id,
-                "tid": g["tid"],
-                "start_ns": g["start_ns"],
-                "end_ns": g["end_ns"],
-                "hold_start_ns": g["hold_start_ns"],
-                "blocked_ns": g["blocked_ns"],
-                "wait_ns": g["wait_ns"],
-                "api": g["api"],
-                "op": g["op"],
-                "inner_op": g["inner_op"],
-                "kind": kind,
-                "site": site,
-                "site_frame": g["site_frame"],
-                "hint": HINTS[kind],
-                "calls": g["calls"],
-            }
-        )
-    frame = pd.DataFrame.from_records(records, columns=READ_COLUMNS)
-    return frame.astype(
+def _reads_frame(reads: pd.DataFrame) -> pd.DataFrame:
+    """Grouped reads (sorted by start) -> READ_COLUMNS: kind, site and hint, named once per distinct
+    (api, kinded op) and (frame, op) pair."""
+    kind_of: dict[tuple[str, str], str] = {}
+    kinds = []
+    for api, op in zip(reads["api"].tolist(), reads["op_kind_name"].tolist(), strict=True):
+        if (api, op) not in kind_of:
+            kind_of[(api, op)] = classify_read([op] if op else [], api)
+        kinds.append(kind_of[(api, op)])
+    sites: dict[tuple[str, bool, str], str] = {}
+    site_of = []
+    for frame, open_at_start, op in zip(
+        reads["site_frame"].tolist(), reads["site_open_at_start"].tolist(), reads["op"].tolist(), strict=True
+    ):
+        key = (frame, bool(open_at_start), op)
+        if key not in sites:
+            sites[key] = (
+                site_text(frame, bool(open_at_start))
+                if frame
+                else (f"{NO_STACK_SITE} {op}".strip() if op else NO_STACK_SITE)
+            )
+        site_of.append(sites[key])
+    frame = pd.DataFrame(
         {
-            "start_ns": np.int64,
-            "end_ns": np.int64,
-            "hold_start_ns": np.int64,
-            "blocked_ns": np.int64,
-            "wait_ns": np.int64,
-        }
+            "read_id": np.arange(len(reads), dtype=np.int64),
+            "tid": reads["tid"].to_numpy(dtype=object),
+            "start_ns": reads["start_ns"].to_numpy(dtype=np.int64),
+            "end_ns": reads["end_ns"].to_numpy(dtype=np.int64),
+            "hold_start_ns": reads["hold_start_ns"].to_numpy(dtype=np.int64),
+            "blocked_ns": reads["blocked_ns"].to_numpy(dtype=np.int64),
+            "wait_ns": reads["wait_ns"].to_numpy(dtype=np.int64),
+            "api": reads["api"].to_numpy(dtype=object),
+            "op": reads["op"].to_numpy(dtype=object),
+            "inner_op": reads["inner_op"].to_numpy(dtype=object),
+            "kind": np.asarray(kinds, dtype=object),
+            "site": np.asarray(site_of, dtype=object),
+            "site_frame": reads["site_frame"].to_numpy(dtype=object),
+            "hint": np.asarray([HINTS[k] for k in kinds], dtype=object),
+            "calls": reads["calls"].to_numpy(dtype=np.int64),
+        },
+        columns=READ_COLUMNS,
     )
+    return frame

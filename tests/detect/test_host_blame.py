@@ -36,19 +36,42 @@ def _nested(draw_spans: list[tuple[int, int]], names: list[str]) -> list[tuple[i
 
 
 def _brute(ranges: list[tuple[int, int, str]], g0: int, g1: int) -> dict[str, int]:
-    partial = [(s, e, n) for s, e, n in ranges if min(e, g1) - max(s, g0) > 0 and not (s <= g0 and e >= g1)]
-    # Outermost: a partial range inside another partial range is not counted again.
-    outer = [
-        r
-        for r in partial
-        if not any(
-            o is not r and o[0] <= r[0] and r[1] <= o[1] and (o[0], o[1]) != (r[0], r[1]) for o in partial
-        )
-    ]
+    """By definition: each outermost range overlapping the gap without enclosing it is replaced by its
+    deepest descendant covering more than half of that range's time in the gap; sums by name."""
+
+    def overlap(r: tuple[int, int, str]) -> int:
+        return min(r[1], g1) - max(r[0], g0)
+
+    def inside(r: tuple[int, int, str], o: tuple[int, int, str]) -> bool:
+        return o is not r and o[0] <= r[0] and r[1] <= o[1] and (o[0], o[1]) != (r[0], r[1])
+
+    partial = [r for r in ranges if overlap(r) > 0 and not (r[0] <= g0 and r[1] >= g1)]
+    outer = [r for r in partial if not any(inside(r, o) for o in partial)]
     sums: dict[str, int] = {}
-    for s, e, n in outer:
-        sums[n] = sums.get(n, 0) + min(e, g1) - max(s, g0)
+    for root in outer:
+        covering = [r for r in partial if (r is root or inside(r, root)) and 2 * overlap(r) > overlap(root)]
+        # They nest (two disjoint ranges cannot both hold more than half): the deepest is the shortest.
+        deepest = min(covering, key=lambda r: r[1] - r[0])
+        assert all(r is deepest or inside(deepest, r) for r in covering)
+        sums[deepest[2]] = sums.get(deepest[2], 0) + overlap(deepest)
     return sums
+
+
+def test_blame_names_the_child_that_did_the_work() -> None:
+    # loop body 0..100 us spans the gap's start; work 20..90 inside it, spin 25..88 inside that, and a
+    # short call 30..31 inside spin: the deepest range covering more than half of the body's 80 us in
+    # the gap [20, 120) is spin (63 us), not the body; the short call is far less than half.
+    ranges = [
+        (0, 100_000, "body"),
+        (20_000, 90_000, "work"),
+        (25_000, 88_000, "spin"),
+        (30_000, 31_000, "call"),
+    ]
+    blame = HostBlame(_table(ranges), _table([]).drop(columns="cat"), "1")
+    assert blame.blame(20_000, 120_000) == "spin 63.0us"
+    # A gap [80, 180) where work covers 10 of the body's 20 us in it: not more than half, the body is named.
+    rest = "rest: host (nothing recorded on the launching thread during the gap)"
+    assert blame.blame(80_000, 180_000) == f"body 20.0us; {rest}"
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -85,3 +108,15 @@ def test_blame_many_matches_brute_force(spans, names, cuts) -> None:
             # Ties at the cut-off may name either range: the named ones carry the top sums.
             sorted(float(v[:-2]) for v in named.values()) == sorted(ns / 1000 for _, ns in top)
         ), (text, expected)
+
+
+def test_each_kind_walks_down_its_own_nesting() -> None:
+    # A frame spanning the gap's start and an op inside it covering most of its time: the op is not the
+    # frame's child (kinds nest separately), so the frame keeps its name and the op is named beside it.
+    frames = _table([(0, 100_000, "/home/u/app.py(5): body"), (20_000, 40_000, "/home/u/app.py(9): prep")])
+    frames = frames.drop(columns="cat")
+    ops = _table([(30_000, 95_000, "aten::mm")])
+    blame = HostBlame(ops, frames, "1")
+    # body covers 80 us of [20, 120); prep 20 us (not more than half); aten::mm 65 us. body was open
+    # when tracing began (the thread's first frame): named with its line, not as a def line.
+    assert blame.blame(20_000, 120_000) == "app.py(5): body 80.0us; aten::mm 65.0us"

@@ -22,13 +22,6 @@ from bubblescope.analysis import analyze_traces
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200_loops"
 LOOPS = ("run_ahead_slow_host", "compile_tolist", "empty_cache", "two_stream_wait")
 
-OUTER_FRAME_BLAME = (
-    "host blame keeps only the outermost range of a kind that overlaps the gap: the loop body's "
-    "record_h200_loops.py(570): step frame (step 0: 598.2..3456.4 us), which began before the gap "
-    "(2859.7..3611.9) and holds the read and the spin, is named and hides its children host_work / "
-    "validate_read_cost.py(59): spin (2893.1..3456.2, inside the gap), which did the work"
-)
-
 
 @functools.cache
 def expected(name: str) -> dict:
@@ -90,8 +83,7 @@ def test_dominant_class_of_largest_gaps(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("run_ahead_slow_host", marks=pytest.mark.xfail(strict=True, reason=OUTER_FRAME_BLAME)),
-        *(n for n in LOOPS if n != "run_ahead_slow_host" and expected(n)["largest_gaps"]["site_contains"]),
+        *(n for n in LOOPS if expected(n)["largest_gaps"]["site_contains"]),
     ],
 )
 def test_largest_gaps_blame_the_work_that_ran(name: str) -> None:
