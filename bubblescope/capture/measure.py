@@ -82,7 +82,7 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
     When the read tap's calls lie beside the trace (`<stem>.read_calls.json.gz`), each syncs row also
     names the exact line that read (`bubblescope.profile_run_sites`; `site` itself is unchanged).
     """
-    from bubblescope.profile_run_sites import load_read_calls, annotate_counted_syncs
+    from bubblescope.profile_run_sites import annotate_counted_syncs, load_read_calls
 
     calls, calls_warning = load_read_calls(trace_path)
     full, warning = _analyze_full(trace_path, calls, on_cuda)
