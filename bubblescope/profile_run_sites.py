@@ -31,7 +31,6 @@ from typing import Any
 
 from bubblescope.errors import BubblescopeError, TraceError
 
-TRACE_SUFFIX = "trace.json.gz"
 CALLS_SUFFIX = "read_calls.json.gz"
 SOURCE = "bubblescope read tap (profiled window only)"
 # Separates the trace's site from the exact line while rows are grouped (never written out).
@@ -40,11 +39,14 @@ _FRAME_CLASSES = frozenset({"bubblescope", "compiler", "torch", "library", "stdl
 
 
 def read_calls_path(trace_path: str | os.PathLike[str]) -> Path:
-    """Where the tap's calls of a trace live: `x.trace.json.gz` -> `x.read_calls.json.gz` beside it."""
+    """Where the tap's calls of a trace live, beside it: `x.trace.json.gz` -> `x.read_calls.json.gz`,
+    `trace.json.gz` -> `read_calls.json.gz`, any other `y.json.gz` -> `y.read_calls.json.gz`."""
     trace = Path(trace_path)
     name = trace.name
-    stem = name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else f"{name}."
-    return trace.parent / f"{stem}{CALLS_SUFFIX}"
+    stem = name.removesuffix(".gz").removesuffix(".json")
+    if stem == "trace" or stem.endswith(".trace"):
+        return trace.parent / f"{stem[: -len('trace')]}{CALLS_SUFFIX}"
+    return trace.parent / f"{stem}.{CALLS_SUFFIX}"
 
 
 def load_read_calls(trace_path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -102,12 +104,11 @@ def _described(calls: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(c["read_id"]): describe_call(c) for c in calls}
 
 
-def _stats(calls: list[dict[str, Any]], matched: int, reads: int, calls_file: str) -> dict[str, Any]:
+def _stats(calls: list[dict[str, Any]], matched: int, reads: int) -> dict[str, Any]:
     from bubblescope.profile_sites import COVERAGE
 
     return {
         "source": SOURCE,
-        "calls_file": calls_file,
         "tapped_calls": len(calls),
         "trace_reads": reads,
         "matched_reads": matched,
@@ -157,9 +158,8 @@ def analyze_run_trace(
 
     ranks = analyze_ranks([trace_path])
     analysis = analysis_dict(ranks)
-    name = read_calls_path(trace_path).name
     if not cuda_run:
-        analysis["read_sites"] = _stats(calls, 0, 0, name)
+        analysis["read_sites"] = _stats(calls, 0, 0)
         return analysis
     rank = ranks[0]
     described = _described(calls)
@@ -195,7 +195,7 @@ def analyze_run_trace(
         _annotate_row(row, *parts.get((row["site"], row["op"], row["kind"], row["api"]), ([], 0)))
         for row in analysis["syncs"]
     ]
-    analysis["read_sites"] = _stats(calls, matched, len(reads), name)
+    analysis["read_sites"] = _stats(calls, matched, len(reads))
     return analysis
 
 
@@ -223,7 +223,7 @@ def annotate_counted_syncs(
             matched += 1
             info_of[display] = info
         by_row.setdefault((site, op), Counter())[display] += 1
-    stats = _stats(calls, matched, len(instances), read_calls_path(trace_path).name)
+    stats = _stats(calls, matched, len(instances))
     steps = max(int(counted["steps"]), 1)
     rows: list[dict[str, Any]] = []
     for row in counted["syncs"]:

@@ -134,7 +134,7 @@ def test_rows_carry_the_exact_lines_and_keep_their_site(runs: dict[str, Path]) -
     assert row["line_exact"] in EXPECTED and row["read_at"] == row["line_exact"]
     stats = on["analysis"]["read_sites"]
     assert (stats["tapped_calls"], stats["trace_reads"], stats["matched_reads"]) == (6, 6, 6)
-    assert stats["calls_file"] == "read_calls.json.gz" and (runs["on"] / "read_calls.json.gz").is_file()
+    assert (runs["on"] / "read_calls.json.gz").is_file()
 
 
 def test_tap_off_leaves_the_analysis_as_before(runs: dict[str, Path]) -> None:
@@ -187,3 +187,24 @@ def test_damaged_calls_keep_the_run_analysis(runs: dict[str, Path], tmp_path: Pa
     assert block["read_sites"] is None and block["blocking_reads_per_step"] == 2.0
     assert "line_exact" not in block["syncs"][0]
     assert any(w.startswith("read sites left out") for w in full["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("trace", "calls"),
+    [
+        ("trace.json.gz", "read_calls.json.gz"),
+        ("baseline.trace.json.gz", "baseline.read_calls.json.gz"),
+        ("trace.rank1.json.gz", "trace.rank1.read_calls.json.gz"),
+        ("mine.json", "mine.read_calls.json.gz"),
+    ],
+)
+def test_calls_file_names(tmp_path: Path, trace: str, calls: str) -> None:
+    assert read_calls_path(tmp_path / trace) == tmp_path / calls
+
+
+def test_tp_rename_moves_the_calls_with_the_trace(tmp_path: Path) -> None:
+    from bubblescope.capture.launch_tp import _move_read_calls
+
+    (tmp_path / "rank1.read_calls.json.gz").write_bytes(gzip.compress(b"[]"))
+    _move_read_calls(tmp_path / "rank1.trace.json.gz", tmp_path / "trace.rank1.json.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.rank1.read_calls.json.gz"]
