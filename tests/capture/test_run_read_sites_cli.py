@@ -79,3 +79,23 @@ def test_ablate_no_read_sites(tmp_path: Path) -> None:
     assert not list((out / "runs").glob("*.read_calls.json.gz"))
     manifest = json.loads((out / "ablation.json").read_text())
     assert manifest["settings"]["read_sites"] is False
+
+
+@pytest.mark.slow  # ~13 s on the shared 2-core box (the debug model's build and first steps)
+def test_reference_debug_preset_names_its_token_read(tmp_path: Path) -> None:
+    """The reference Ling workload reads each new token back with `.item()` in `LingWorkload.step`."""
+    import inspect
+
+    from reference_model.workload import LingWorkload
+
+    lines, first = inspect.getsourcelines(LingWorkload.step)
+    (offset,) = [i for i, text in enumerate(lines) if "token = int(" in text and ".item()" in text]
+    expected = f"workload.py({first + offset}): step"
+    out = tmp_path / "ling"
+    result = CliRunner().invoke(app, ["run", "--preset", "debug", *FAST, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "record.json").read_text())
+    (row,) = record["analysis"]["syncs"]
+    assert row["per_step"] == 1.0 and row["line"] == "exact"
+    assert [(e["line_exact"], e["per_step"]) for e in row["lines_exact"]] == [(expected, 1.0)]
+    assert row["site"] != expected, "site stays the trace's (the decorated def's line)"
