@@ -94,6 +94,7 @@ def _plain_page(analysis: dict[str, Any]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bubblescope profile</title>'
         "</head><body><h1>bubblescope profile</h1>"
-        "<p>plotly is not installed: no timeline; `bubblescope report analysis.json -o page.html` draws it.</p>"
+        "<p>plotly is not installed: no timeline; "
+        "`bubblescope report analysis.json -o page.html` draws it.</p>"
         f"{warnings}<ul>{items}</ul>{_chain_section(analysis)}</body></html>\n"
     )

@@ -7,8 +7,9 @@ or a compiled graph) keeps the trace's `def`-line site and says so (`line: "def"
 blocks, so the annotations themselves are the reads: each is a call that reads the device when the
 same code runs on a GPU; they are counted per step, with no blocked time or bubble.
 
-Each syncs[] row then carries `site` (the innermost frame outside torch, libraries and bubblescope: the
-user's line), `read_at` (the innermost frame outside torch and bubblescope, which may be in a library
+Each syncs[] row then carries `site` and `line_exact` (both the innermost frame outside torch, libraries
+and bubblescope: the user's line; `run`/`ablate` keep `site` as the trace's, see `profile_run_sites`),
+`read_at` (the innermost frame outside torch and bubblescope, which may be in a library
 such as transformers), `stack` (the caller chain, innermost first) and `line` ("exact" or "def").
 No torch import.
 """
@@ -270,8 +271,14 @@ def _annotate_syncs(analysis: dict, described: dict[int, dict]) -> None:
     for row in analysis.get("syncs") or []:
         info = by_display.get(row["site"])
         if info is None:
-            row.update({"read_at": None, "stack": None, "line": "def"})
+            row.update({"line_exact": None, "read_at": None, "stack": None, "line": "def"})
             continue
         row.update(
-            {"site": info["site"], "read_at": info["read_at"], "stack": info["stack"], "line": "exact"}
+            {
+                "site": info["site"],
+                "line_exact": info["site"],
+                "read_at": info["read_at"],
+                "stack": info["stack"],
+                "line": "exact",
+            }
         )

@@ -412,6 +412,15 @@ def analyze_all(
     return name, None
 
 
+def _move_read_calls(old_trace: Path, new_trace: Path) -> None:
+    """The read tap's calls follow their trace's new name (`profile_run_sites.read_calls_path`)."""
+    from bubblescope.profile_run_sites import read_calls_path
+
+    old_calls = read_calls_path(old_trace)
+    if old_calls.is_file():
+        os.replace(old_calls, read_calls_path(new_trace))
+
+
 def merge_rank_records(out_dir: Path, world_size: int, backend: str) -> tuple[RunRecord, list[str]]:
     """Name each rank's trace `trace.rank<r>.json.gz`, analyse them together, write `record.json`.
 
@@ -425,6 +434,7 @@ def merge_rank_records(out_dir: Path, world_size: int, backend: str) -> tuple[Ru
         if record.get("trace"):
             name = f"trace.rank{rank}.json.gz"
             os.replace(out_dir / record["trace"], out_dir / name)
+            _move_read_calls(out_dir / record["trace"], out_dir / name)
             record["trace"] = name
             save_record(record, out_dir / f"rank{rank}.json")
             traces.append(name)

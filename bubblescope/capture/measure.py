@@ -1,4 +1,8 @@
-"""Measure one switch configuration: timed run → profiled window → analysis → RunRecord on disk."""
+"""Measure one switch configuration: timed run → profiled window → analysis → RunRecord on disk.
+
+The read tap (exact lines of blocking reads) is on for the profiled window unless
+`RunSettings.read_sites` is False (`--no-read-sites`); the timed run never has it.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from bubblescope.capture.readbacks import count_readbacks
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
+from bubblescope.profile_run_sites import read_calls_path
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
 from bubblescope.stats import stable_seed
 
@@ -34,6 +39,8 @@ class RunSettings:
     warmup: int = 8
     repeats: int = 3
     profile_steps: int = 4
+    # The read tap during the profiled window (exact lines of blocking reads); never during timed runs.
+    read_sites: bool = True
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.repeats < 1 or self.warmup < 0 or self.profile_steps < 0:
@@ -44,13 +51,22 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _analyze_full(trace_path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The full analysis/1 of a trace (steps found by their `bubblescope.step` annotations), or a warning."""
+def _analyze_full(
+    trace_path: Path, calls: list[dict[str, Any]] | None, on_cuda: bool
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The full analysis/1 of a trace (steps found by their `bubblescope.step` annotations), or a warning.
+
+    With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profile_run_sites`).
+    """
     try:
         from bubblescope.analysis import analyze_traces
     except ImportError:
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
     try:
+        if calls is not None:
+            from bubblescope.profile_run_sites import analyze_run_trace
+
+            return analyze_run_trace(trace_path, calls, cuda_run=on_cuda), None
         return analyze_traces([str(trace_path)]), None
     except BubblescopeError as exc:
         return None, f"trace analysis refused the trace: {exc}"
@@ -63,8 +79,16 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
 
     On CPU the readbacks come from counting ATen readback ops per step (a CPU trace has no CUDA sync
     to see); on CUDA from the analysis' sync detection, falling back to the same count without it.
+    When the read tap's calls lie beside the trace (`<stem>.read_calls.json.gz`), each syncs row also
+    names the exact line that read (`bubblescope.profile_run_sites`; `site` itself is unchanged).
     """
-    full, warning = _analyze_full(trace_path)
+    from bubblescope.profile_run_sites import annotate_counted_syncs, load_read_calls
+
+    calls, calls_warning = load_read_calls(trace_path)
+    full, warning = _analyze_full(trace_path, calls, on_cuda)
+    if calls_warning and full is not None:
+        full["warnings"].append(calls_warning)
+    read_sites = (full or {}).get("read_sites") if calls is not None else None
     if on_cuda and full is not None:
         summary = full.get("summary", {})
         idle = summary.get("idle_by_class_ns_per_step", {})
@@ -79,8 +103,11 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
             "kernels_per_step": kernels,
             "gpu_measured": True,
             "note": None,
+            "read_sites": read_sites,
         }, full
     counted = count_readbacks(trace_path)
+    if calls is not None:
+        counted["syncs"], read_sites = annotate_counted_syncs(trace_path, counted, calls)
     note = CPU_NOTE if not on_cuda else f"{warning}; readbacks counted from ATen ops"
     if warning and not on_cuda and full is None and "failed" in warning:
         note = f"{CPU_NOTE} ({warning})"
@@ -94,6 +121,7 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
         "gpu_measured": False,
         "readbacks_per_step": counted["per_step"],
         "note": note,
+        "read_sites": read_sites,
     }, full
 
 
@@ -104,11 +132,15 @@ def _profile_and_analyse(
     result: dict[str, Any] = {"trace": None, "analysis_file": None, "analysis": None, "full": None}
     if settings.profile_steps == 0:
         return result
+    calls_path = read_calls_path(folder / f"{prefix}trace.json.gz")
+    # An earlier measurement's calls must never be merged into this trace (their read ids differ).
+    calls_path.unlink(missing_ok=True)
     trace_path = profile_window(
         workload,
         steps=settings.profile_steps,
         warmup=min(settings.warmup, 4),
         trace_path=folder / f"{prefix}trace.json.gz",
+        read_calls_path=calls_path if settings.read_sites else None,
     )
     result["trace"] = trace_path.name
     result["analysis"], result["full"] = analysis_block(trace_path, on_cuda)
@@ -162,8 +194,9 @@ def measure_config(
     The HTML page is the caller's to ask for (`bubblescope.report.run_page.write_run_report`): capture
     measures, report renders.
 
-    Artifacts sit beside the record: `<stem>.trace.json.gz`, `<stem>.analysis.json` (stem = record
-    file name without `.json`; `record.json` uses plain `trace.json.gz` etc.).
+    Artifacts sit beside the record: `<stem>.trace.json.gz`, `<stem>.analysis.json` and, with the read
+    tap on, `<stem>.read_calls.json.gz` (stem = record file name without `.json`; `record.json` uses
+    plain `trace.json.gz` etc.).
 
     Returns:
         (the record, notices for the user).

@@ -4,6 +4,11 @@ Every step runs inside an NVTX range (domain `bubblescope`, so the same ranges s
 Systems) and a `record_function("bubblescope.step")`, which is how the analysis segments steps.
 The window is separate from the timed run: profiling inflates host time, so its numbers never
 feed TPOT.
+
+With `read_calls_path`, the read tap (`capture/user_reads.py`, the one `bubblescope profile` uses) is
+installed for the window only and records the exact Python stack of every call that reads a device
+value during the recorded steps; the calls are written beside the trace (`bubblescope.profile_run_sites`
+merges them into the analysis). The tap is never installed during timed runs.
 """
 
 from __future__ import annotations
@@ -64,7 +69,21 @@ def _profiler_kwargs(torch: Any, on_cuda: bool) -> dict[str, Any]:
     return kwargs
 
 
-def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | os.PathLike[str]) -> Path:
+def _read_tap(on_cuda: bool) -> Any:
+    """The read tap, installed and not yet recording (the window's steps switch it on)."""
+    from bubblescope.capture.user_reads import ReadTap
+
+    return ReadTap(cuda_run=on_cuda).install()
+
+
+def profile_window(
+    workload: Any,
+    *,
+    steps: int,
+    warmup: int,
+    trace_path: str | os.PathLike[str],
+    read_calls_path: str | os.PathLike[str] | None = None,
+) -> Path:
     """Profile `steps` decode steps (after `warmup` untimed ones) and write a gzipped trace atomically.
 
     Args:
@@ -72,6 +91,8 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
         steps: profiled steps (>= 1).
         warmup: steps run before the profiler starts.
         trace_path: destination, `.json.gz`.
+        read_calls_path: where to write the read tap's calls (`.json.gz`, atomically); None: no tap.
+            Default None.
     Returns:
         the trace path.
     """
@@ -90,16 +111,33 @@ def profile_window(workload: Any, *, steps: int, warmup: int, trace_path: str | 
     # to refill the launch queue after the synchronize above. Recording it would put that start-up
     # idle into step 0.
     window = schedule(wait=0, warmup=1, active=steps, repeat=1)
-    with without_profiler_noise(), profile(**_profiler_kwargs(torch, on_cuda), schedule=window) as prof:
-        for index in range(steps + 1):
-            with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
-                workload.step()
-            if index == steps and on_cuda:
-                # Drain before the window closes so the last steps' GPU work is recorded. The
-                # annotation tells the analysis this synchronize is the tool's, not the workload's.
-                with record_function(WINDOW_DRAIN):
-                    torch.cuda.synchronize()
-            prof.step()
+    tap = _read_tap(on_cuda) if read_calls_path is not None else None
+    try:
+        # The loop stays in this function: the window drain's frame is `profile_window` in traces, which
+        # the report's findings recognise as the tool's (report/findings.py).
+        with without_profiler_noise(), profile(**_profiler_kwargs(torch, on_cuda), schedule=window) as prof:
+            for index in range(steps + 1):
+                if tap is not None:
+                    # Recorded steps only: step 0's markers are not in the trace, the drain is ours.
+                    tap.state.recording, tap.state.step = index >= 1, index - 1
+                with nvtx_range(STEP_MARKER), record_function(STEP_MARKER):
+                    workload.step()
+                if tap is not None:
+                    tap.state.recording = False
+                if index == steps and on_cuda:
+                    # Drain before the window closes so the last steps' GPU work is recorded. The
+                    # annotation tells the analysis this synchronize is the tool's, not the workload's.
+                    with record_function(WINDOW_DRAIN):
+                        torch.cuda.synchronize()
+                prof.step()
+    finally:
+        if tap is not None:
+            tap.uninstall()
+    if tap is not None:
+        from bubblescope.atomic import write_json_atomic
+        from bubblescope.profile_output import call_dicts
+
+        write_json_atomic(Path(read_calls_path), call_dicts(tap.state.calls), indent=None)
     target = Path(trace_path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, raw_name = tempfile.mkstemp(prefix=".trace.", suffix=".json", dir=target.parent)

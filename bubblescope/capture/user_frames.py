@@ -13,6 +13,9 @@ import sysconfig
 from pathlib import Path
 
 _BUBBLESCOPE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
+# The example workloads shipped inside the package are user code (the code a user copies and edits):
+# `run --workload bubblescope.examples.toy_workload:...` must name their lines, not skip them.
+_EXAMPLES_DIR = _BUBBLESCOPE_DIR + "examples" + os.sep
 _COMPILER_PARTS = (
     "_dynamo/",
     "_inductor/",
@@ -60,7 +63,8 @@ def frame_class(filename: str) -> str:
 
     "torch" is torch and triton (the read happens in them, the user cannot edit them); "compiler" is
     torch.compile's machinery; "library" anything under site-packages/dist-packages; "stdlib" the
-    standard library and frozen/builtin pseudo-files (`<frozen runpy>`). Everything else is "user".
+    standard library and frozen/builtin pseudo-files (`<frozen runpy>`). Everything else is "user",
+    bubblescope's own example workloads (`bubblescope/examples/`) included.
     """
     if filename.startswith("<"):
         return "stdlib" if filename.startswith(("<frozen", "<built-in")) else "user"
@@ -72,7 +76,7 @@ def frame_class(filename: str) -> str:
             return "compiler" if inner.startswith(_COMPILER_PARTS) else "torch"
     if resolved.startswith(_TRITON_DIRS) or (not _TORCH_DIRS and "/torch/" in path):
         return "torch"
-    if resolved.startswith(_BUBBLESCOPE_DIR):
+    if resolved.startswith(_BUBBLESCOPE_DIR) and not resolved.startswith(_EXAMPLES_DIR):
         return "bubblescope"
     if any(part in path for part in _LIBRARY_PARTS):
         return "library"

@@ -100,7 +100,7 @@ class TapState:
 
 
 _STATE: TapState | None = None
-_COMPILER_CODES: dict[CodeType, bool] = {}
+_CODE_CLASSES: dict[CodeType, str] = {}
 _LOCAL = threading.local()
 
 
@@ -158,19 +158,30 @@ def _caller_frames() -> list[tuple[CodeType, int]] | None:
     """(code, exact line) of the tapped call's caller and outwards, innermost first; None when a frame
     belongs to torch.compile's machinery (Dynamo, Inductor, FX poking tensors while compiling).
 
-    One loop and a per-code-object cache: under the profiler's Python tracer every extra call costs.
+    The walk ends at the first standard-library or bubblescope frame past the user's code (runpy, the
+    CLI, `run`'s measurement loop): nothing beyond names the read, and `profile_sites` ends the caller
+    chain there too. Under the profiler's Python tracer every step costs (it also records each call of
+    a C function such as `dict.get`, `list.append`, `len`), so the loop uses operators only and a
+    per-code-object cache of the frame's class.
     """
     frame = sys._getframe(2)
-    frames = []
-    compiler = _COMPILER_CODES
-    while frame is not None and len(frames) < MAX_FRAMES:
+    frames: list[tuple[CodeType, int]] = []
+    depth = 0
+    seen_user = False
+    classes = _CODE_CLASSES
+    while frame is not None and depth < MAX_FRAMES:
         code = frame.f_code
-        in_compiler = compiler.get(code)
-        if in_compiler is None:
-            in_compiler = compiler[code] = frame_class(code.co_filename) == "compiler"
-        if in_compiler:
+        if code in classes:
+            kind = classes[code]
+        else:
+            kind = classes[code] = frame_class(code.co_filename)
+        if kind == "compiler":
             return None
-        frames.append((code, frame.f_lineno))
+        if seen_user and (kind == "stdlib" or kind == "bubblescope"):
+            break
+        frames += ((code, frame.f_lineno),)
+        seen_user = seen_user or kind == "user"
+        depth += 1
         frame = frame.f_back
     return frames
 

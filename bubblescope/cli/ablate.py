@@ -110,6 +110,12 @@ def register(app: typer.Typer) -> None:
         permutations: int = typer.Option(
             8, "--shapley-permutations", help="Sampled orderings beyond --max-exact-shapley."
         ),
+        read_sites: bool = typer.Option(
+            True,
+            "--read-sites/--no-read-sites",
+            help="Name the exact line of each blocking read, from the profiled window only (timed steps "
+            "never run with the read tap).",
+        ),
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
@@ -170,7 +176,9 @@ def register(app: typer.Typer) -> None:
             with trace_cap_mb(max_decompressed_mb):
                 _reanalyze(out, output_format)
             return
-        settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
+        settings = RunSettings(
+            steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps, read_sites=read_sites
+        )
         study = {"toggles": toggles, "all_on": all_on, "order": order}
         shapley = {"max_exact": max_exact, "permutations": permutations}
         reference = {

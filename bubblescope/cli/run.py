@@ -74,6 +74,12 @@ def register(app: typer.Typer) -> None:
         profile_steps: int = typer.Option(
             4, "--profile-steps", help="Steps in the profiled window (0: no trace)."
         ),
+        read_sites: bool = typer.Option(
+            True,
+            "--read-sites/--no-read-sites",
+            help="Name the exact line of each blocking read, from the profiled window only (timed steps "
+            "never run with the read tap).",
+        ),
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
@@ -108,7 +114,9 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
-        settings = RunSettings(steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps)
+        settings = RunSettings(
+            steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps, read_sites=read_sites
+        )
         if tp != 1:
             from bubblescope.capture.launch_tp import run_tp_from_cli
 
