@@ -21,6 +21,7 @@ from bubblescope.detect.idle_gaps import (
     unlaunched_lead_ns,
 )
 from bubblescope.detect.registry import detector
+from bubblescope.errors import TraceError
 from bubblescope.kernel_table import kernel_entries
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
@@ -117,6 +118,13 @@ def analyze_ranks(
         with gc_paused():
             tables = build_tables_streamed(streamed.chunks(), lambda s=streamed: s.meta, path, rank=index)
         del streamed
+        # A damaged ts or dur (say ts -9e15 and +9e15 µs, or ts + dur past 9.2e15 µs, which wraps in int64
+        # ns) would make the `end - start` and `start - origin` below overflow (numpy warnings, wrong
+        # numbers). 2**62 ns is 146 years.
+        tabled = (tables.ops, tables.frames, tables.runtime, tables.gpu, tables.waits, tables.gpu_annotations)
+        wrapped = any(bool((t["end_ns"] < t["start_ns"]).any()) for t in tabled if len(t))
+        if wrapped or tables.end_ns - tables.origin_ns > 2**62:
+            raise TraceError(f"{path}: events span more than 146 years; a timestamp is damaged")
         results.append(analyze_rank(tables, step_marker))
         # What loading skipped or assumed (files of a folder, then this file's own notes) comes first.
         results[-1].warnings[:0] = (files.skipped if index == 0 else []) + [

@@ -21,13 +21,12 @@ from typing import Any
 import numpy as np
 
 from bubblescope.errors import ConfigError, RecordError
-from bubblescope.readbacks import count_readbacks, load_trace_events
+from bubblescope.readbacks import count_readbacks, read_cpu_trace
 from bubblescope.records import load_record
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
 from bubblescope.validate import check_gate_pair
 
 GATE_SCHEMA = "bubblescope.gate/1"
-_GPU_CATEGORIES = {"kernel", "cuda_runtime", "gpu_memcpy", "cuda_driver"}
 
 
 @dataclass
@@ -43,6 +42,8 @@ class GateInput:
     # What the verdict's embedded diff (bubblescope.diff/1) is built from: the record and/or analysis.
     record: dict[str, Any] | None = None
     analysis: dict[str, Any] | None = None
+    # What reading this side left out (counted), shown with the verdict's warnings.
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_threshold(text: str) -> float:
@@ -75,9 +76,13 @@ def _is_trace(path: Path) -> bool:
 
 
 def _trace_input(path: Path) -> GateInput:
-    events = load_trace_events(path)
-    has_gpu = any(e.get("cat") in _GPU_CATEGORIES for e in events)
-    if has_gpu:
+    """A trace side: the full analysis when the trace has GPU events, else readback ops counted.
+
+    One streamed pass (`read_cpu_trace`, typed events, never dicts) tells the two apart and, for a
+    CPU trace, collects what the count needs.
+    """
+    cpu_trace = read_cpu_trace(path)
+    if cpu_trace.has_gpu:
         try:
             from bubblescope.analysis import analyze_traces
         except ImportError:
@@ -91,14 +96,20 @@ def _trace_input(path: Path) -> GateInput:
                 analysis.get("syncs", []),
                 meta={"source": "analysis"},
                 analysis=analysis,
+                # What loading left out or assumed (e.g. events with a list as category, no step
+                # markers): the reads per step compared above depend on it.
+                warnings=[str(w) for w in analysis.get("warnings", [])],
             )
-    counted = count_readbacks(path)
+        # No analysis here (a trimmed install): count the readback ops of the whole trace instead.
+        cpu_trace = read_cpu_trace(path, stop_at_gpu=False)
+    counted = count_readbacks(cpu_trace)
     return GateInput(
         str(path),
         "trace",
         counted["blocking_reads_per_step"],
         counted["syncs"],
         meta={"source": "readback ops in the trace"},
+        warnings=counted["warnings"],
     )
 
 
@@ -206,7 +217,9 @@ def _noise_warning(check: dict[str, Any]) -> list[str]:
 
 
 def _warnings(baseline: GateInput, current: GateInput) -> list[str]:
-    notes = []
+    notes = [
+        f"{side}: {note}" for side, g in (("baseline", baseline), ("current", current)) for note in g.warnings
+    ]
     for key in ("preset", "device", "gpu"):
         if baseline.meta.get(key) != current.meta.get(key) and baseline.kind == current.kind == "record":
             notes.append(

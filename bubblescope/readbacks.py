@@ -7,14 +7,21 @@ there (`aten::item`, `aten::_local_scalar_dense`, `aten::nonzero`, ...). Countin
 is what the gate compares. Only the outermost readback op counts (`aten::item` calls
 `aten::_local_scalar_dense`: one read, not two). The site is the innermost enclosing Python frame
 outside torch and bubblescope's own capture code, written like the analysis does: `file.py(line): fn`.
+
+The trace is read by the analysis' streamed loader (`trace.load.stream_trace`: regular files only,
+within the decompression cap, one chunk of typed events at a time), so a trace is never held as
+dicts. Traces are untrusted: an event read here whose `ts`/`dur` is not a finite number in range is
+refused with one line; one whose category, name or thread is a list or object is left out and counted.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bubblescope.errors import TraceError
 
@@ -37,86 +44,177 @@ READBACK_OPS: dict[str, tuple[str, str]] = {
     "aten::repeat_interleave": ("nonzero", "pass output_size= so no readback is needed"),
 }
 
+# Categories of events that only a GPU trace has: the gate analyses such a trace fully instead.
+GPU_CATEGORIES = frozenset({"kernel", "cuda_runtime", "gpu_memcpy", "cuda_driver"})
+_STEP_CATEGORY, _OP_CATEGORY, _FRAME_CATEGORY = "user_annotation", "cpu_op", "python_function"
 _SKIPPED_FRAME_PARTS = ("torch/", "bubblescope/capture/", "<built-in", "contextlib.py", "nvtx/", "typing.py")
+# |ts| and dur in µs: the analysis' table builder refuses the same range (ns must fit in int64).
+_MAX_TIME_US = 9e15
 
 
-def load_trace_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a Kineto/Chrome trace (plain or gzip) and return its `traceEvents`, with one-line errors.
+class Span(NamedTuple):
+    """One complete event read here: name, thread and [start, end) in µs."""
 
-    Read by `trace.load`: regular files only, within the decompression cap (`--max-decompressed-mb`).
+    name: str
+    tid: Any
+    start_us: float
+    end_us: float
+
+
+@dataclass
+class CpuTrace:
+    """What the readback count needs from a trace, read in one streamed pass.
+
+    Attributes:
+        path: the file.
+        steps: `bubblescope.step` annotations, by start.
+        ops: readback ops (READBACK_OPS), by start.
+        frames: Python frames (`with_stack=True`), in file order.
+        has_gpu: the trace holds GPU-side events (reading stopped at the first one).
+        warnings: what was left out, one line per kind, with counts.
     """
-    from bubblescope.trace.events import decode_value
-    from bubblescope.trace.load import read_trace_bytes
+
+    path: Path
+    steps: list[Span] = field(default_factory=list)
+    ops: list[Span] = field(default_factory=list)
+    frames: list[Span] = field(default_factory=list)
+    has_gpu: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def _shown(value: Any) -> str:
+    """A short description of a bad value (containers by type only: their repr can be huge or deep)."""
+    if isinstance(value, (list, dict)):
+        return f"a {type(value).__name__}"
+    return f"{type(value).__name__} {value!r:.30}"
+
+
+def _time_us(value: Any, key: str, name: str, cat: str, path: Path) -> float:
+    """`ts`/`dur` as float µs; a TraceError naming the event when it is not a finite number in range."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if (
+        number
+        and math.isfinite(value)
+        and -_MAX_TIME_US < value < _MAX_TIME_US
+        and (key == "ts" or value >= 0)
+    ):
+        return float(value)
+    what = f"lacks '{key}'" if value is None else f"has a bad '{key}' ({_shown(value)})"
+    raise TraceError(f"{path}: event {name!r:.60} (cat {cat!r}) {what}")
+
+
+def read_cpu_trace(path: str | os.PathLike[str], stop_at_gpu: bool = True) -> CpuTrace:
+    """Read a Kineto/Chrome trace (plain or gzip) for the readback count, with one-line errors.
+
+    Read by `trace.load.stream_trace`: regular files only, within the decompression cap
+    (`--max-decompressed-mb`).
+
+    Args:
+        path: the trace file.
+        stop_at_gpu: stop reading at the first GPU-side event (`has_gpu` set, nothing else complete):
+            the gate analyses such a trace with the full analysis instead.
+
+    Raises:
+        TraceError: missing, unreadable or malformed trace; a read event with a bad `ts` or `dur`.
+    """
+    from bubblescope.trace.load import stream_trace
 
     trace_path = Path(path)
-    if not trace_path.is_file():
+    if not trace_path.exists():
         raise TraceError(f"trace not found: {trace_path}")
-    data = decode_value(read_trace_bytes(trace_path), trace_path)
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise TraceError(f"{trace_path}: no traceEvents list")
-    return [e for e in events if isinstance(e, dict)]
+    found = CpuTrace(trace_path)
+    left_out: Counter[str] = Counter()
+    for chunk in stream_trace(trace_path).chunks():
+        for event in chunk:
+            cat = event.cat
+            if not isinstance(cat, str):
+                left_out["cat"] += isinstance(cat, (list, dict))
+                continue
+            if cat in GPU_CATEGORIES:
+                found.has_gpu = True
+                if stop_at_gpu:
+                    return found
+            if event.ph != "X" or cat not in (_STEP_CATEGORY, _OP_CATEGORY, _FRAME_CATEGORY):
+                continue
+            span = _span(event, cat, trace_path, left_out)
+            if span is None:
+                continue
+            if cat == _FRAME_CATEGORY:
+                found.frames.append(span)
+            elif cat == _OP_CATEGORY and span.name in READBACK_OPS:
+                found.ops.append(span)
+            elif cat == _STEP_CATEGORY and span.name == STEP_MARKER:
+                found.steps.append(span)
+    found.steps.sort(key=lambda s: s.start_us)
+    found.ops.sort(key=lambda s: s.start_us)
+    found.warnings = [
+        f"{count} events with a list or object as '{key}' were left out of the readback count"
+        for key, count in sorted(left_out.items())
+        if count
+    ]
+    return found
 
 
-def _span(event: dict[str, Any]) -> tuple[float, float]:
-    start_us = float(event.get("ts", 0.0))
-    return start_us, start_us + float(event.get("dur", 0.0) or 0.0)
+def _span(event: Any, cat: str, path: Path, left_out: Counter[str]) -> Span | None:
+    """The event as a Span; None (counted in `left_out`) when its name or thread is a container."""
+    name, tid = event.name, event.tid
+    for key, value in (("name", name), ("tid", tid)):
+        if isinstance(value, (list, dict)):
+            left_out[key] += 1
+            return None
+    text = name if isinstance(name, str) else ("" if name is None else str(name))
+    start_us = _time_us(event.ts, "ts", text, cat, path)
+    dur = 0.0 if event.dur is None else _time_us(event.dur, "dur", text, cat, path)
+    return Span(text, tid, start_us, start_us + dur)
 
 
-def _site(op: dict[str, Any], frames: list[dict[str, Any]]) -> str:
+def _site(op: Span, frames: list[Span]) -> str:
     """Innermost user Python frame enclosing `op` on the same thread."""
-    op_start, op_end = _span(op)
     best: tuple[float, str] | None = None
     for frame in frames:
-        if frame.get("tid") != op.get("tid"):
+        if frame.tid != op.tid:
             continue
-        start, end = _span(frame)
-        name = str(frame.get("name", ""))
-        if start <= op_start and op_end <= end and not any(part in name for part in _SKIPPED_FRAME_PARTS):
-            if best is None or start >= best[0]:
-                best = (start, name)
+        if (
+            frame.start_us <= op.start_us
+            and op.end_us <= frame.end_us
+            and not any(part in frame.name for part in _SKIPPED_FRAME_PARTS)
+        ):
+            if best is None or frame.start_us >= best[0]:
+                best = (frame.start_us, frame.name)
     if best is None:
         return "unknown"
     file_part, paren, rest = best[1].partition("(")
     return os.path.basename(file_part) + paren + rest
 
 
-def count_readbacks(path: str | os.PathLike[str]) -> dict[str, Any]:
+def count_readbacks(path: str | os.PathLike[str] | CpuTrace) -> dict[str, Any]:
     """Count outermost readback ops per `bubblescope.step` in a trace.
 
+    Args:
+        path: the trace, or what `read_cpu_trace` already read from it.
     Returns:
         {"steps": n, "per_step": [count per step], "blocking_reads_per_step": mean,
-         "syncs": [analysis/1-shaped sync entries, sorted by count]}.
+         "syncs": [analysis/1-shaped sync entries, sorted by count], "warnings": [what was left out]}.
     Raises:
         TraceError: unreadable trace, or no `bubblescope.step` annotation.
     """
-    events = [e for e in load_trace_events(path) if e.get("ph") == "X"]
-    steps = sorted(
-        (e for e in events if e.get("name") == STEP_MARKER and e.get("cat") == "user_annotation"),
-        key=lambda e: float(e.get("ts", 0.0)),
-    )
+    trace = path if isinstance(path, CpuTrace) else read_cpu_trace(path)
+    steps, ops = trace.steps, trace.ops
     if not steps:
-        raise TraceError(f"{path}: no {STEP_MARKER} annotations; cannot count readbacks per step")
-    ops = sorted(
-        (e for e in events if e.get("cat") == "cpu_op" and e.get("name") in READBACK_OPS),
-        key=lambda e: float(e.get("ts", 0.0)),
-    )
-    frames = [e for e in events if e.get("cat") == "python_function"]
+        raise TraceError(f"{trace.path}: no {STEP_MARKER} annotations; cannot count readbacks per step")
     per_step = [0] * len(steps)
     by_site: Counter[tuple[str, str]] = Counter()
     for index, op in enumerate(ops):
-        op_start, op_end = _span(op)
         # Nested inside another readback op on the same thread: part of that read.
         if any(
-            o.get("tid") == op.get("tid") and _span(o)[0] <= op_start and op_end <= _span(o)[1]
+            o.tid == op.tid and o.start_us <= op.start_us and op.end_us <= o.end_us
             for o in ops[max(0, index - 4) : index]
         ):
             continue
         for step_index, step in enumerate(steps):
-            step_start, step_end = _span(step)
-            if step_start <= op_start < step_end:
+            if step.start_us <= op.start_us < step.end_us:
                 per_step[step_index] += 1
-                by_site[(_site(op, frames), str(op["name"]))] += 1
+                by_site[(_site(op, trace.frames), op.name)] += 1
                 break
     syncs = []
     for (site, op_name), count in by_site.most_common():
@@ -139,4 +237,5 @@ def count_readbacks(path: str | os.PathLike[str]) -> dict[str, Any]:
         "per_step": per_step,
         "blocking_reads_per_step": sum(per_step) / len(steps),
         "syncs": syncs,
+        "warnings": list(trace.warnings),
     }

@@ -1,3 +1,3 @@
 """Moved to `bubblescope.readbacks` (the analysis core: the gate counts reads without the capture layer)."""
 
-from bubblescope.readbacks import READBACK_OPS, count_readbacks, load_trace_events  # noqa: F401
+from bubblescope.readbacks import READBACK_OPS, count_readbacks, read_cpu_trace  # noqa: F401

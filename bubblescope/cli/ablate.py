@@ -19,6 +19,7 @@ from bubblescope.cli.reference_options import (
 )
 from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import ConfigError
+from bubblescope.report.escape import console_text, plain_console_text
 
 FORMATS = ("table", "json")
 
@@ -43,7 +44,10 @@ def _write_html(out_dir: Path) -> str | None:
         # Inside the try: the renderer may import plotly lazily, and a GPU box may lack it.
         html = render_ablation_html(inputs.ablation, inputs.records, inputs.analyses)
     except ImportError as exc:
-        return f"HTML report skipped ({exc}); render it later with `bubblescope report {out_dir}`"
+        # Printed through rich by the summary: controls made visible here, markup escaped there.
+        return plain_console_text(
+            f"HTML report skipped ({exc}); render it later with `bubblescope report {out_dir}`"
+        )
     write_text_atomic(out_dir / "report.html", html)
     return None
 
@@ -65,12 +69,15 @@ def _measure_with_progress(
 
         def on_start(done: int, pending: int) -> None:
             if done:
-                console.print(f"resuming {out_dir}: {done} configurations on disk, {pending} to measure")
+                console.print(
+                    f"resuming {console_text(out_dir)}: {done} configurations on disk, {pending} to measure",
+                    soft_wrap=True,  # one line: the folder stays copyable
+                )
             progress.update(task, total=max(1, pending * settings.repeats))
 
         def on_config(config: Any, record: Any, resumed: bool) -> None:
             if not resumed:
-                progress.update(task, description=f"done {config.key}")
+                progress.update(task, description=f"done {console_text(config.key)}")
 
         attribution, _, notices = run_ablation(
             workload,
@@ -218,7 +225,7 @@ def _reanalyze(out: Path | None, output_format: str) -> None:
         typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
         return
     print_ablation_summary(Console(), attribution or {}, [html_notice] if html_notice else [])
-    typer.echo(f"re-analysed {out}")
+    typer.echo(f"re-analysed {plain_console_text(out)}")
 
 
 def _ablate_one_process(
@@ -247,7 +254,7 @@ def _ablate_one_process(
     names, notices = study_toggles(study["toggles"], study["all_on"], built.workload)
     plan = plan_ablation(names, split_names(study["order"]) or None, **shapley)
     if built.notice:
-        typer.echo(built.notice, err=True)
+        typer.echo(plain_console_text(built.notice), err=True)
     out_dir = out or default_out_dir("ablations", built.preset, frozenset(names))
     workload_info = {
         "name": getattr(built.workload, "name", "workload"),
@@ -304,7 +311,7 @@ def _ablate_tp(
     if notices is None:
         return None
     for notice in notices:
-        typer.echo(f"note: {notice}", err=True)
+        typer.echo(f"note: {plain_console_text(notice)}", err=True)
     return out_dir
 
 
@@ -325,4 +332,4 @@ def _finish(
     manifest, records = load_ablation(out_dir)
     attribution = attribution if attribution is not None else manifest.get("attribution")
     print_ablation_summary(Console(), attribution or {}, notices, manifest=manifest, records=records)
-    typer.echo(f"written to {out_dir}")
+    typer.echo(f"written to {plain_console_text(out_dir)}")

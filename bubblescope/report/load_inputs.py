@@ -65,10 +65,11 @@ ReportInput = RunInput | AblationInput | TraceInput
 
 
 def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[str, Any]:
-    """Read a (possibly gzipped) JSON object, bounded in size; check its schema when asked.
+    """Read a (possibly gzipped) JSON object, bounded in size and depth; check its schema when asked.
 
     Raises:
-        RecordError: missing, unreadable, not a JSON object, too large, or another schema.
+        RecordError: missing, unreadable, not a JSON object, too large, nested deeper than
+            `validate.MAX_DOCUMENT_DEPTH` levels (any recursive consumer would fail on it), or another schema.
     """
     try:
         if path.stat().st_size > MAX_DOCUMENT_BYTES:
@@ -88,8 +89,13 @@ def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[
         raise RecordError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RecordError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise RecordError(
+            f"{path}: not valid JSON (nested too deeply: more than ~1000 levels of arrays or objects)"
+        ) from None
     if not isinstance(doc, dict):
         raise RecordError(f"{path}: expected a JSON object, found {type(doc).__name__}")
+    check_depth(doc, str(path))
     if expect_schema is not None and doc.get("schema") != expect_schema:
         raise RecordError(f"{path}: schema is {doc.get('schema')!r}, expected {expect_schema!r}")
     return doc

@@ -9,6 +9,7 @@ $BUBBLESCOPE_FUZZ_SUMMARY (JSON) when that is set, for benchmarks/RESULTS.md.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import Counter
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests.hostile.cli_runner import Outcome, run_in_process, run_subprocess
 from tests.hostile.mutate import (
+    DEEP_PLACEHOLDER,
     Mutated,
     mutated_ablations,
     mutated_records,
@@ -34,14 +36,16 @@ from tests.hostile.seeds import REAL_RECORD, real_record, seed_record, seed_trac
 
 FAST_TRACES = seed_traces(fast=True)
 RECORD = real_record()
-# The default run's values. Traces: scalars only (wrong types, NaN/Inf, huge numbers, control
-# characters, surrogates, markup); containers where scalars belong and deep nesting are the long
-# profile's, because at the time of writing they still crash the trace loader (issue 18 §1, owned by
-# the loader engineer; listed in benchmarks/RESULTS.md) and would turn this derandomized profile red
-# until those fixes land. Records: containers too (the validator refuses them); deep nesting only in the
-# long profile (report's JSON reader, owned by the reports engineer). Ablation folders: everything.
-FAST_TRACE_VALUES = scalars
-FAST_RECORD_VALUES = shallow_values
+# The default run's values: scalars (wrong types, NaN/Inf, huge numbers, control characters,
+# surrogates, markup), a list or object where a scalar belongs, and nesting deeper than any parser allows
+# (1000, 5000 or 100 000 levels), each drawn a third of the time so the few derandomized inputs meet all
+# three. (Before the second round of issue 18 fixes, containers and deep nesting were the long profile's
+# only: they crashed the loader, gate's CPU-trace reader and report's JSON reader.)
+_CONTAINERS = st.lists(shallow_values, max_size=3) | st.dictionaries(
+    st.text(max_size=5), shallow_values, max_size=3
+)
+FAST_TRACE_VALUES = st.one_of(scalars, _CONTAINERS, st.just(DEEP_PLACEHOLDER))
+FAST_RECORD_VALUES = FAST_TRACE_VALUES
 # What a trace goes through: the three commands that read traces, in the formats users pick.
 TRACE_COMMANDS = [
     ["analyze", "{t}", "--format", "json"],
@@ -103,7 +107,55 @@ def _fuzz_record(
     return outcome, _judge(outcome, mutated)
 
 
+def _damaged(seed: dict[str, Any], name: str, changes: dict[tuple[str, str], Any], levels: int) -> Mutated:
+    """`seed` with, for each (category, key) -> value of `changes`, that key of the first complete event
+    of that category set to value (an explicit example of the fast profile)."""
+    doc = copy.deepcopy(seed)
+    done = [f"seed {name}"]
+    for (cat, key), value in changes.items():
+        event = next(e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == cat)
+        event[key] = value
+        done.append(f"first {cat} {key} = {value!r:.40}")
+    return Mutated(doc, done, levels)
+
+
+# Explicit inputs the fast profile always tries, whatever Hypothesis draws: each class of damage that
+# crashed a reader in the long run of 2026-12-01 (benchmarks/RESULTS.md), through the command it crashed.
+FAST_TRACE_EXAMPLES = [
+    (_damaged(FAST_TRACES["h200_2steps"], "h200_2steps", {("kernel", "name"): DEEP_PLACEHOLDER}, 100_000), 0),
+    (
+        _damaged(
+            FAST_TRACES["cpu_2steps"], "cpu_2steps", {("python_function", "ts"): DEEP_PLACEHOLDER}, 5000
+        ),
+        4,
+    ),
+    (
+        _damaged(
+            FAST_TRACES["cpu_2steps"],
+            "cpu_2steps",
+            {
+                ("cpu_op", "cat"): ["cpu_op"],
+                ("user_annotation", "name"): {"a": 1},
+                ("python_function", "ts"): [1],
+            },
+            0,
+        ),
+        4,
+    ),
+    (
+        _damaged(
+            FAST_TRACES["h200_2steps"], "h200_2steps", {("kernel", "tid"): [7], ("cpu_op", "cat"): {}}, 0
+        ),
+        3,
+    ),
+]
+
+
 @FAST
+@example(mutated=FAST_TRACE_EXAMPLES[0][0], command=TRACE_COMMANDS[FAST_TRACE_EXAMPLES[0][1]], gzipped=False)
+@example(mutated=FAST_TRACE_EXAMPLES[1][0], command=TRACE_COMMANDS[FAST_TRACE_EXAMPLES[1][1]], gzipped=True)
+@example(mutated=FAST_TRACE_EXAMPLES[2][0], command=TRACE_COMMANDS[FAST_TRACE_EXAMPLES[2][1]], gzipped=False)
+@example(mutated=FAST_TRACE_EXAMPLES[3][0], command=TRACE_COMMANDS[FAST_TRACE_EXAMPLES[3][1]], gzipped=False)
 @given(
     mutated=mutated_traces(FAST_TRACES, values=FAST_TRACE_VALUES),
     command=st.sampled_from(TRACE_COMMANDS),
@@ -116,7 +168,21 @@ def test_fast_mutated_traces_exit_cleanly(
     assert not problems, _describe(outcome, mutated, problems)
 
 
+def _record_with(path: tuple[str, ...], value: Any, levels: int) -> Mutated:
+    record = copy.deepcopy(RECORD)
+    parent = record
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return Mutated(record, ["seed record", f"{'.'.join(path)} = {value!r:.40}"], levels)
+
+
 @FAST
+# report's JSON reader recursed on this (RecursionError); the gate's on a container in a count.
+@example(
+    mutated=_record_with(("environment", "torch"), DEEP_PLACEHOLDER, 100_000), command=RECORD_COMMANDS[2]
+)
+@example(mutated=_record_with(("analysis", "syncs"), {"a": [1]}, 0), command=RECORD_COMMANDS[0])
 @given(mutated=mutated_records(RECORD, values=FAST_RECORD_VALUES), command=st.sampled_from(RECORD_COMMANDS))
 def test_fast_mutated_records_exit_cleanly(
     tmp_path_factory: pytest.TempPathFactory, mutated: Mutated, command: list[str]
