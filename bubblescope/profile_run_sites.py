@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import BubblescopeError, TraceError
+from bubblescope.readbacks import Span
 
 CALLS_SUFFIX = "read_calls.json.gz"
 SOURCE = "bubblescope read tap (profiled window only)"
@@ -243,44 +244,27 @@ def annotate_counted_syncs(
 def readback_instances(trace_path: str | os.PathLike[str]) -> list[tuple[str, str, int | None]]:
     """(site, op, enclosing read id or None) of each readback `count_readbacks` counts, in its order.
 
-    The same rules as `bubblescope.readbacks.count_readbacks` (outermost readback op, inside a
-    `bubblescope.step`, site = innermost enclosing user frame); `annotate_counted_syncs` checks that the
-    two agree row by row.
+    The same readbacks as `bubblescope.readbacks.count_readbacks` (`counted_readbacks`), each tied to the
+    innermost `bubblescope.read#N` marker around it on its thread; `annotate_counted_syncs` checks that
+    the two agree row by row.
     """
     from bubblescope.profile_sites import READ_MARKER_PREFIX
-    from bubblescope.readbacks import READBACK_OPS, STEP_MARKER, _site, load_trace_events
+    from bubblescope.readbacks import counted_readbacks, read_cpu_trace
 
-    events = [e for e in load_trace_events(trace_path) if e.get("ph") == "X"]
-    steps = [
-        _span_ns(e) for e in events if e.get("name") == STEP_MARKER and e.get("cat") == "user_annotation"
-    ]
-    ops = sorted(
-        (e for e in events if e.get("cat") == "cpu_op" and e.get("name") in READBACK_OPS),
-        key=lambda e: float(e.get("ts", 0.0)),
-    )
-    frames = [e for e in events if e.get("cat") == "python_function"]
+    trace = read_cpu_trace(trace_path, stop_at_gpu=False, marker_prefix=READ_MARKER_PREFIX)
     markers: dict[Any, list[tuple[int, int, int]]] = {}
-    for event in events:
-        name = str(event.get("name", ""))
-        suffix = name[len(READ_MARKER_PREFIX) :]
-        if name.startswith(READ_MARKER_PREFIX) and suffix.isdigit():
-            markers.setdefault(event.get("tid"), []).append((*_span_ns(event), int(suffix)))
+    for marker in trace.markers:
+        suffix = marker.name[len(READ_MARKER_PREFIX) :]
+        if suffix.isdigit():
+            markers.setdefault(marker.tid, []).append((*_span_ns(marker), int(suffix)))
     out = []
-    for index, op in enumerate(ops):
+    for _step, op, site in counted_readbacks(trace):
         start, end = _span_ns(op)
-        nested = any(
-            o.get("tid") == op.get("tid") and _span_ns(o)[0] <= start and end <= _span_ns(o)[1]
-            for o in ops[max(0, index - 4) : index]
-        )
-        if nested or not any(s <= start < e for s, e in steps):
-            continue
-        enclosing = [m for m in markers.get(op.get("tid"), []) if m[0] <= start and end <= m[1]]
-        read_id = max(enclosing)[2] if enclosing else None
-        out.append((_site(op, frames), str(op["name"]), read_id))
+        enclosing = [m for m in markers.get(op.tid, []) if m[0] <= start and end <= m[1]]
+        out.append((site, op.name, max(enclosing)[2] if enclosing else None))
     return out
 
 
-def _span_ns(event: dict[str, Any]) -> tuple[int, int]:
-    """Kineto's microsecond floats as integer ns, so nesting compares exactly."""
-    start_ns = round(float(event.get("ts", 0.0)) * 1000)
-    return start_ns, start_ns + round(float(event.get("dur", 0.0) or 0.0) * 1000)
+def _span_ns(span: Span) -> tuple[int, int]:
+    """A span's microsecond floats as integer ns, so nesting compares exactly."""
+    return round(span.start_us * 1000), round(span.end_us * 1000)

@@ -72,12 +72,15 @@ class CpuTrace:
         frames: Python frames (`with_stack=True`), in file order.
         has_gpu: the trace holds GPU-side events (reading stopped at the first one).
         warnings: what was left out, one line per kind, with counts.
+        markers: events whose name starts with the `marker_prefix` given to `read_cpu_trace` (the read
+            tap's `bubblescope.read#N` ranges), in file order; empty when none was given.
     """
 
     path: Path
     steps: list[Span] = field(default_factory=list)
     ops: list[Span] = field(default_factory=list)
     frames: list[Span] = field(default_factory=list)
+    markers: list[Span] = field(default_factory=list)
     has_gpu: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -103,7 +106,9 @@ def _time_us(value: Any, key: str, name: str, cat: str, path: Path) -> float:
     raise TraceError(f"{path}: event {name!r:.60} (cat {cat!r}) {what}")
 
 
-def read_cpu_trace(path: str | os.PathLike[str], stop_at_gpu: bool = True) -> CpuTrace:
+def read_cpu_trace(
+    path: str | os.PathLike[str], stop_at_gpu: bool = True, marker_prefix: str | None = None
+) -> CpuTrace:
     """Read a Kineto/Chrome trace (plain or gzip) for the readback count, with one-line errors.
 
     Read by `trace.load.stream_trace`: regular files only, within the decompression cap
@@ -113,6 +118,7 @@ def read_cpu_trace(path: str | os.PathLike[str], stop_at_gpu: bool = True) -> Cp
         path: the trace file.
         stop_at_gpu: stop reading at the first GPU-side event (`has_gpu` set, nothing else complete):
             the gate analyses such a trace with the full analysis instead.
+        marker_prefix: also keep complete events whose name starts with it (`CpuTrace.markers`).
 
     Raises:
         TraceError: missing, unreadable or malformed trace; a read event with a bad `ts` or `dur`.
@@ -134,10 +140,19 @@ def read_cpu_trace(path: str | os.PathLike[str], stop_at_gpu: bool = True) -> Cp
                 found.has_gpu = True
                 if stop_at_gpu:
                     return found
-            if event.ph != "X" or cat not in (_STEP_CATEGORY, _OP_CATEGORY, _FRAME_CATEGORY):
+            marker = (
+                marker_prefix is not None
+                and event.ph == "X"
+                and isinstance(event.name, str)
+                and event.name.startswith(marker_prefix)
+            )
+            if not marker and (event.ph != "X" or cat not in (_STEP_CATEGORY, _OP_CATEGORY, _FRAME_CATEGORY)):
                 continue
             span = _span(event, cat, trace_path, left_out)
             if span is None:
+                continue
+            if marker:
+                found.markers.append(span)
                 continue
             if cat == _FRAME_CATEGORY:
                 found.frames.append(span)
@@ -187,6 +202,26 @@ def _site(op: Span, frames: list[Span]) -> str:
     return os.path.basename(file_part) + paren + rest
 
 
+def counted_readbacks(trace: CpuTrace) -> list[tuple[int, Span, str]]:
+    """(step index, op, site) of each readback `count_readbacks` counts, in start order.
+
+    A readback op nested inside another one on the same thread is part of that read (`aten::item` calls
+    `aten::_local_scalar_dense`); one outside every `bubblescope.step` is not counted.
+    """
+    ops, counted = trace.ops, []
+    for index, op in enumerate(ops):
+        if any(
+            o.tid == op.tid and o.start_us <= op.start_us and op.end_us <= o.end_us
+            for o in ops[max(0, index - 4) : index]
+        ):
+            continue
+        for step_index, step in enumerate(trace.steps):
+            if step.start_us <= op.start_us < step.end_us:
+                counted.append((step_index, op, _site(op, trace.frames)))
+                break
+    return counted
+
+
 def count_readbacks(path: str | os.PathLike[str] | CpuTrace) -> dict[str, Any]:
     """Count outermost readback ops per `bubblescope.step` in a trace.
 
@@ -199,23 +234,14 @@ def count_readbacks(path: str | os.PathLike[str] | CpuTrace) -> dict[str, Any]:
         TraceError: unreadable trace, or no `bubblescope.step` annotation.
     """
     trace = path if isinstance(path, CpuTrace) else read_cpu_trace(path)
-    steps, ops = trace.steps, trace.ops
+    steps = trace.steps
     if not steps:
         raise TraceError(f"{trace.path}: no {STEP_MARKER} annotations; cannot count readbacks per step")
     per_step = [0] * len(steps)
     by_site: Counter[tuple[str, str]] = Counter()
-    for index, op in enumerate(ops):
-        # Nested inside another readback op on the same thread: part of that read.
-        if any(
-            o.tid == op.tid and o.start_us <= op.start_us and op.end_us <= o.end_us
-            for o in ops[max(0, index - 4) : index]
-        ):
-            continue
-        for step_index, step in enumerate(steps):
-            if step.start_us <= op.start_us < step.end_us:
-                per_step[step_index] += 1
-                by_site[(_site(op, trace.frames), op.name)] += 1
-                break
+    for step_index, op, site in counted_readbacks(trace):
+        per_step[step_index] += 1
+        by_site[(site, op.name)] += 1
     syncs = []
     for (site, op_name), count in by_site.most_common():
         kind, hint = READBACK_OPS[op_name]
