@@ -437,7 +437,8 @@ def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, 
     fig.add_trace(
         go.Scatter(
             x=start_us,
-            y=[plot_text(host_lane)] * len(syncs),
+            # A merged multi-rank timeline names each read's host lane; one rank's reads sit on its host.
+            y=[plot_text(s.get("lane") or host_lane) for s in syncs],
             mode="markers",
             name="blocking read",
             hovertext=hover,
@@ -520,7 +521,11 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         step_us = _num(timeline.get("dur_ns")) / NS_PER_US
         if step_us > 0:
             fig.update_xaxes(range=[0, step_us])
-    title = (
-        f"One decode step (step {plot_text(timeline.get('step'))}, rank {plot_text(timeline.get('rank', 0))})"
+    ranks = timeline.get("ranks")
+    who = (
+        f"ranks {', '.join(plot_text(r) for r in ranks)}"
+        if isinstance(ranks, list) and len(ranks) > 1
+        else f"rank {plot_text(timeline.get('rank', 0))}"
     )
+    title = f"One decode step (step {plot_text(timeline.get('step'))}, {who})"
     return _base_layout(fig, title, 260 + 70 * max(len(lane_names), 1))

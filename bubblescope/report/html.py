@@ -53,6 +53,7 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
     ablation_slowest_text,
@@ -245,7 +246,7 @@ def warnings_html(warnings: list[Any] | None) -> str:
 def _timeline_section(
     page: Page, analysis: dict[str, Any] | None, heading: str, profiled_over_timed: Any = None
 ) -> None:
-    timeline = (analysis or {}).get("timeline")
+    timeline = merged_timeline(analysis)
     page.add(f"<h2>{esc(heading)}</h2>")
     if num(profiled_over_timed) is not None:
         # The trace's steps ran under the profiler; say how far they describe the timed ones.
@@ -258,6 +259,11 @@ def _timeline_section(
         return
     if timeline.get("truncated"):
         page.add('<p class="warn">timeline truncated: the step has more slices than the report draws</p>')
+    if len(timeline.get("ranks") or []) > 1:
+        page.add(
+            '<p class="sub">every rank at the same step; each rank\'s lanes start at its own GPU interval '
+            "(the ranks' trace clocks are not aligned)</p>"
+        )
     page.figure(figures.timeline_figure(timeline))
 
 
