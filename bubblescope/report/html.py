@@ -255,7 +255,13 @@ def _timeline_section(
             "(gaps and busy times describe the profiled steps, TPOT the timed ones)</p>"
         )
     if not isinstance(timeline, dict) or not timeline.get("slices"):
-        page.add('<p class="muted">no timeline: the run has no analysed trace</p>')
+        # An analysed trace is not "no analysed trace": a profile page leaves its timeline out on purpose
+        # (and says why), an analysis without steps has nothing to draw.
+        if not analysis:
+            why = ": the run has no analysed trace"
+        else:
+            why = " on this page" if analysis.get("steps") else ": the analysis found no step"
+        page.add(f'<p class="muted">no timeline{why}</p>')
         return
     if timeline.get("truncated"):
         page.add('<p class="warn">timeline truncated: the step has more slices than the report draws</p>')
