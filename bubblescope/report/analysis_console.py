@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bubblescope.report.cells import fmt_duration_ns, plural, steps_and_ranks
+from bubblescope.report.cells import blame_text, fmt_duration_ns, plural, steps_and_ranks
 from bubblescope.report.escape import console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
@@ -184,6 +184,6 @@ def _gaps_table(gaps: list[dict]) -> Table:
             us(g["start_ns"]),
             us(g["dur_ns"]),
             f"[{style}]{cls}[/{style}]" if style else cls,
-            console_text(g["blame"]),
+            console_text(blame_text(g["blame"])),
         )
     return table

@@ -6,7 +6,7 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
-from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table, steps_and_ranks
+from bubblescope.report.cells import blame_text, fmt_duration_ns, md_cell, md_table, steps_and_ranks
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.trace_floor import floor_line
@@ -95,6 +95,6 @@ def render_analysis_markdown(analysis: dict) -> str:
     for g in analysis["gaps_top"][:TOP_GAPS_SHOWN]:
         lines.append(
             f"| {_cell(g['rank'])} | {_cell(g['step'])} | {fmt_duration_ns(g['start_ns'])} | "
-            f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(g['blame'])} |"
+            f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(blame_text(g['blame']))} |"
         )
     return "\n".join(lines) + "\n"

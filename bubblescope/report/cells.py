@@ -4,6 +4,7 @@ Markdown table cells. Plain strings out; escaping for each surface lives in repo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bubblescope.report.escape import md_text
@@ -130,6 +131,15 @@ def interval_resolved(interval: Any) -> bool:
         return False
     values = [num(interval.get(k)) for k in ("est", "lo", "hi")]
     return None not in values and is_resolved(*values)  # type: ignore[arg-type]
+
+
+# The analysis writes blame texts with "934.0us" (no space, ASCII u); every surface says "934.0 µs".
+_BARE_US_RE = re.compile(r"(\d)us\b")
+
+
+def blame_text(value: Any) -> str:
+    """A gap's blame (or a finding's site) as shown: `plain`, with "12.5us" spelled "12.5 µs"."""
+    return _BARE_US_RE.sub("\\1" + NBSP + "µs", plain(value))
 
 
 def plain(value: Any) -> str:

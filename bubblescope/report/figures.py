@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import escape
-from bubblescope.report.cells import ESTIMATORS, interval_resolved
+from bubblescope.report.cells import ESTIMATORS, blame_text, interval_resolved
 from bubblescope.report.markdown import shown_estimators
 
 GAP_COLORS = {
@@ -345,7 +345,7 @@ def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) 
         dur_us = _num(gap.get("dur_ns")) / NS_PER_US
         hover = (
             f"<b>idle gap · {plot_text(cls)}</b><br>{dur_us:.1f} µs at +{start_us:.1f} µs"
-            f"<br>blame: {plot_text(gap.get('blame') or '—')}"
+            f"<br>blame: {plot_text(blame_text(gap.get('blame') or None))}"
         )
         for lane in _gap_lanes(str(gap.get("lane")), lanes):
             bucket = grouped.setdefault(cls, {"y": [], "x": [], "base": [], "hover": []})

@@ -20,7 +20,7 @@ import re
 from statistics import median
 from typing import Any
 
-from bubblescope.report.cells import fmt_duration_ns, num
+from bubblescope.report.cells import blame_text, fmt_duration_ns, num
 
 # Sites of the synchronize calls bubblescope itself makes around the profiled and timed windows.
 TOOL_SITE_RE = re.compile(
@@ -99,7 +99,7 @@ def _top_blame(analysis: dict[str, Any], cls: str) -> str | None:
     if not gaps:
         return None
     largest = max(gaps, key=lambda g: num(g.get("dur_ns")) or 0.0)
-    return str(largest.get("blame") or "") or None
+    return blame_text(largest.get("blame") or "") or None
 
 
 def _idle_findings(analysis: dict[str, Any], tokens_per_step: float) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     NAME_CHARS_SHOWN,
     NBSP,
     Rows,
+    blame_text,
     fmt_bytes,
     fmt_delta_ms,
     fmt_duration_ms,
@@ -100,7 +101,7 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
             fmt_duration_ns(g.get("start_ns")),
             fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
-            plain(g.get("blame")),
+            blame_text(g.get("blame")),
             shorten(plain(g.get("next_op"))),
         ]
         for g in largest[:limit]
