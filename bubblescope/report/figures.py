@@ -246,7 +246,9 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
             orientation="h",
             name="TPOT",
             text=texts,
-            textposition="auto",
+            # At the bar's start: at its end the whisker crossed the number, centred the floor line.
+            textposition="inside",
+            insidetextanchor="start",
             hovertext=[f"{lab}<br>{txt}" for lab, txt in zip(labels, texts, strict=True)],
             hoverinfo="text",
             marker={"color": "#1f77b4"},
