@@ -280,7 +280,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "kernels": kernel_entries(ranks),
         "summary": _summary(steps_out),
         "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
-        "timelines": build_rank_timelines(ranks, gap_blames),
+        "rank_timelines": build_rank_timelines(ranks, gap_blames),
     }
 
 

@@ -1,7 +1,8 @@
 """Every rank's lanes of one decode step in one timeline (tensor parallel).
 
-A multi-rank analysis/1 has `timelines`: one timeline per rank at the same step index. Each rank's
-times count from that rank's own earliest event (ranks' clocks are not aligned in the traces), so
+A multi-rank analysis/1 has `timeline` (rank 0) and `rank_timelines` (every other rank, at rank 0's
+step). Each rank's times count from that rank's own earliest event (ranks' clocks are not aligned in the
+traces), so
 the ranks are laid side by side by aligning each rank's GPU interval start with rank 0's: the figure
 then shows, for the same step, how long each rank's GPU work took and where its gaps fall.
 """
@@ -14,7 +15,8 @@ from bubblescope.report.cells import num
 
 
 def merged_timeline(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The timeline the report draws: every rank's lanes when the analysis has several, else `timeline`.
+    """The timeline the report draws: every rank's lanes when the analysis has `rank_timelines`, else
+    `timeline`.
 
     Args:
         analysis: analysis/1 dict (or None).
@@ -24,12 +26,12 @@ def merged_timeline(analysis: dict[str, Any] | None) -> dict[str, Any] | None:
         `rank R · <lane>`, each sync carries the lane of its rank's host, and `ranks` lists the ranks.
     """
     analysis = analysis or {}
-    listed = analysis.get("timelines")
+    first, listed = analysis.get("timeline"), analysis.get("rank_timelines")
     listed = listed if isinstance(listed, list) else []
-    timelines = [t for t in listed if isinstance(t, dict) and _entries(t, "slices")]
-    if len(timelines) < 2:
-        return analysis.get("timeline")
-    return merge_rank_timelines(timelines)
+    others = [t for t in listed if isinstance(t, dict) and _entries(t, "slices")]
+    if not others or not isinstance(first, dict) or not _entries(first, "slices"):
+        return first
+    return merge_rank_timelines([first, *others])
 
 
 def _entries(timeline: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -49,7 +51,7 @@ def merge_rank_timelines(timelines: list[dict[str, Any]]) -> dict[str, Any]:
     """One timeline holding every rank's lanes, each rank shifted so its GPU interval starts with rank 0's.
 
     Args:
-        timelines: one `timeline` dict per rank (rank 0 first), from analysis/1 `timelines`.
+        timelines: one `timeline` dict per rank, rank 0 first (analysis/1 `timeline` + `rank_timelines`).
 
     Returns:
         a `timeline` dict: rank 0's step and windows, lanes/slices/gaps/syncs of every rank with lane

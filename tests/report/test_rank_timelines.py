@@ -53,9 +53,9 @@ def tp_analysis() -> dict:
 
 
 def test_analysis_has_one_timeline_per_rank_at_the_same_step(tp_analysis: dict) -> None:
-    timelines = tp_analysis["timelines"]
+    timelines = [tp_analysis["timeline"], *tp_analysis["rank_timelines"]]
     assert [t["rank"] for t in timelines] == [0, 1]
-    assert timelines[0]["step"] == timelines[1]["step"] == tp_analysis["timeline"]["step"]
+    assert timelines[0]["step"] == timelines[1]["step"]
     step = timelines[0]["step"]
     for timeline, path in zip(timelines, TRACES, strict=True):
         events = _raw(path)
@@ -66,7 +66,7 @@ def test_analysis_has_one_timeline_per_rank_at_the_same_step(tp_analysis: dict) 
 
 
 def test_merged_timeline_has_every_ranks_lanes_aligned_on_rank0(tp_analysis: dict) -> None:
-    timelines = tp_analysis["timelines"]
+    timelines = [tp_analysis["timeline"], *tp_analysis["rank_timelines"]]
     merged = merged_timeline(tp_analysis)
     assert merged["ranks"] == [0, 1]
     lanes = [lane["lane"] for lane in merged["lanes"]]
@@ -87,10 +87,12 @@ def test_merged_timeline_has_every_ranks_lanes_aligned_on_rank0(tp_analysis: dic
 
 
 def test_single_rank_and_damaged_timelines_fall_back_to_timeline(tp_analysis: dict) -> None:
-    one = dict(tp_analysis, timelines=[])
+    one = dict(tp_analysis, rank_timelines=[])
     assert merged_timeline(one) is tp_analysis["timeline"]
     for damaged in ("x", [1, "a"], [{"slices": 3}, {"slices": []}], None):
-        assert merged_timeline(dict(tp_analysis, timelines=damaged)) is tp_analysis["timeline"]
+        assert merged_timeline(dict(tp_analysis, rank_timelines=damaged)) is tp_analysis["timeline"]
+    # No rank 0 timeline to align on: nothing merged.
+    assert merged_timeline(dict(tp_analysis, timeline=None)) is None
     bad = merge_rank_timelines([{"rank": 0, "slices": [{}], "lanes": "x", "gaps": 5}, {"rank": 1}])
     assert bad["ranks"] == [0, 1] and bad["lanes"] == [] and bad["gaps"] == []
 
