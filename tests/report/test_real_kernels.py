@@ -77,7 +77,9 @@ def test_fix_first_on_the_sample(sample: Path) -> None:
     assert reads == []
     # What the steps do lose is host-bound idle: it heads the list, bounded by the median step's host idle
     # so the 74 ms warm-up step 0 does not inflate it.
-    median_host_ns = sorted(s["idle_by_class_ns"]["host"] for s in analysis["steps"])[len(analysis["steps"]) // 2]
+    median_host_ns = sorted(s["idle_by_class_ns"]["host"] for s in analysis["steps"])[
+        len(analysis["steps"]) // 2
+    ]
     assert findings[0]["kind"].startswith("host")
     assert 0 < findings[0]["saving_ns_per_token"] <= median_host_ns
     # The explicit synchronize outside the steps (line 116, per step 0) is not a per-token finding.
