@@ -46,3 +46,22 @@ def test_real_h200_blames_render_in_microseconds_everywhere() -> None:
     for name, text in surfaces.items():
         assert not BARE_US.search(text), (name, BARE_US.search(text))
         assert "µs" in text, name
+
+
+@pytest.mark.skipif(not E256_BASE.is_file(), reason="committed e256 sample missing")
+@pytest.mark.parametrize("width", [80, 100])
+def test_console_kernel_table_shows_names_at_terminal_widths(width: int) -> None:
+    """At 100 columns the eleven-column kernel table drew the names zero wide; every name starts legibly."""
+    analysis = json.loads(E256_BASE.read_text())
+    console = Console(record=True, width=width)
+    print_analysis(console, analysis)
+    text = console.export_text()
+    table = text[text.index("kernels by GPU time") :]
+    table = table[: table.index("\n\n")] if "\n\n" in table else table
+    assert "┃ kernel " in table
+    rows = [line for line in table.splitlines() if re.match(r"│ \d+ +│", line)]
+    assert rows
+    for row in rows:
+        name_cell = row.split("│")[2].strip()
+        assert len(name_cell) >= 10, row
+    assert all(len(line) <= width for line in text.splitlines())
