@@ -39,6 +39,7 @@ from bubblescope.report.markdown import (
     fmt_bytes,
     gap_rows,
     gaps_heading,
+    gpu_measured_of,
     num,
     plain,
     record_syncs,
@@ -316,7 +317,11 @@ def add_run_sections(
         page, analysis, "One decode step", (record.get("analysis") or {}).get("profiled_step_over_timed")
     )
     page.add("<h2>Host-blocking reads</h2>")
-    page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    page.add(
+        table_html(
+            sync_rows(record_syncs(record, analysis), gpu_measured_of(record)), "no host-blocking reads"
+        )
+    )
     kernels_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
@@ -384,7 +389,8 @@ def add_ablation_sections(
     page.add("<h2>Host-blocking reads (baseline)</h2>")
     page.add(
         table_html(
-            sync_rows(record_syncs(base_record, analyses.get(base_key or ""))), "no host-blocking reads"
+            sync_rows(record_syncs(base_record, analyses.get(base_key or "")), gpu_measured_of(base_record)),
+            "no host-blocking reads",
         )
     )
     page.add("<h2>Environment (baseline run)</h2>")
@@ -443,7 +449,9 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     page.add(cards_html(trace_summary_items(analysis)))
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
-    page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    page.add(
+        table_html(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
+    )
     kernels_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))

@@ -48,6 +48,10 @@ INTERVAL_NOTE = (
 )
 
 
+# What a CPU trace says of blocked time, bubbles and idle: nothing blocks there, so 0 would be a claim.
+NOT_MEASURED_NO_GPU = "not measured (no GPU)"
+
+
 def waterfall_noise_note(row: dict[str, Any]) -> str:
     """` (not resolved: noise)` after a waterfall step whose Δ interval holds zero or is wider than Δ."""
     delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
@@ -56,8 +60,14 @@ def waterfall_noise_note(row: dict[str, Any]) -> str:
     return " (not resolved: noise)"
 
 
-def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
-    """Blocking-read table: one row per (site, op), worst first."""
+def sync_rows(syncs: list[dict[str, Any]] | None, gpu_measured: bool = True) -> Rows:
+    """Blocking-read table: one row per (site, op), worst first.
+
+    Args:
+        syncs: analysis `syncs[]` (or a record's).
+        gpu_measured: False for a CPU trace: nothing blocked there, so its 0 ns of blocked time and
+            bubble are shown as not measured, as the fix-first list and the cards do.
+    """
     headers = [
         "site (source line)",
         "op",
@@ -79,8 +89,8 @@ def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
             plain(s.get("api")),
             plain(s.get("per_step")),
             plain(s.get("count")),
-            fmt_duration_ns(s.get("blocked_ns")),
-            fmt_duration_ns(s.get("bubble_ns")),
+            fmt_duration_ns(s.get("blocked_ns")) if gpu_measured else NOT_MEASURED_NO_GPU,
+            fmt_duration_ns(s.get("bubble_ns")) if gpu_measured else NOT_MEASURED_NO_GPU,
             plain(s.get("hint")),
         ]
         for s in ordered
@@ -196,7 +206,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
-    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else NOT_MEASURED_NO_GPU
     measured = floor_measured(record)
     items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
@@ -245,6 +255,13 @@ def floor_text(record: dict[str, Any]) -> str:
         f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
         f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
     )
+
+
+def gpu_measured_of(doc: dict[str, Any] | None) -> bool:
+    """False only when a record's `analysis` block or an analysis/1 says the trace had no GPU timeline."""
+    doc = doc or {}
+    block = doc.get("analysis") if isinstance(doc.get("analysis"), dict) else doc
+    return block.get("gpu_measured") is not False
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -302,7 +319,7 @@ def switch_info_rows(record: dict[str, Any]) -> Rows:
             "on" if plain(s.get("name")) in enabled else "off",
             plain(s.get("help")),
             plain(s.get("replaces")),
-            plain(s.get("usable")),
+            {True: "yes", False: "no"}.get(s.get("usable"), plain(s.get("usable"))),
         ]
         for s in switches.get("available") or []
         if isinstance(s, dict)
@@ -430,7 +447,9 @@ def run_markdown(
     parts += fix_first_md(findings_analysis(record, analysis), tokens_per_step(record))
     parts += [md_items(run_summary_items(record, analysis)), INTERVAL_NOTE, *tp_markdown(record)]
     parts += ["### Host-blocking reads"]
-    parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    parts.append(
+        md_table(sync_rows(record_syncs(record, analysis), gpu_measured_of(record)), "no host-blocking reads")
+    )
     parts += kernels_md(analysis)
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
@@ -471,7 +490,11 @@ def ablation_markdown(
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
     parts += ablation_tp_markdown(ablation, records)
     parts += ["### Host-blocking reads (baseline)"]
-    parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))
+    parts.append(
+        md_table(
+            sync_rows(record_syncs(base_record, None), gpu_measured_of(base_record)), "no host-blocking reads"
+        )
+    )
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -481,7 +504,9 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
     parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
     parts += fix_first_md(analysis)
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
-    parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    parts.append(
+        md_table(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
+    )
     parts += kernels_md(analysis)
     gaps = analysis.get("gaps_top") or []
     parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]

@@ -32,3 +32,55 @@ def test_plain_line_of_a_tight_tpot_has_no_noise_note(
     _print_plain(_record(7.93, 7.867, 8.001, 1), tmp_path, [])
     first = capsys.readouterr().out.splitlines()[0]
     assert "noisy" not in first and first.endswith("1 token")
+
+
+def _cpu_record() -> dict:
+    """What `bubblescope run` writes on CPU (the README walk's debug run): readbacks counted, no times."""
+    record = copy.deepcopy(json.loads(MINIMAL_RUN_FILE.read_text()))
+    record["analysis"] = {
+        "blocking_reads_per_step": 1.0,
+        "gpu_measured": False,
+        "syncs": [
+            {
+                "site": "workload.py(142): step",
+                "op": "aten::item",
+                "api": "none (CPU trace)",
+                "count": 4,
+                "per_step": 1.0,
+                "blocked_ns": 0,
+                "bubble_ns": 0,
+                "hint": "keep the value on device",
+            }
+        ],
+    }
+    record["switches"] = {
+        "enabled": [],
+        "available": [
+            {"name": "no_readback", "help": "h", "replaces": "r", "needs_gpu": True, "usable": False},
+            {"name": "bf16_gate", "help": "h", "replaces": "r", "needs_gpu": False, "usable": True},
+        ],
+    }
+    return record
+
+
+def test_cpu_reads_table_says_not_measured_not_zero() -> None:
+    from bubblescope.report.html import render_run_html
+    from bubblescope.report.markdown import run_markdown
+
+    record = _cpu_record()
+    for page in (render_run_html(record, None), run_markdown(record, None)):
+        reads = page[page.index("Host-blocking reads") :]
+        reads = reads[: reads.index("Switches")]
+        assert "workload.py(142): step" in reads
+        assert reads.count("not measured (no GPU)") == 2 and "0.0" not in reads
+        switches = page[page.index("Switches") :]
+        assert "False" not in switches and "True" not in switches
+
+
+def test_gpu_reads_table_keeps_its_times() -> None:
+    from bubblescope.report.markdown import sync_rows
+
+    syncs = _cpu_record()["analysis"]["syncs"]
+    syncs[0].update(blocked_ns=2_500, bubble_ns=1_000)
+    _, rows = sync_rows(syncs)
+    assert rows[0][5:7] == ["2.5\u00a0µs", "1.0\u00a0µs"]
