@@ -11,7 +11,15 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bubblescope.report.cells import blame_text, fmt_duration_ns, plural, steps_and_ranks
+from bubblescope.report.cells import (
+    READS_NOT_DETECTABLE,
+    blame_text,
+    fmt_duration_ns,
+    nothing_to_fix_text,
+    plural,
+    reads_undetectable,
+    steps_and_ranks,
+)
 from bubblescope.report.escape import console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
@@ -80,7 +88,7 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
     if findings:
         print_table(console, FIX_FIRST_TITLE, fix_first_rows(findings))
     else:
-        console.print("[green]nothing to fix first: no blocking reads and no idle worth a finding[/green]")
+        console.print(f"[green]{console_text(nothing_to_fix_text(analysis))}[/green]")
 
 
 def print_analysis(console: Console, analysis: dict) -> None:
@@ -92,7 +100,11 @@ def print_analysis(console: Console, analysis: dict) -> None:
     headline = (
         f"[bold]bubblescope analyze[/bold]: {plural(steps, 'step')}{on_ranks} "
         f"(steps from {console_text(analysis['step_source'])}), "
-        f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
+        + (
+            f"blocking reads {READS_NOT_DETECTABLE}"
+            if reads_undetectable(analysis)
+            else f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
+        )
     )
     if analysis.get("gpu_measured", True):
         headline += (
@@ -113,6 +125,8 @@ def print_analysis(console: Console, analysis: dict) -> None:
     if analysis["syncs"]:
         console.print(_syncs_table(analysis["syncs"]))
         _sync_hints(console, analysis["syncs"])
+    elif reads_undetectable(analysis):
+        console.print(f"host-blocking reads: {console_text(READS_NOT_DETECTABLE)}")
     else:
         console.print("[green]no host-blocking reads found[/green]")
     kernels = analysis.get("kernels") or []

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
@@ -220,7 +221,7 @@ def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "no
 def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> None:
     """The fix-first section, first under each input's heading."""
     page.add(f"<h2>{esc(FIX_FIRST_TITLE)}</h2>")
-    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), "nothing to fix first"))
+    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), nothing_to_fix_text(analysis)))
 
 
 def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:

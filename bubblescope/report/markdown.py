@@ -15,6 +15,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     GAP_ROWS_SHOWN,
     NAME_CHARS_SHOWN,
     NBSP,
+    READS_NOT_DETECTABLE,
     Rows,
     blame_text,
     fmt_bytes,
@@ -31,6 +32,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     md_table,
     num,
     plain,
+    reads_undetectable,
     shorten,
     steps_and_ranks,
     tpot_noise_note,
@@ -309,6 +311,10 @@ def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | Non
     return None, None
 
 
+def _yes_no(value: Any) -> str:
+    return "yes" if value is True else "no" if value is False else plain(value)
+
+
 def switch_info_rows(record: dict[str, Any]) -> Rows:
     """The switches a run's workload offers, and which were on."""
     switches = record.get("switches") or {}
@@ -319,7 +325,7 @@ def switch_info_rows(record: dict[str, Any]) -> Rows:
             "on" if plain(s.get("name")) in enabled else "off",
             plain(s.get("help")),
             plain(s.get("replaces")),
-            {True: "yes", False: "no"}.get(s.get("usable"), plain(s.get("usable"))),
+            _yes_no(s.get("usable")),
         ]
         for s in switches.get("available") or []
         if isinstance(s, dict)
@@ -349,7 +355,12 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     steps, ranks = steps_and_ranks(analysis)
     items = [
         ("steps", str(steps) + (f" on each of {ranks} ranks" if ranks > 1 else "")),
-        ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
+        (
+            "blocking reads/step",
+            READS_NOT_DETECTABLE
+            if reads_undetectable(analysis)
+            else plain(summary.get("blocking_reads_per_step")),
+        ),
         ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
         ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
     ]
@@ -377,9 +388,12 @@ def trace_warnings(analysis: dict[str, Any]) -> list[Any]:
     """The analysis's own warnings, plus one when the trace had no GPU activity to measure."""
     warnings = list(analysis.get("warnings") or [])
     if analysis.get("gpu_measured") is False:
-        warnings.append(
-            "no GPU activity in the trace: blocking reads are counted, GPU bubbles are not measured"
+        reads = (
+            "blocking reads are not detectable without CUDA sync events"
+            if reads_undetectable(analysis)
+            else "blocking reads are counted from its runtime calls"
         )
+        warnings.append(f"no GPU activity in the trace: GPU bubbles are not measured; {reads}")
     return warnings
 
 
