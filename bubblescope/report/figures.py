@@ -510,6 +510,8 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
             lane_names.insert(at + 1, lane)
     _add_sync_marks(fig, timeline, origin_ns, host_lane)
     fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
+    # A CPU step spans 100+ ms: plotly's default ticks read "140k" on a µs axis; say 140,000.
+    fig.update_xaxes(exponentformat="none", separatethousands=True)
     fig.update_yaxes(
         categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
     )

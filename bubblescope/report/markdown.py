@@ -217,7 +217,10 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
             "speed-of-light floor",
             fmt_ms(floor.get("floor_ms")) if measured or not floor else floor_unmeasured_text(record),
         ),
-        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None and measured else "—"),
+    ]
+    # No measured floor, no ratio: a "TPOT ÷ floor —" card beside "floor: not measured" said nothing.
+    items += [("TPOT ÷ floor", f"{ratio:.2f}×")] if ratio is not None and measured else []
+    items += [
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
         ("GPU idle/step", idle_text),
     ]

@@ -84,3 +84,12 @@ def test_gpu_reads_table_keeps_its_times() -> None:
     syncs[0].update(blocked_ns=2_500, bubble_ns=1_000)
     _, rows = sync_rows(syncs)
     assert rows[0][5:7] == ["2.5\u00a0µs", "1.0\u00a0µs"]
+
+
+def test_cpu_run_has_no_floor_ratio_card() -> None:
+    from bubblescope.report.markdown import run_summary_items
+
+    record = _cpu_record()
+    record["floor"] = {"floor_ms": 0.001, "tpot_over_floor": 7930.0, "bandwidth_source": "assumed H200"}
+    labels = [label for label, _ in run_summary_items(record, None)]
+    assert "TPOT ÷ floor" not in labels and "speed-of-light floor" in labels
