@@ -33,7 +33,7 @@ from bubblescope.trace.steps import (
     step_index_of,
 )
 from bubblescope.trace.tables import TraceTables, build_tables_streamed
-from bubblescope.trace.timeline import build_timeline
+from bubblescope.trace.timeline import build_rank_timelines, build_timeline
 
 SCHEMA = "bubblescope.analysis/1"
 TOP_GAPS = 20
@@ -288,6 +288,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "kernels": kernel_entries(ranks),
         "summary": _summary(steps_out),
         "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
+        "rank_timelines": build_rank_timelines(ranks, gap_blames),
     }
 
 

@@ -75,6 +75,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _listed(value: Any) -> str:
+    """A warning's value: a list of names spelled out ("bf16_gate, pdl"; "none"), else `_short`."""
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return _short(", ".join(value) or "none").strip("'\"")
+    return _short(value)
+
+
 def check_syncs(syncs: Any, where: str) -> None:
     """`syncs` of an analysis block or analysis/1: a list of objects whose counts are finite and >= 0."""
     if not isinstance(syncs, list):
@@ -235,7 +242,7 @@ def compare_records(baseline: dict[str, Any], current: dict[str, Any]) -> list[s
             f"{_short(after[key])}); their TPOT cannot be compared"
         )
     return warnings + [
-        f"{label} differs (baseline {_short(before[key])}, current {_short(after[key])}); "
+        f"{label} differs (baseline {_listed(before[key])}, current {_listed(after[key])}); "
         "the verdict compares different setups"
         for key, label in _WARNED
         if before[key] != after[key]

@@ -7,6 +7,8 @@ A workload is any object with these members. The reference Ling-3.0-flash decode
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -78,10 +80,31 @@ def load_workload_factory(spec: str) -> Any:
     if not module_name or not attr:
         raise ConfigError(f"--workload must look like package.module:factory, got {spec!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_workload_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"cannot import workload module {module_name!r}: {exc}") from None
+        hint = ""
+        if getattr(exc, "name", None) == module_name.split(".")[0]:
+            hint = " (put the folder that holds it on PYTHONPATH, or run from that folder)"
+        raise ConfigError(f"cannot import workload module {module_name!r}: {exc}{hint}") from None
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"{module_name!r} has no callable {attr!r}")
     return factory
+
+
+def _import_workload_module(module_name: str) -> Any:
+    """Import `module_name`, also from the current folder: the `bubblescope` console script puts its
+    own bin folder first on sys.path, not the working folder as `python -m` does, so a workload file
+    beside the user (the README's `my_workload.py`) was not found without PYTHONPATH."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        if exc.name != module_name.split(".")[0] or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        try:
+            return importlib.import_module(module_name)
+        except ImportError:
+            sys.path.remove(cwd)
+            raise

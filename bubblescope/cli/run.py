@@ -39,15 +39,16 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
 
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
-    from bubblescope.report.cells import fmt_duration_ms
+    from bubblescope.report.cells import fmt_duration_ms, plural, tpot_noise_note
     from bubblescope.report.markdown import tpot_interval_ms
     from bubblescope.stats import INTERVAL_LABEL
 
     summary = record["summary"]
     lo, hi = tpot_interval_ms(summary)
     typer.echo(
-        f"TPOT {fmt_duration_ms(summary['tpot_ms'])} ({INTERVAL_LABEL} {fmt_duration_ms(lo)} - "
-        f"{fmt_duration_ms(hi)}), {summary['tokens']} tokens"
+        f"TPOT {fmt_duration_ms(summary['tpot_ms'])} ({INTERVAL_LABEL} {fmt_duration_ms(lo)} – "
+        f"{fmt_duration_ms(hi)}){tpot_noise_note(summary['tpot_ms'], lo, hi)}, "
+        f"{plural(summary['tokens'], 'token')}"
     )
     analysis = record.get("analysis")
     if analysis:

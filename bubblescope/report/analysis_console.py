@@ -11,7 +11,15 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from bubblescope.report.cells import fmt_duration_ns, plural, steps_and_ranks
+from bubblescope.report.cells import (
+    READS_NOT_DETECTABLE,
+    blame_text,
+    fmt_duration_ns,
+    nothing_to_fix_text,
+    plural,
+    reads_undetectable,
+    steps_and_ranks,
+)
 from bubblescope.report.escape import console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
@@ -34,6 +42,27 @@ def us(ns: float) -> str:
     return fmt_duration_ns(ns)
 
 
+# The narrowest a folding column (kernel names, sites, hints) is drawn when the table is squeezed.
+LONG_CELL_MIN_CHARS = 20
+
+
+# The console's kernel columns: eleven did not fit 100 columns and rich drew the names zero wide. The
+# HTML and Markdown tables keep all of them (count, total, mean, max).
+# A C++ template name runs to a thousand characters; the console shows its start (the HTML all of it).
+CONSOLE_KERNEL_NAME_CHARS = 90
+CONSOLE_KERNEL_COLUMNS = ("#", "kernel", "per step", "time / step", "share", "p50", "achieved GB/s")
+
+
+def console_kernel_rows(table: tuple[list[str], list[list[str]]]) -> tuple[list[str], list[list[str]]]:
+    """`kernel_rows` cut to CONSOLE_KERNEL_COLUMNS; achieved GB/s only when some kernel has it."""
+    headers, rows = table
+    keep = [i for i, h in enumerate(headers) if h in CONSOLE_KERNEL_COLUMNS]
+    gbps = headers.index("achieved GB/s") if "achieved GB/s" in headers else None
+    if gbps is not None and all(row[gbps] == "—" for row in rows):
+        keep.remove(gbps)
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def print_table(console: Console, title: str, rows: tuple[list[str], list[list[str]]]) -> None:
     """Plain-string rows as a rich table, every cell escaped."""
     headers, body = rows
@@ -41,7 +70,13 @@ def print_table(console: Console, title: str, rows: tuple[list[str], list[list[s
     for index, header in enumerate(headers):
         # Short cells (numbers with units, ranks) never wrap mid-number; long names and hints fold.
         short = all(len(str(row[index])) <= SHORT_CELL_CHARS for row in body)
-        table.add_column(console_text(header), overflow="fold", no_wrap=short)
+        # A long column keeps a readable minimum: at 100 columns the kernel names were squeezed to nothing.
+        table.add_column(
+            console_text(header),
+            overflow="fold",
+            no_wrap=short,
+            min_width=None if short else LONG_CELL_MIN_CHARS,
+        )
     for row in body:
         table.add_row(*(console_text(cell) for cell in row))
     console.print(table)
@@ -53,7 +88,7 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
     if findings:
         print_table(console, FIX_FIRST_TITLE, fix_first_rows(findings))
     else:
-        console.print("[green]nothing to fix first: no blocking reads and no idle worth a finding[/green]")
+        console.print(f"[green]{console_text(nothing_to_fix_text(analysis))}[/green]")
 
 
 def print_analysis(console: Console, analysis: dict) -> None:
@@ -65,7 +100,11 @@ def print_analysis(console: Console, analysis: dict) -> None:
     headline = (
         f"[bold]bubblescope analyze[/bold]: {plural(steps, 'step')}{on_ranks} "
         f"(steps from {console_text(analysis['step_source'])}), "
-        f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
+        + (
+            f"blocking reads {READS_NOT_DETECTABLE}"
+            if reads_undetectable(analysis)
+            else f"{plural(summary['blocking_reads_per_step'], 'blocking read')}/step"
+        )
     )
     if analysis.get("gpu_measured", True):
         headline += (
@@ -86,11 +125,13 @@ def print_analysis(console: Console, analysis: dict) -> None:
     if analysis["syncs"]:
         console.print(_syncs_table(analysis["syncs"]))
         _sync_hints(console, analysis["syncs"])
+    elif reads_undetectable(analysis):
+        console.print(f"host-blocking reads: {console_text(READS_NOT_DETECTABLE)}")
     else:
         console.print("[green]no host-blocking reads found[/green]")
     kernels = analysis.get("kernels") or []
     if kernels:
-        headers, rows = kernel_rows(kernels)
+        headers, rows = console_kernel_rows(kernel_rows(kernels, name_chars=CONSOLE_KERNEL_NAME_CHARS))
         shown = f"Top {min(len(rows), TOP_KERNELS_SHOWN)} of {plural(len(rows), 'kernel')} by GPU time"
         print_table(console, shown, (headers, rows[:TOP_KERNELS_SHOWN]))
     if analysis["gaps_top"] and analysis.get("gpu_measured", True):
@@ -184,6 +225,6 @@ def _gaps_table(gaps: list[dict]) -> Table:
             us(g["start_ns"]),
             us(g["dur_ns"]),
             f"[{style}]{cls}[/{style}]" if style else cls,
-            console_text(g["blame"]),
+            console_text(blame_text(g["blame"])),
         )
     return table

@@ -6,7 +6,16 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
-from bubblescope.report.cells import fmt_duration_ns, md_cell, md_table, steps_and_ranks
+from bubblescope.report.cells import (
+    READS_NOT_DETECTABLE,
+    blame_text,
+    fmt_duration_ns,
+    md_cell,
+    md_table,
+    nothing_to_fix_text,
+    reads_undetectable,
+    steps_and_ranks,
+)
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.trace_floor import floor_line
@@ -23,7 +32,8 @@ def _cell(text: object) -> str:
 def fix_first_markdown(analysis: dict, tokens_per_step: float = 1.0) -> list[str]:
     """The fix-first section (heading and table) of any Markdown surface."""
     findings = fix_first(analysis, tokens_per_step)
-    return [f"### {FIX_FIRST_TITLE}", "", md_table(fix_first_rows(findings), "nothing to fix first"), ""]
+    rows = fix_first_rows(findings)
+    return [f"### {FIX_FIRST_TITLE}", "", md_table(rows, nothing_to_fix_text(analysis)), ""]
 
 
 def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str]:
@@ -43,9 +53,13 @@ def render_analysis_markdown(analysis: dict) -> str:
     lines = ["## bubblescope analyze", "", *fix_first_markdown(analysis)]
     lines += [
         f"- steps: **{steps}**{on_ranks} (from {_cell(analysis['step_source'])})",
-        f"- blocking reads per step: **{summary['blocking_reads_per_step']:g}**",
+        f"- blocking reads per step: {_cell(READS_NOT_DETECTABLE)}"
+        if reads_undetectable(analysis)
+        else f"- blocking reads per step: **{summary['blocking_reads_per_step']:g}**",
         f"- GPU busy per step: {fmt_duration_ns(summary['gpu_busy_ns_per_step'])}, "
-        f"idle per step: {fmt_duration_ns(summary['idle_ns_per_step'])}",
+        f"idle per step: {fmt_duration_ns(summary['idle_ns_per_step'])}"
+        if analysis.get("gpu_measured", True)
+        else "- GPU busy and idle per step: not measured (no GPU events)",
     ]
     lines.append(f"- {_cell(floor_line(analysis))}")
     lines += [f"- warning: {_cell(w)}" for w in analysis["warnings"]]
@@ -95,6 +109,6 @@ def render_analysis_markdown(analysis: dict) -> str:
     for g in analysis["gaps_top"][:TOP_GAPS_SHOWN]:
         lines.append(
             f"| {_cell(g['rank'])} | {_cell(g['step'])} | {fmt_duration_ns(g['start_ns'])} | "
-            f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(g['blame'])} |"
+            f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(blame_text(g['blame']))} |"
         )
     return "\n".join(lines) + "\n"

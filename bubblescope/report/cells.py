@@ -4,6 +4,7 @@ Markdown table cells. Plain strings out; escaping for each surface lives in repo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bubblescope.report.escape import md_text
@@ -130,6 +131,32 @@ def interval_resolved(interval: Any) -> bool:
         return False
     values = [num(interval.get(k)) for k in ("est", "lo", "hi")]
     return None not in values and is_resolved(*values)  # type: ignore[arg-type]
+
+
+# The analysis writes blame texts with "934.0us" (no space, ASCII u); every surface says "934.0 µs".
+_BARE_US_RE = re.compile(r"(\d)us\b")
+
+
+def blame_text(value: Any) -> str:
+    """A gap's blame (or a finding's site) as shown: `plain`, with "12.5us" spelled "12.5 µs"."""
+    return _BARE_US_RE.sub("\\1" + NBSP + "µs", plain(value))
+
+
+# A trace without GPU events (a CPU run) has no CUDA sync to find: its "0 reads" said the opposite of the
+# run that recorded it, which counts the readback ops (`aten::item`, ...) that would block on a GPU.
+READS_NOT_DETECTABLE = "not detectable (no GPU events; `bubblescope run` counts readback ops on CPU)"
+
+
+def reads_undetectable(analysis: dict[str, Any]) -> bool:
+    """True when the trace had no GPU activity and no read was found: its read count means nothing."""
+    return analysis.get("gpu_measured") is False and not analysis.get("syncs")
+
+
+def nothing_to_fix_text(analysis: dict[str, Any] | None) -> str:
+    """What an empty fix-first list says: a trace without GPU events could not show reads or idle."""
+    if isinstance(analysis, dict) and reads_undetectable(analysis):
+        return "nothing found to fix: a trace without GPU events shows neither blocking reads nor GPU idle"
+    return "nothing to fix first: no blocking reads and no idle worth a finding"
 
 
 def plain(value: Any) -> str:

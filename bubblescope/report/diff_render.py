@@ -29,6 +29,11 @@ def _signed_ns(value: Any) -> str:
     return ("+" if number > 0 else "−" if number < 0 else "±") + fmt_duration_ns(abs(number))
 
 
+def _signed_percent(value: float) -> str:
+    """`+3.2%` / `−53.9%`: the same minus sign as the Δ beside it (Python's format gives a hyphen)."""
+    return f"{value:+.1f}%".replace("-", "−")
+
+
 def _per_step(value: Any) -> str:
     number = num(value)
     return "—" if number is None else f"{number:g}"
@@ -44,7 +49,7 @@ def headline(diff: dict[str, Any]) -> str:
         f"TPOT {fmt_duration_ms(tpot['baseline_ms'])} → {fmt_duration_ms(tpot['current_ms'])}: "
         f"Δ {_signed_ns(delta['est'] * 1e6)} "
         f"[{_signed_ns(delta['lo'] * 1e6)}, {_signed_ns(delta['hi'] * 1e6)}] "
-        f"({(tpot['ratio']['est'] - 1) * 100:+.1f}%; {tpot['interval']}) — "
+        f"({_signed_percent((tpot['ratio']['est'] - 1) * 100)}; {tpot['interval']}) — "
         f"{CHANGE_WORDS.get(tpot.get('change'), plain(tpot.get('change')))}"
     )
 

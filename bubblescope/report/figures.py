@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import escape
-from bubblescope.report.cells import ESTIMATORS, interval_resolved
+from bubblescope.report.cells import ESTIMATORS, blame_text, interval_resolved
 from bubblescope.report.markdown import shown_estimators
 
 GAP_COLORS = {
@@ -246,7 +246,9 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
             orientation="h",
             name="TPOT",
             text=texts,
-            textposition="auto",
+            # At the bar's start: at its end the whisker crossed the number, centred the floor line.
+            textposition="inside",
+            insidetextanchor="start",
             hovertext=[f"{lab}<br>{txt}" for lab, txt in zip(labels, texts, strict=True)],
             hoverinfo="text",
             marker={"color": "#1f77b4"},
@@ -345,7 +347,7 @@ def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) 
         dur_us = _num(gap.get("dur_ns")) / NS_PER_US
         hover = (
             f"<b>idle gap · {plot_text(cls)}</b><br>{dur_us:.1f} µs at +{start_us:.1f} µs"
-            f"<br>blame: {plot_text(gap.get('blame') or '—')}"
+            f"<br>blame: {plot_text(blame_text(gap.get('blame') or None))}"
         )
         for lane in _gap_lanes(str(gap.get("lane")), lanes):
             bucket = grouped.setdefault(cls, {"y": [], "x": [], "base": [], "hover": []})
@@ -437,7 +439,8 @@ def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, 
     fig.add_trace(
         go.Scatter(
             x=start_us,
-            y=[plot_text(host_lane)] * len(syncs),
+            # A merged multi-rank timeline names each read's host lane; one rank's reads sit on its host.
+            y=[plot_text(s.get("lane") or host_lane) for s in syncs],
             mode="markers",
             name="blocking read",
             hovertext=hover,
@@ -507,6 +510,8 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
             lane_names.insert(at + 1, lane)
     _add_sync_marks(fig, timeline, origin_ns, host_lane)
     fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
+    # A CPU step spans 100+ ms: plotly's default ticks read "140k" on a µs axis; say 140,000.
+    fig.update_xaxes(exponentformat="none", separatethousands=True)
     fig.update_yaxes(
         categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
     )
@@ -520,7 +525,11 @@ def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
         step_us = _num(timeline.get("dur_ns")) / NS_PER_US
         if step_us > 0:
             fig.update_xaxes(range=[0, step_us])
-    title = (
-        f"One decode step (step {plot_text(timeline.get('step'))}, rank {plot_text(timeline.get('rank', 0))})"
+    ranks = timeline.get("ranks")
+    who = (
+        f"ranks {', '.join(plot_text(r) for r in ranks)}"
+        if isinstance(ranks, list) and len(ranks) > 1
+        else f"rank {plot_text(timeline.get('rank', 0))}"
     )
+    title = f"One decode step (step {plot_text(timeline.get('step'))}, {who})"
     return _base_layout(fig, title, 260 + 70 * max(len(lane_names), 1))

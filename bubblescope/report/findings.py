@@ -20,7 +20,7 @@ import re
 from statistics import median
 from typing import Any
 
-from bubblescope.report.cells import fmt_duration_ns, num
+from bubblescope.report.cells import blame_text, fmt_duration_ns, num
 
 # Sites of the synchronize calls bubblescope itself makes around the profiled and timed windows.
 TOOL_SITE_RE = re.compile(
@@ -56,15 +56,16 @@ def is_tool_site(site: Any) -> bool:
 def _median_class_ns(analysis: dict[str, Any], cls: str) -> float:
     """Median over steps of one idle class per step (the summary's mean when there are no steps)."""
     values = [
-        num((s.get("idle_by_class_ns") or {}).get(cls))
+        num(s["idle_by_class_ns"].get(cls))
         for s in analysis.get("steps") or []
-        if isinstance(s, dict)
+        if isinstance(s, dict) and isinstance(s.get("idle_by_class_ns"), dict)
     ]
     values = [v for v in values if v is not None]
     if values:
         return float(median(values))
-    summary = analysis.get("summary") or {}
-    return num((summary.get("idle_by_class_ns_per_step") or {}).get(cls)) or 0.0
+    summary = analysis.get("summary") if isinstance(analysis.get("summary"), dict) else {}
+    by_class = summary.get("idle_by_class_ns_per_step")
+    return (num(by_class.get(cls)) if isinstance(by_class, dict) else None) or 0.0
 
 
 def _sync_findings(analysis: dict[str, Any], tokens_per_step: float) -> list[dict[str, Any]]:
@@ -99,7 +100,7 @@ def _top_blame(analysis: dict[str, Any], cls: str) -> str | None:
     if not gaps:
         return None
     largest = max(gaps, key=lambda g: num(g.get("dur_ns")) or 0.0)
-    return str(largest.get("blame") or "") or None
+    return blame_text(largest.get("blame") or "") or None
 
 
 def _idle_findings(analysis: dict[str, Any], tokens_per_step: float) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
@@ -39,6 +40,7 @@ from bubblescope.report.markdown import (
     fmt_bytes,
     gap_rows,
     gaps_heading,
+    gpu_measured_of,
     num,
     plain,
     record_syncs,
@@ -53,6 +55,7 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
     ablation_slowest_text,
@@ -218,7 +221,7 @@ def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "no
 def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> None:
     """The fix-first section, first under each input's heading."""
     page.add(f"<h2>{esc(FIX_FIRST_TITLE)}</h2>")
-    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), "nothing to fix first"))
+    page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), nothing_to_fix_text(analysis)))
 
 
 def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
@@ -245,7 +248,7 @@ def warnings_html(warnings: list[Any] | None) -> str:
 def _timeline_section(
     page: Page, analysis: dict[str, Any] | None, heading: str, profiled_over_timed: Any = None
 ) -> None:
-    timeline = (analysis or {}).get("timeline")
+    timeline = merged_timeline(analysis)
     page.add(f"<h2>{esc(heading)}</h2>")
     if num(profiled_over_timed) is not None:
         # The trace's steps ran under the profiler; say how far they describe the timed ones.
@@ -254,10 +257,21 @@ def _timeline_section(
             "(gaps and busy times describe the profiled steps, TPOT the timed ones)</p>"
         )
     if not isinstance(timeline, dict) or not timeline.get("slices"):
-        page.add('<p class="muted">no timeline: the run has no analysed trace</p>')
+        # An analysed trace is not "no analysed trace": a profile page leaves its timeline out on purpose
+        # (and says why), an analysis without steps has nothing to draw.
+        if not analysis:
+            why = ": the run has no analysed trace"
+        else:
+            why = " on this page" if analysis.get("steps") else ": the analysis found no step"
+        page.add(f'<p class="muted">no timeline{why}</p>')
         return
     if timeline.get("truncated"):
         page.add('<p class="warn">timeline truncated: the step has more slices than the report draws</p>')
+    if len(timeline.get("ranks") or []) > 1:
+        page.add(
+            '<p class="sub">every rank at the same step; each rank\'s lanes start at its own GPU interval '
+            "(the ranks' trace clocks are not aligned)</p>"
+        )
     page.figure(figures.timeline_figure(timeline))
 
 
@@ -304,7 +318,11 @@ def add_run_sections(
         page, analysis, "One decode step", (record.get("analysis") or {}).get("profiled_step_over_timed")
     )
     page.add("<h2>Host-blocking reads</h2>")
-    page.add(table_html(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    page.add(
+        table_html(
+            sync_rows(record_syncs(record, analysis), gpu_measured_of(record)), "no host-blocking reads"
+        )
+    )
     kernels_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
@@ -372,7 +390,8 @@ def add_ablation_sections(
     page.add("<h2>Host-blocking reads (baseline)</h2>")
     page.add(
         table_html(
-            sync_rows(record_syncs(base_record, analyses.get(base_key or ""))), "no host-blocking reads"
+            sync_rows(record_syncs(base_record, analyses.get(base_key or "")), gpu_measured_of(base_record)),
+            "no host-blocking reads",
         )
     )
     page.add("<h2>Environment (baseline run)</h2>")
@@ -431,7 +450,9 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
     page.add(cards_html(trace_summary_items(analysis)))
     _timeline_section(page, analysis, "One decode step")
     page.add("<h2>Host-blocking reads</h2>")
-    page.add(table_html(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    page.add(
+        table_html(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
+    )
     kernels_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))

@@ -15,7 +15,9 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     GAP_ROWS_SHOWN,
     NAME_CHARS_SHOWN,
     NBSP,
+    READS_NOT_DETECTABLE,
     Rows,
+    blame_text,
     fmt_bytes,
     fmt_delta_ms,
     fmt_duration_ms,
@@ -30,6 +32,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     md_table,
     num,
     plain,
+    reads_undetectable,
     shorten,
     steps_and_ranks,
     tpot_noise_note,
@@ -47,6 +50,10 @@ INTERVAL_NOTE = (
 )
 
 
+# What a CPU trace says of blocked time, bubbles and idle: nothing blocks there, so 0 would be a claim.
+NOT_MEASURED_NO_GPU = "not measured (no GPU)"
+
+
 def waterfall_noise_note(row: dict[str, Any]) -> str:
     """` (not resolved: noise)` after a waterfall step whose Δ interval holds zero or is wider than Δ."""
     delta = {"est": row.get("delta_ms"), "lo": row.get("delta_lo"), "hi": row.get("delta_hi")}
@@ -55,8 +62,14 @@ def waterfall_noise_note(row: dict[str, Any]) -> str:
     return " (not resolved: noise)"
 
 
-def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
-    """Blocking-read table: one row per (site, op), worst first."""
+def sync_rows(syncs: list[dict[str, Any]] | None, gpu_measured: bool = True) -> Rows:
+    """Blocking-read table: one row per (site, op), worst first.
+
+    Args:
+        syncs: analysis `syncs[]` (or a record's).
+        gpu_measured: False for a CPU trace: nothing blocked there, so its 0 ns of blocked time and
+            bubble are shown as not measured, as the fix-first list and the cards do.
+    """
     headers = [
         "site (source line)",
         "op",
@@ -78,8 +91,8 @@ def sync_rows(syncs: list[dict[str, Any]] | None) -> Rows:
             plain(s.get("api")),
             plain(s.get("per_step")),
             plain(s.get("count")),
-            fmt_duration_ns(s.get("blocked_ns")),
-            fmt_duration_ns(s.get("bubble_ns")),
+            fmt_duration_ns(s.get("blocked_ns")) if gpu_measured else NOT_MEASURED_NO_GPU,
+            fmt_duration_ns(s.get("bubble_ns")) if gpu_measured else NOT_MEASURED_NO_GPU,
             plain(s.get("hint")),
         ]
         for s in ordered
@@ -100,7 +113,7 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
             fmt_duration_ns(g.get("start_ns")),
             fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
-            plain(g.get("blame")),
+            blame_text(g.get("blame")),
             shorten(plain(g.get("next_op"))),
         ]
         for g in largest[:limit]
@@ -195,7 +208,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
-    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else "not measured (no GPU)"
+    idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else NOT_MEASURED_NO_GPU
     measured = floor_measured(record)
     items = [
         ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
@@ -204,7 +217,10 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
             "speed-of-light floor",
             fmt_ms(floor.get("floor_ms")) if measured or not floor else floor_unmeasured_text(record),
         ),
-        ("TPOT ÷ floor", f"{ratio:.2f}×" if ratio is not None and measured else "—"),
+    ]
+    # No measured floor, no ratio: a "TPOT ÷ floor —" card beside "floor: not measured" said nothing.
+    items += [("TPOT ÷ floor", f"{ratio:.2f}×")] if ratio is not None and measured else []
+    items += [
         ("blocking reads/step", plain(stats.get("blocking_reads_per_step"))),
         ("GPU idle/step", idle_text),
     ]
@@ -244,6 +260,13 @@ def floor_text(record: dict[str, Any]) -> str:
         f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
         f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
     )
+
+
+def gpu_measured_of(doc: dict[str, Any] | None) -> bool:
+    """False only when a record's `analysis` block or an analysis/1 says the trace had no GPU timeline."""
+    doc = doc or {}
+    block = doc.get("analysis") if isinstance(doc.get("analysis"), dict) else doc
+    return block.get("gpu_measured") is not False
 
 
 def record_syncs(record: dict[str, Any], analysis: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -291,6 +314,10 @@ def tpot_interval_ms(summary: dict[str, Any]) -> tuple[float | None, float | Non
     return None, None
 
 
+def _yes_no(value: Any) -> str:
+    return "yes" if value is True else "no" if value is False else plain(value)
+
+
 def switch_info_rows(record: dict[str, Any]) -> Rows:
     """The switches a run's workload offers, and which were on."""
     switches = record.get("switches") or {}
@@ -301,7 +328,7 @@ def switch_info_rows(record: dict[str, Any]) -> Rows:
             "on" if plain(s.get("name")) in enabled else "off",
             plain(s.get("help")),
             plain(s.get("replaces")),
-            plain(s.get("usable")),
+            _yes_no(s.get("usable")),
         ]
         for s in switches.get("available") or []
         if isinstance(s, dict)
@@ -331,7 +358,12 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     steps, ranks = steps_and_ranks(analysis)
     items = [
         ("steps", str(steps) + (f" on each of {ranks} ranks" if ranks > 1 else "")),
-        ("blocking reads/step", plain(summary.get("blocking_reads_per_step"))),
+        (
+            "blocking reads/step",
+            READS_NOT_DETECTABLE
+            if reads_undetectable(analysis)
+            else plain(summary.get("blocking_reads_per_step")),
+        ),
         ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
         ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
     ]
@@ -359,9 +391,12 @@ def trace_warnings(analysis: dict[str, Any]) -> list[Any]:
     """The analysis's own warnings, plus one when the trace had no GPU activity to measure."""
     warnings = list(analysis.get("warnings") or [])
     if analysis.get("gpu_measured") is False:
-        warnings.append(
-            "no GPU activity in the trace: blocking reads are counted, GPU bubbles are not measured"
+        reads = (
+            "blocking reads are not detectable without CUDA sync events"
+            if reads_undetectable(analysis)
+            else "blocking reads are counted from its runtime calls"
         )
+        warnings.append(f"no GPU activity in the trace: GPU bubbles are not measured; {reads}")
     return warnings
 
 
@@ -429,7 +464,9 @@ def run_markdown(
     parts += fix_first_md(findings_analysis(record, analysis), tokens_per_step(record))
     parts += [md_items(run_summary_items(record, analysis)), INTERVAL_NOTE, *tp_markdown(record)]
     parts += ["### Host-blocking reads"]
-    parts.append(md_table(sync_rows(record_syncs(record, analysis)), "no host-blocking reads"))
+    parts.append(
+        md_table(sync_rows(record_syncs(record, analysis), gpu_measured_of(record)), "no host-blocking reads")
+    )
     parts += kernels_md(analysis)
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
@@ -470,7 +507,11 @@ def ablation_markdown(
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
     parts += ablation_tp_markdown(ablation, records)
     parts += ["### Host-blocking reads (baseline)"]
-    parts.append(md_table(sync_rows(record_syncs(base_record, None)), "no host-blocking reads"))
+    parts.append(
+        md_table(
+            sync_rows(record_syncs(base_record, None), gpu_measured_of(base_record)), "no host-blocking reads"
+        )
+    )
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -480,7 +521,9 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
     parts = [f"## Trace: {md_cell(trace_title(analysis))}", *_md_warnings(trace_warnings(analysis))]
     parts += fix_first_md(analysis)
     parts += [md_items(trace_summary_items(analysis)), "### Host-blocking reads"]
-    parts.append(md_table(sync_rows(analysis.get("syncs")), "no host-blocking reads"))
+    parts.append(
+        md_table(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
+    )
     parts += kernels_md(analysis)
     gaps = analysis.get("gaps_top") or []
     parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]

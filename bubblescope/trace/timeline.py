@@ -11,6 +11,9 @@ drawn window (`start_ns`, `dur_ns`) is the union of the host window and the GPU 
     host   |--step k host window--|
     GPU                 |==ops launched in step k==|
            ^ start_ns                              ^ start_ns + dur_ns
+
+A tensor-parallel analysis also has `rank_timelines`: the same dict for every other rank at rank 0's
+step (`build_rank_timelines`), so the report can draw all ranks' lanes for one decode step.
 """
 
 from __future__ import annotations
@@ -29,13 +32,50 @@ if TYPE_CHECKING:
 MAX_TIMELINE_SLICES = 4000
 
 
-def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], Callable]) -> dict | None:
+def build_rank_timelines(
+    ranks: list[RankAnalysis], blames_of: Callable[[RankAnalysis, tuple[int, int]], Callable]
+) -> list[dict]:
+    """The `rank_timelines` entry of a multi-rank (tensor-parallel) analysis: the timeline of every rank
+    after rank 0, at rank 0's representative step (rank 0's own is the `timeline` entry), so the report
+    can draw every rank's lanes for the same decode step.
+
+    Args:
+        ranks: every rank's analysis, rank 0 first.
+        blames_of: (rank, window) -> (gap rows DataFrame -> blame text of each), as `gap_blames`.
+
+    Returns:
+        one `build_timeline` dict per rank after rank 0 that has steps; empty for a single rank or when
+        rank 0 has no steps.
+    """
+    if len(ranks) < 2 or not len(ranks[0].steps):
+        return []
+    step0 = median_step(ranks[0])
+    timelines = []
+    for rank in ranks[1:]:
+        # A rank with fewer steps than rank 0 shows its own median step rather than none.
+        step = step0 if step0 < len(rank.steps) else None
+        timeline = build_timeline(rank, lambda window, r=rank: blames_of(r, window), step=step)
+        if timeline is not None:
+            timelines.append(timeline)
+    return timelines
+
+
+def median_step(rank: RankAnalysis) -> int:
+    """Index of the rank's median-duration step (the first such one on ties); the rank has steps."""
+    durations = rank.steps.end_ns - rank.steps.start_ns
+    return int(np.argsort(durations, kind="stable")[(len(durations) - 1) // 2])
+
+
+def build_timeline(
+    rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], Callable], step: int | None = None
+) -> dict | None:
     """The `timeline` entry of the analysis dict for `rank`, or None without steps.
 
     Args:
         rank: one rank's analysis.
         make_blamer: (start_ns, end_ns) window -> (gap rows DataFrame -> blame text of each: sync
             site, host work, or device-side cause).
+        step: index of the step to show; None = the median-duration step.
 
     Returns:
         dict with step, rank, start_ns/dur_ns (drawn window), host_start_ns/host_dur_ns (host window),
@@ -45,8 +85,8 @@ def build_timeline(rank: RankAnalysis, make_blamer: Callable[[tuple[int, int]], 
     steps = rank.steps
     if not len(steps):
         return None
-    durations = steps.end_ns - steps.start_ns
-    step = int(np.argsort(durations, kind="stable")[(len(durations) - 1) // 2])
+    if step is None:
+        step = median_step(rank)
     host_start, host_end = int(steps.start_ns[step]), int(steps.end_ns[step])
     gpu_start, gpu_end = _gpu_interval(rank, step, host_start)
     step_ops = _step_ops(rank, step, gpu_start, gpu_end)

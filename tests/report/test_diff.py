@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +113,15 @@ def test_two_ablations_compare_each_switch_alone() -> None:
     diff = run_diff(ablation, ablation)
     assert {s["name"]: s["current_alone_ms"] for s in diff["switches"]} == want
     assert diff["tpot"]["change"] == "unresolved" and diff["tpot"]["delta_ms"]["est"] == 0.0
+
+
+def test_headline_uses_one_minus_sign() -> None:
+    """'Δ −36.29 ms [...] (-53.9%...' mixed a minus sign and a hyphen in one line."""
+    from bubblescope.report.diff_render import headline
+
+    base, cur = GATE / "baseline.json", GATE / "tpot_regression.json"
+    faster = headline(run_diff(cur, base))
+    assert "Δ −" in faster and re.search(r"\(−\d+\.\d%;", faster), faster
+    assert "-" not in faster.split("(", 1)[1].split(";", 1)[0]
+    slower = headline(run_diff(base, cur))
+    assert re.search(r"\(\+\d+\.\d%;", slower), slower
