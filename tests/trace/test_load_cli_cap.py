@@ -51,7 +51,8 @@ def test_trace_over_the_cap_is_refused(tmp_path: Path, command: list[str]) -> No
 
 
 def test_ablate_takes_the_option_and_rejects_a_bad_value(tmp_path: Path) -> None:
-    help_text = CliRunner().invoke(app, ["ablate", "--help"], terminal_width=200).output
+    # rich sizes the help table from COLUMNS, not from the runner's terminal width.
+    help_text = CliRunner().invoke(app, ["ablate", "--help"], env={"COLUMNS": "200"}).output
     assert "--max-decompressed-mb" in help_text
     bad = _bubblescope("analyze", str(_big_trace(tmp_path)), "--max-decompressed-mb", "0")
     assert bad.returncode == 2 and "must be positive" in bad.stderr, bad.stderr
