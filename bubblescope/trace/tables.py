@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -256,15 +255,15 @@ def _categorical(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=merged)
 
 
-def _arg_values(args: Any, attr: str, fallback: Any) -> list[Any]:
-    """args.<attr> per event; `fallback` (a value, or a sequence per event) where args or the member
-    is absent."""
+def _arg_values(events: Any, attr: str, fallback: Any) -> list[Any]:
+    """event.args.<attr> per event; `fallback` (a value, or a sequence per event) where args or the
+    member is absent."""
     per_event = isinstance(fallback, (list, tuple))
-    get = attrgetter(attr)
     try:
-        values = list(map(get, args))
+        values = _ARG_OF[attr](events)
     except AttributeError:
-        values = [None if a is None else get(a) for a in args]
+        # Some events have no args at all (None): their member is absent too.
+        values = [None if e.args is None else getattr(e.args, attr) for e in events]
     if None not in values:
         return values
     if per_event:
@@ -272,9 +271,10 @@ def _arg_values(args: Any, attr: str, fallback: Any) -> list[Any]:
     return [fallback if v is None else v for v in values]
 
 
-def _int_column(args: Any, attr: str, default: Any, path: Path, what: str | None = None) -> np.ndarray:
-    """[n] int64 of an args member (or its per-event fallback); a non-integer is a TraceError."""
-    values = _arg_values(args, attr, default)
+def _int_column(events: Any, attr: str, default: Any, path: Path, what: str | None = None) -> np.ndarray:
+    """[n] int64 of an args member of `events` (or its per-event fallback); a non-integer is a
+    TraceError."""
+    values = _arg_values(events, attr, default)
     try:
         column = np.asarray(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -286,6 +286,16 @@ def _int_column(args: Any, attr: str, default: Any, path: Path, what: str | None
 
 
 _ARG_NAMES = {"python_id": "Python id", "python_parent_id": "Python parent id"}
+# One list comprehension per member (see `buckets._COLUMN_OF`: specialised slot reads, 3-4x faster
+# than `map(attrgetter(...))`).
+_ARG_OF: dict[str, Callable[[Any], list[Any]]] = {
+    "correlation": lambda events: [e.args.correlation for e in events],
+    "device": lambda events: [e.args.device for e in events],
+    "stream": lambda events: [e.args.stream for e in events],
+    "bytes": lambda events: [e.args.bytes for e in events],
+    "python_id": lambda events: [e.args.python_id for e in events],
+    "python_parent_id": lambda events: [e.args.python_parent_id for e in events],
+}
 
 
 def _tids(fields: Fields, path: Path) -> pd.Categorical:
