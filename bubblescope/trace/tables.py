@@ -105,6 +105,7 @@ def build_tables_streamed(
             counted[0] += len(chunk)
             found = bucket_events(chunk, left_out)
             # Events of no table (flows, instants) are freed now, not after the next chunk's decode.
+            del chunk
             yield found
 
     parts = _table_parts(buckets(), path)
@@ -141,8 +142,9 @@ def _table_parts(bucket_stream: Iterable[dict[str, Fields]], path: Path) -> tupl
             for kind in ("kernel", "memcpy", "memset"):
                 if kind in buckets:
                     parts["gpu"].append(_gpu_table(buckets[kind], kind, base_us, path))
-            # Free this chunk's events before the next one is decoded: their memory is reused while
-            # still cached, instead of the process growing by a chunk (~10% less load CPU measured).
+            # Free this chunk's events before the next one is decoded, so that decode reuses their
+            # memory (load + tables CPU lower in 3 of 3 alternating runs on the 1.7 M-event file).
+            del buckets
     return parts, legacy
 
 
