@@ -71,8 +71,9 @@ result = analyze_traces([sys.argv[1]])
     + _REPORT
     + _ANALYSIS_TAIL
 )
-# Where bubblescope's time goes, stage by stage (CPU seconds; chunks held at once, so not the peak RSS
-# of a normal run).
+# Where bubblescope's time goes, stage by stage (CPU seconds), streamed as `analyze_traces` streams:
+# read + decode is the time spent getting each next chunk; tables is the rest of loading (bucketing,
+# columns, joining, and freeing each chunk's events).
 _STAGES_CHILD = """
 import json, sys, time
 from pathlib import Path
@@ -84,18 +85,31 @@ from bubblescope.trace.tables import build_tables_streamed
 t1 = time.process_time()
 path = Path(sys.argv[1])
 streamed = stream_trace(path)
+decode = [0.0]
+def timed(chunks):
+    while True:
+        start = time.process_time()
+        chunk = next(chunks, None)
+        decode[0] += time.process_time() - start
+        if chunk is None:
+            return
+        yield chunk
 with gc_paused():
-    chunks = list(streamed.chunks())
-    t2 = time.process_time()
-    tables = build_tables_streamed(iter(chunks), lambda: streamed.meta, path, rank=0)
+    tables = build_tables_streamed(timed(streamed.chunks()), lambda: streamed.meta, path, rank=0)
 t3 = time.process_time()
-del chunks
 rank = analyze_rank(tables)
 t4 = time.process_time()
 analysis_dict([rank])
 t5 = time.process_time()
-print(json.dumps({"import": t1 - t0, "read+decode": t2 - t1, "tables": t3 - t2,
-                  "detectors": t4 - t3, "analysis_dict": t5 - t4}))
+# Two parts of analysis_dict, run again on their own: the top gaps' host blame and the timeline.
+import bubblescope.analysis as A
+A._top_gaps(rank)
+t6 = time.process_time()
+A.build_timeline(rank, lambda window: A.gap_blames(rank, window))
+t7 = time.process_time()
+print(json.dumps({"import": t1 - t0, "read+decode": decode[0], "tables": t3 - t1 - decode[0],
+                  "detectors": t4 - t3, "analysis_dict": t5 - t4,
+                  "(of which top-gap blame)": t6 - t5, "(of which timeline)": t7 - t6}))
 """
 
 

@@ -7,7 +7,7 @@ appears, and in file order within a category (the same order on every run and ev
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,12 +32,23 @@ _KEYS_READ = {
         for name in ("kernel", "memcpy", "memset", "waits", "gpu_annotations")
     },
 }
+# One list comprehension per member: CPython 3.11+ specialises `event.ts` on a Struct slot, 3-4x
+# faster per event than `map(attrgetter("ts"), ...)` (12 vs 42 ns per event and member, measured on
+# a 27k-event chunk of the synthetic decode trace).
+_COLUMN_OF: dict[str, Any] = {
+    "ts": lambda events: [e.ts for e in events],
+    "dur": lambda events: [e.dur for e in events],
+    "name": lambda events: [e.name for e in events],
+    "tid": lambda events: [e.tid for e in events],
+    "pid": lambda events: [e.pid for e in events],
+}
 
 
 class Fields(NamedTuple):
     """The fields every table reads, one sequence per field over a bucket's events.
 
-    `args` holds `events.Args` (or None); `first_ts` is the first event's `ts` as JSON gives it (the
+    `args` holds the bucket's events (their `.args` is an `events.Args` or None) for tables that read
+    args members, else None; `first_ts` is the first event's `ts` as JSON gives it (the
     time base); `events` the bucket's events, for naming a bad one in a message.
     """
 
@@ -78,14 +89,15 @@ def bucket_events(events: list[Event], left_out: list[int] | None = None) -> dic
         bucket = list(itemgetter(*rows)(events)) if len(rows) > 1 else [events[rows[0]]]
         # Each part is one category: one string object repeated (hashed once when factorized).
         cats = sum(((cat,) * len(part_rows) for cat, part_rows in parts), ())
-        columns = {key: list(map(attrgetter(key), bucket)) for key in _KEYS_READ[name]}
+        columns = {key: _COLUMN_OF[key](bucket) for key in _KEYS_READ[name] if key != "args"}
         buckets[name] = Fields(
             ts=columns["ts"],
             dur=columns["dur"],
             name=columns["name"],
             tid=columns["tid"],
             cat=cats,
-            args=columns.get("args"),
+            # The events themselves: `tables` reads `event.args.<member>` in one pass per member.
+            args=bucket if "args" in _KEYS_READ[name] else None,
             pid=columns.get("pid"),
             first_ts=columns["ts"][0],
             events=bucket,

@@ -29,7 +29,8 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
         `launch_end_ns` (-1 when unmatched), `launch_tid`, `launch_name`, `graph` (launched by a graph
         launch) and `first_of_launch`.
     """
-    out = gpu.copy()
+    # Shallow: only new columns are added, and pandas' copy-on-write keeps `gpu` itself unchanged.
+    out = gpu.copy(deep=False)
     n_ops = len(out)
     runtime_corr = runtime["correlation"].to_numpy()
     valid = runtime_corr >= 0
@@ -55,7 +56,9 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
     tids = category_labels(runtime["tid"])
     out["launch_name"] = np.where(has, names[safe] if len(names) else "", "")
     out["launch_tid"] = np.where(has, tids[safe] if len(tids) else "", "")
-    out["graph"] = out["launch_name"].isin(rt.GRAPH_LAUNCHES).to_numpy()
+    # Decided once per distinct runtime name, then taken per op.
+    is_graph_call = category_mask(runtime["name"], rt.is_graph_launch)
+    out["graph"] = has & is_graph_call[safe] if len(is_graph_call) else np.zeros(n_ops, dtype=bool)
     first_flag = np.ones(n_ops, dtype=bool)
     if n_ops:
         # Ops are sorted by start, so the first row of each correlation group starts first.

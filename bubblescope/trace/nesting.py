@@ -89,10 +89,15 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     # A zero-length range at t (`aten::resolve_neg` in integer-µs traces) "ends" at t: it must not count
     # as an earlier range closed before itself or before the zero-length ranges after it at t. They
     # sort last among the ranges starting at t, so those to discount are the ones from i on.
-    group_end = np.searchsorted(starts, starts, side="right")
-    unique_starts, group_first = np.unique(starts, return_index=True)
+    # `starts` is sorted, so ranges starting at the same t are runs: found with one diff, no sort.
+    new_group = np.empty(n, dtype=bool)
+    new_group[0] = True
+    np.not_equal(starts[1:], starts[:-1], out=new_group[1:])
+    group_first = np.flatnonzero(new_group)
+    group_of = np.cumsum(new_group) - 1
+    group_end = np.append(group_first[1:], n)[group_of]
     zero_per_group = np.add.reduceat((ends == starts).astype(np.int64), group_first)
-    first_zero = group_end - zero_per_group[np.searchsorted(unique_starts, starts)]
+    first_zero = group_end - zero_per_group[group_of]
     closed -= np.maximum(group_end - np.maximum(np.arange(n), first_zero), 0)
     depth = np.maximum(np.arange(n) - closed, 0)
     order = np.argsort(depth, kind="stable")
