@@ -34,7 +34,13 @@ LARGE = (
     "tl_torch_compile_triton_trace.json.gz",
     "hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
 )
-_TEST_PATTERNS = ("*/trace.json", "*/*.trace.json.gz", "*/*/trace.json.gz", "*/trace.json.gz", "report/*/trace.json")
+_TEST_PATTERNS = (
+    "*/trace.json",
+    "*/*.trace.json.gz",
+    "*/*/trace.json.gz",
+    "*/trace.json.gz",
+    "report/*/trace.json",
+)
 
 
 def trace_paths(real: Path) -> list[Path]:

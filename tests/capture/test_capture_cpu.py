@@ -71,7 +71,9 @@ def test_readback_count_rejects_bad_traces(tmp_path: Path) -> None:
     # Read by the analysis' streamed loader since issue 18, which refuses an empty events list itself.
     with pytest.raises(TraceError, match="'traceEvents' is empty"):
         count_readbacks(tmp_path / "t.json")
-    (tmp_path / "t.json").write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::item", "ts": 1}]}')
+    (tmp_path / "t.json").write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::item", "ts": 1}]}'
+    )
     with pytest.raises(TraceError, match="bubblescope.step"):
         count_readbacks(tmp_path / "t.json")
     (tmp_path / "junk.json.gz").write_bytes(b"\x1f\x8bnot gzip")

@@ -28,8 +28,12 @@ def test_reanalyze_refreshes_analysis_report_and_record(tmp_path: Path) -> None:
     assert record["summary"] == analysis["summary"]
     assert record["step_source"] == analysis["step_source"]
     assert [r["site"] for r in record["reads"]] == [s["site"] for s in analysis["syncs"][:TOP_READS]]
-    assert [r["bubble_ns"] for r in record["reads"]] == [s["bubble_ns"] for s in analysis["syncs"][:TOP_READS]]
-    assert record["notices"][0] == "kept" and record["notices"][-1].startswith("re-analysed from trace.json.gz")
+    assert [r["bubble_ns"] for r in record["reads"]] == [
+        s["bubble_ns"] for s in analysis["syncs"][:TOP_READS]
+    ]
+    assert record["notices"][0] == "kept" and record["notices"][-1].startswith(
+        "re-analysed from trace.json.gz"
+    )
     for key in ("created_utc", "environment", "settings", "steps", "exit", "files"):
         assert record[key] == before[key], key
     assert "Host-blocking reads" in (folder / "report.html").read_text()
