@@ -68,15 +68,27 @@ def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[in
     assert first_diff is None, f"{switch}: tokens differ from all-off at step {first_diff}"
 
 
+# fast_topk and early_shared change the fused launches (one run for both: interpreter time); SHORT_STEPS
+# in the default suite, the full STEPS in `slow`, as for the single switches above.
+NEW_MOE_ON_FUSED = frozenset({"fused_moe", "fast_topk", "early_shared"})
+
+
+@pytest.mark.interpreter
+def test_new_moe_switches_on_the_fused_path_keep_tokens_short(
+    trimmed: FastLingWorkload, baseline: list[int]
+) -> None:
+    tokens = decode(trimmed, NEW_MOE_ON_FUSED, SHORT_STEPS)
+    assert tokens == baseline[: SHORT_STEPS + 1], sorted(NEW_MOE_ON_FUSED)
+
+
+@pytest.mark.slow
 @pytest.mark.interpreter
 def test_new_moe_switches_on_the_fused_path_keep_tokens(
     trimmed: FastLingWorkload, baseline: list[int]
 ) -> None:
-    # fast_topk and early_shared change the fused launches (one run for both: interpreter time).
-    switches = frozenset({"fused_moe", "fast_topk", "early_shared"})
-    tokens = decode(trimmed, switches, STEPS)
+    tokens = decode(trimmed, NEW_MOE_ON_FUSED, STEPS)
     first_diff = next((i for i, (a, b) in enumerate(zip(tokens, baseline, strict=True)) if a != b), None)
-    assert first_diff is None, f"{sorted(switches)}: tokens differ from all-off at step {first_diff}"
+    assert first_diff is None, f"{sorted(NEW_MOE_ON_FUSED)}: tokens differ from all-off at step {first_diff}"
 
 
 @pytest.mark.interpreter
