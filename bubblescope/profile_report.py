@@ -6,8 +6,9 @@ tables and says the timeline needs plotly (`bubblescope report OUT/analysis.json
 
 from __future__ import annotations
 
-import html
 from typing import Any
+
+from bubblescope.report.escape import html_text
 
 CHAIN_HEADERS = [
     "your line",
@@ -48,14 +49,14 @@ def read_chain_rows(analysis: dict[str, Any]) -> list[list[str]]:
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     if not rows:
         return '<p class="muted">no host-blocking reads</p>'
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _chain_section(analysis: dict[str, Any]) -> str:
     sites = analysis.get("read_sites") or {}
-    note = html.escape(f"exact lines from the read tap; covered: {sites.get('covered', 'n/a')}")
+    note = html_text(f"exact lines from the read tap; covered: {sites.get('covered', 'n/a')}")
     return f'<h2>Where each blocking read is called from</h2><p class="sub">{note}</p>' + _table(
         CHAIN_HEADERS, read_chain_rows(analysis)
     )
@@ -81,7 +82,7 @@ def render_profile_html(analysis: dict[str, Any], *, timeline: bool = True) -> s
     page = Page("")
     if not timeline:
         analysis = {**analysis, "timeline": None}
-        page.add(f'<p class="sub">{html.escape(SMALL_PAGE_NOTE)}</p>')
+        page.add(f'<p class="sub">{html_text(SMALL_PAGE_NOTE)}</p>')
     add_trace_sections(page, analysis)
     page.add(_chain_section(analysis))
     return page.render()
@@ -89,8 +90,8 @@ def render_profile_html(analysis: dict[str, Any], *, timeline: bool = True) -> s
 
 def _plain_page(analysis: dict[str, Any]) -> str:
     summary = analysis.get("summary") or {}
-    items = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in summary.items())
-    warnings = "".join(f"<p>{html.escape(str(w))}</p>" for w in analysis.get("warnings") or [])
+    items = "".join(f"<li>{html_text(k)}: {html_text(v)}</li>" for k, v in summary.items())
+    warnings = "".join(f"<p>{html_text(w)}</p>" for w in analysis.get("warnings") or [])
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bubblescope profile</title>'
         "</head><body><h1>bubblescope profile</h1>"
