@@ -17,11 +17,11 @@ from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.environment import capture_environment
 from bubblescope.capture.floor import compute_floor
 from bubblescope.capture.profiled import profile_window
-from bubblescope.capture.readbacks import count_readbacks
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.profile_run_sites import read_calls_path
+from bubblescope.readbacks import count_readbacks
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
 from bubblescope.stats import stable_seed
 

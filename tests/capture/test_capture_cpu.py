@@ -8,11 +8,11 @@ import pytest
 
 from bubblescope.capture.measure import RunSettings
 from bubblescope.capture.profiled import profile_window
-from bubblescope.capture.readbacks import count_readbacks
 from bubblescope.capture.setup import check_usable
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import ConfigError, TraceError
 from bubblescope.examples.toy_workload import make_workload
+from bubblescope.readbacks import count_readbacks
 
 
 @pytest.fixture
