@@ -248,7 +248,7 @@ def readback_instances(trace_path: str | os.PathLike[str]) -> list[tuple[str, st
     innermost `bubblescope.read#N` marker around it on its thread; `annotate_counted_syncs` checks that
     the two agree row by row.
     """
-    from bubblescope.profile_sites import READ_MARKER_PREFIX
+    from bubblescope.markers import READ_MARKER_PREFIX
     from bubblescope.readbacks import counted_readbacks, read_cpu_trace
 
     trace = read_cpu_trace(trace_path, stop_at_gpu=False, marker_prefix=READ_MARKER_PREFIX)

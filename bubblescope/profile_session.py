@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import ConfigError
+from bubblescope.markers import OWN_SYNC_MARKER
 
 STEP_MARKER = "bubblescope.step"
-OWN_SYNC_MARKER = "bubblescope.own_sync"
 _CURRENT: list[ProfileSession] = []
 
 

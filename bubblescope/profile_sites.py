@@ -24,10 +24,9 @@ import pandas as pd
 
 from bubblescope.analysis import analysis_dict, analyze_rank, analyze_ranks
 from bubblescope.detect.host_syncs import HINTS
+from bubblescope.markers import OWN_SYNC_MARKER, READ_MARKER_PREFIX
 from bubblescope.trace.steps import BUBBLESCOPE_STEP, step_index_of
 
-READ_MARKER_PREFIX = "bubblescope.read#"
-OWN_SYNC_MARKER = "bubblescope.own_sync"
 CHAIN_FRAMES = 12
 CPU_WARNING = (
     "CPU run: blocking reads are the calls that read a device value when the same code runs on a GPU, "

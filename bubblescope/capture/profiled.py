@@ -24,9 +24,9 @@ from typing import Any
 from bubblescope.atomic import write_bytes_atomic
 from bubblescope.capture.quiet_stderr import without_profiler_noise
 from bubblescope.capture.timed import reset_if_possible
+from bubblescope.markers import WINDOW_DRAIN
 
 STEP_MARKER = "bubblescope.step"
-WINDOW_DRAIN = "bubblescope.window_drain"
 NVTX_DOMAIN = "bubblescope"
 
 

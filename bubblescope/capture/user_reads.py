@@ -28,8 +28,8 @@ from types import CodeType
 from typing import Any
 
 from bubblescope.capture.user_frames import frame_class
+from bubblescope.markers import READ_MARKER_PREFIX
 
-READ_MARKER_PREFIX = "bubblescope.read#"
 MAX_FRAMES = 64
 _MISSING = object()
 

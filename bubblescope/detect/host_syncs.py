@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.detect.read_grouping import group_calls
+from bubblescope.markers import OWN_SYNC_ANNOTATIONS
 from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.nesting import indexes_by_thread, site_text
 from bubblescope.trace.tables import TraceTables, category_mask
@@ -58,7 +59,6 @@ _TAP_FRAME_PART = "bubblescope/capture/user_"
 # Annotations bubblescope puts around its own synchronizes (profiled window drain, `bubblescope.profile`
 # session). Only these: other `bubblescope.*` ranges (`bubblescope.step`, `bubblescope.read#N`) hold the
 # user's own reads.
-OWN_SYNC_ANNOTATIONS = frozenset({"bubblescope.own_sync", "bubblescope.window_drain"})
 NO_STACK_SITE = "(no Python stack in trace)"
 
 # op name -> kind; the first kind found walking from the outer op inwards wins.
