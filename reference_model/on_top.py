@@ -18,9 +18,13 @@ from bubblescope.workload import SwitchInfo
 from .workload import FAST_SWITCHES
 from .workload import make_workload as make_reference_workload
 
-# The switches issue 17 added; every other fast-path switch is held on.
+# Issue 17's switches in the rounds they were added. `make_workload` studies the first round with every
+# pre-issue-17 switch held on (later rounds held OFF: its baseline stays the old all-on step);
+# `make_round2_workload` studies the second round with every other fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
-FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED)
+ROUND2 = ("split_experts",)
+FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2)
+ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2)
 
 
 class OnTopWorkload:
@@ -28,12 +32,18 @@ class OnTopWorkload:
 
     Args:
         inner: the reference workload (the fast path: the fixed switches need it).
+        studied: the switches offered to the ablation.
+        fixed_on: the switches always on (neither studied nor fixed: always off).
 
     Everything but the switch handling is the inner workload's (attribute access is forwarded).
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(
+        self, inner: Any, studied: tuple[str, ...] = STUDIED, fixed_on: frozenset[str] = FIXED_ON
+    ) -> None:
         self.inner = inner
+        self.studied = studied
+        self.fixed_on = fixed_on
         self.name = f"{inner.name}-on-top"
 
     def __getattr__(self, attribute: str) -> Any:
@@ -41,7 +51,7 @@ class OnTopWorkload:
 
     def switches(self) -> list[SwitchInfo]:
         """Only the studied switches: the fixed ones are not the ablation's to turn off."""
-        return [info for info in self.inner.switches() if info.name in STUDIED]
+        return [info for info in self.inner.switches() if info.name in self.studied]
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Rebuild the step for the studied switches in `enabled` plus every fixed one.
@@ -49,21 +59,21 @@ class OnTopWorkload:
         Raises:
             ConfigError: a switch that is not studied here (the fixed ones are always on).
         """
-        extra = sorted(set(enabled) - set(STUDIED))
+        extra = sorted(set(enabled) - set(self.studied))
         if extra:
             raise ConfigError(
-                f"switch {', '.join(extra)} is fixed on by this workload; studied: {', '.join(STUDIED)}"
+                f"switch {', '.join(extra)} is fixed by this workload; studied: {', '.join(self.studied)}"
             )
-        self.inner.prepare(frozenset(enabled) | FIXED_ON)
+        self.inner.prepare(frozenset(enabled) | self.fixed_on)
 
     def step(self) -> int:
         return self.inner.step()
 
     def bytes_per_token(self, enabled: frozenset[str]) -> int:
-        return self.inner.bytes_per_token(frozenset(enabled) | FIXED_ON)
+        return self.inner.bytes_per_token(frozenset(enabled) | self.fixed_on)
 
     def describe(self) -> dict[str, object]:
-        return {**self.inner.describe(), "fixed_on": sorted(FIXED_ON), "studied": list(STUDIED)}
+        return {**self.inner.describe(), "fixed_on": sorted(self.fixed_on), "studied": list(self.studied)}
 
 
 def make_workload(
@@ -78,3 +88,13 @@ def make_workload(
     """
     options["path"] = "fast"
     return OnTopWorkload(make_reference_workload(preset, seed=seed, max_steps=max_steps, **options))
+
+
+def make_round2_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = 4096, **options: Any
+) -> OnTopWorkload:
+    """As `make_workload`, studying issue 17's second round (ROUND2) with every other fast-path switch,
+    the first round's too, held on: `--workload bubblescope.reference_model.on_top:make_round2_workload`."""
+    options["path"] = "fast"
+    inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
+    return OnTopWorkload(inner, studied=ROUND2, fixed_on=ROUND2_FIXED_ON)

@@ -45,6 +45,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "split_experts",
+        "fused MoE: the experts as two launches of short GEMV strips (gate/up, then down without atomics)",
+        "one experts launch: each program streams one expert's I-slice end to end, atomics into y",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -103,6 +109,9 @@ class LingSwitches:
     fast_topk: bool = False
     # Acts on the fused MoE launch only: with fused_moe off the step is unchanged.
     early_shared: bool = False
+    # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
+    # the union launch.
+    split_experts: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

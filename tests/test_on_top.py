@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bubblescope.reference_model.on_top import FIXED_ON, STUDIED, OnTopWorkload
+from bubblescope.reference_model.on_top import FIXED_ON, ROUND2, ROUND2_FIXED_ON, STUDIED, OnTopWorkload
 from bubblescope.reference_model.switches import SWITCH_INFO
 from bubblescope.reference_model.workload import FAST_SWITCHES
 
@@ -40,7 +40,9 @@ def test_offers_only_the_studied_switches_and_holds_the_rest_on() -> None:
     workload.prepare(frozenset())
     workload.prepare(frozenset({"fast_topk"}))
     assert inner.prepared == [FIXED_ON, FIXED_ON | {"fast_topk"}]
-    assert FIXED_ON | set(STUDIED) == set(FAST_SWITCHES) and not FIXED_ON & set(STUDIED)
+    # Later rounds are held off, so the baseline stays the pre-issue-17 all-on step.
+    assert FIXED_ON | set(STUDIED) | set(ROUND2) == set(FAST_SWITCHES)
+    assert not FIXED_ON & set(STUDIED + ROUND2)
     assert workload.bytes_per_token(frozenset()) == 1000 + len(FIXED_ON)
     assert workload.describe()["fixed_on"] == sorted(FIXED_ON)
     # Everything else is the inner workload's.
@@ -48,5 +50,16 @@ def test_offers_only_the_studied_switches_and_holds_the_rest_on() -> None:
 
 
 def test_refuses_to_turn_a_fixed_switch_on_or_off() -> None:
-    with pytest.raises(ConfigError, match="pdl is fixed on"):
+    with pytest.raises(ConfigError, match="pdl is fixed by"):
         OnTopWorkload(FakeFastWorkload()).prepare(frozenset({"pdl"}))
+
+
+def test_round2_studies_its_switches_with_every_other_one_on() -> None:
+    inner = FakeFastWorkload()
+    workload = OnTopWorkload(inner, studied=ROUND2, fixed_on=ROUND2_FIXED_ON)
+    assert [info.name for info in workload.switches()] == list(ROUND2)
+    workload.prepare(frozenset())
+    assert inner.prepared == [ROUND2_FIXED_ON] and {"fast_topk", "early_shared"} <= ROUND2_FIXED_ON
+    assert ROUND2_FIXED_ON | set(ROUND2) == set(FAST_SWITCHES)
+    with pytest.raises(ConfigError, match="fast_topk is fixed by"):
+        workload.prepare(frozenset({"fast_topk"}))

@@ -159,7 +159,11 @@ def moe_fused(
     check_moe_inputs(x, weights, rule, workspace)
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     cfg = config or FusedMoEConfig()
-    check_powers_of_two(OP, cfg, ("block_i", "block_d", "block_dout", "router_block_n"))
+    check_powers_of_two(
+        OP,
+        cfg,
+        ("block_i", "block_d", "block_dout", "router_block_n", "strip_i", "strip_k", "down_n", "down_k"),
+    )
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
     if out is None:

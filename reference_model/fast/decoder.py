@@ -115,6 +115,7 @@ class FastDecoder:
             in_graph_advance,
             switches.fast_topk,
             switches.early_shared,
+            switches.split_experts,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -143,6 +144,7 @@ class FastDecoder:
             kda_v_splits=self.kda_v_splits,
             fast_topk=switches.fast_topk,
             early_shared=switches.early_shared,
+            split_experts=switches.split_experts,
         )
         self._built_key = key
         self.graph = None

@@ -72,6 +72,7 @@ def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: Fa
         "fused_moe": "fused_moe",
         "fast_topk": "fast_topk",
         "early_shared": "early_shared",
+        "split_experts": "split_experts",
         "bf16_gate": "bf16_gate",
         "bf16_lm_head": "bf16_lm_head",
     }
@@ -91,11 +92,12 @@ def test_graph_key_separates_every_graph_relevant_switch() -> None:
             "fused_moe",
             "fast_topk",
             "early_shared",
+            "split_experts",
             "bf16_gate",
             "bf16_lm_head",
             "graph_metadata",
         )
     }
-    assert len(keys) == 7 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
+    assert len(keys) == 8 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
         LingSwitches()
     )

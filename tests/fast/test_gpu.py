@@ -258,7 +258,13 @@ FUSED_BASE = frozenset({"fused_moe", "pdl", "bf16_gate"})
 def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int]]]:
     """The fused base run twice (its own run-to-run noise) and once with each new switch set."""
     runs = {"base": run(tiny, FUSED_BASE, STEPS), "base_again": run(tiny, FUSED_BASE, STEPS)}
-    for new in (("fast_topk",), ("early_shared",), ("fast_topk", "early_shared")):
+    for new in (
+        ("fast_topk",),
+        ("early_shared",),
+        ("fast_topk", "early_shared"),
+        ("split_experts",),
+        ("fast_topk", "early_shared", "split_experts"),
+    ):
         runs["+".join(new)] = run(tiny, FUSED_BASE | set(new), STEPS)
     return runs
 
@@ -267,7 +273,16 @@ def leading_agreement(tokens: list[int], reference: list[int]) -> int:
     return next((i for i, (a, b) in enumerate(zip(tokens, reference, strict=True)) if a != b), len(tokens))
 
 
-@pytest.mark.parametrize("new", ["fast_topk", "early_shared", "fast_topk+early_shared"])
+@pytest.mark.parametrize(
+    "new",
+    [
+        "fast_topk",
+        "early_shared",
+        "fast_topk+early_shared",
+        "split_experts",
+        "fast_topk+early_shared+split_experts",
+    ],
+)
 def test_new_moe_switches_on_the_fused_pdl_path(fused_runs, new: str) -> None:
     base_logits, base_tokens = fused_runs["base"]
     logits, tokens = fused_runs[new]
