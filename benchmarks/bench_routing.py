@@ -117,39 +117,42 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             f"moe layer e256 bf16 gate fast_topk={int(fast)} early_shared={int(early)} router w{warps or 8}"
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c)
-    # split_experts (gate/up strips, then down strips): tiles and warps swept against the fused
-    # launch above (fast_topk + early_shared, the all-on decode layer) and the fused launch at bi64.
-    for strip_i, strip_k, strip_warps, down_n, down_k, down_warps, early in (
-        (4, 512, 4, 2, 256, 4, True),
-        (4, 512, 4, 2, 256, 4, False),
-        (8, 512, 4, 2, 256, 4, True),
-        (2, 512, 4, 2, 256, 4, True),
-        (8, 256, 4, 2, 256, 4, True),
-        (4, 512, 8, 2, 256, 4, True),
-        (4, 512, 4, 4, 256, 4, True),
-        (4, 512, 4, 1, 256, 4, True),
-        (4, 512, 4, 2, 128, 2, True),
-        (4, 512, 4, 4, 128, 4, True),
-        (4, 512, 4, 8, 256, 8, True),
+    # deep_experts (more tiles in flight per program): pairs (stages 0) or Triton's pipeliner, tiles
+    # and warps swept against the fused launch above (fast_topk + early_shared, the all-on decode layer).
+    for stages, block_i, block_d, block_dout, warps in (
+        (0, 32, 128, 128, 8),
+        (0, 32, 128, 128, 4),
+        (0, 64, 128, 128, 8),
+        (0, 64, 64, 128, 8),
+        (0, 32, 64, 64, 4),
+        (0, 16, 128, 128, 4),
+        (3, 32, 128, 128, 8),
+        (4, 32, 128, 128, 8),
+        (3, 64, 128, 128, 8),
+        (3, 32, 256, 256, 8),
+        (3, 16, 256, 256, 4),
     ):
         cfg = FusedMoEConfig(
             fast_topk=True,
-            early_shared=early,
-            split_experts=True,
-            strip_i=strip_i,
-            strip_k=strip_k,
-            strip_warps=strip_warps,
-            down_n=down_n,
-            down_k=down_k,
-            down_warps=down_warps,
+            early_shared=True,
+            deep_experts=True,
+            deep_stages=stages,
+            block_i=block_i,
+            block_d=block_d,
+            block_dout=block_dout,
+            num_warps=warps,
         )
         label = (
-            f"moe layer e256 bf16 gate split_experts early_shared={int(early)} up {strip_i}x{strip_k} "
-            f"w{strip_warps} down {down_n}x{down_k} w{down_warps}"
+            f"moe layer e256 bf16 gate deep_experts s{stages} bi{block_i} bd{block_d} bo{block_dout} w{warps}"
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c)
-    cfg64 = FusedMoEConfig(fast_topk=True, early_shared=True, block_i=64)
-    cases["moe layer e256 bf16 gate fused bi64 w8"] = lambda c=cfg64: case_moe(True, BF16, c)
+    for block_i, block_d, warps in ((64, 128, 8), (64, 64, 8), (64, 128, 16)):
+        cfg = FusedMoEConfig(
+            fast_topk=True, early_shared=True, block_i=block_i, block_d=block_d, num_warps=warps
+        )
+        cases[f"moe layer e256 bf16 gate fused bi{block_i} bd{block_d} w{warps}"] = lambda c=cfg: case_moe(
+            True, BF16, c
+        )
     # A verify window (block 9: 10 rows of independent random tokens, so up to 80 distinct experts;
     # a DSpark verify touched 28): each (row, slot) streamed alone vs each distinct expert once.
     for union, early, block_i, warps in (

@@ -36,8 +36,8 @@ for stage in "$@"; do
         --keys all_on,all_on-fast_topk,all_on-early_shared,all_on-new --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
     split)
-      # issue 17 round 2: split_experts (gate/up strips + down strips) swept against the fused experts
-      # launch, its GPU tests, then ling3-flash-e256 all on vs all on but split_experts (one build).
+      # issue 17 round 2: deep_experts (gate/up strips + down strips) swept against the fused experts
+      # launch, its GPU tests, then ling3-flash-e256 all on vs all on but deep_experts (one build).
       timeout ${ROUTING_S:-120} python3 benchmarks/bench_routing.py --out "$out" --only "moe layer e256" \
         2>&1 | grep -v '^{' | tail -24
       timeout ${KTEST_S:-60} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_split.py 2>&1 \
@@ -45,7 +45,7 @@ for stage in "$@"; do
       timeout ${FTEST_S:-90} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
         -k "new_moe" 2>&1 | grep -v "^bf16\|^\s*$" | tail -16 | tee "$out/fast_gpu_tests.log"
       timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
-        --keys all_on,all_on-split_experts --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
+        --keys all_on,all_on-deep_experts --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
     issue17-run)
       # The product's own measurement: all on (the issue-17 switches included) vs all on but them.

@@ -45,9 +45,9 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
-        "split_experts",
-        "fused MoE: the experts as two launches of short GEMV strips (gate/up, then down without atomics)",
-        "one experts launch: each program streams one expert's I-slice end to end, atomics into y",
+        "deep_experts",
+        "fused MoE: each experts program keeps two weight tiles in flight instead of one",
+        "each experts program streams its expert's I-slice with one tile prefetched",
         needs_gpu=True,
     ),
     SwitchInfo(
@@ -111,7 +111,7 @@ class LingSwitches:
     early_shared: bool = False
     # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
     # the union launch.
-    split_experts: bool = False
+    deep_experts: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

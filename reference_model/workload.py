@@ -37,7 +37,7 @@ FAST_SWITCHES = (
     "fused_moe",
     "fast_topk",
     "early_shared",
-    "split_experts",
+    "deep_experts",
     "bf16_gate",
     "bf16_lm_head",
     "graph_metadata",

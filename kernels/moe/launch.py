@@ -8,9 +8,9 @@ from bubblescope.kernels._pdl import is_interpreting, launch_options
 from bubblescope.kernels.gemv.ops import choose_config, launch_gemv, rows_block
 from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
 from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
+from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
-from bubblescope.kernels.moe.strips_kernel import down_strips_kernel, gate_up_strips_kernel
 from bubblescope.kernels.moe.union_kernel import union_experts_kernel
 
 # The union kernel's row tile: tl.dot needs >= 16 rows, and the MoE kernels take at most 16 (verify_moe).
@@ -184,10 +184,10 @@ def launch_fused_moe(
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
-    if cfg.split_experts:
-        launch_split_experts(x, weights, rule, ws, cfg, out, pdl)
-        return
-    fused_experts_kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
+    kernel, extra = fused_experts_kernel, dict(ACC_2D=cfg.acc_2d)
+    if cfg.deep_experts:
+        kernel, extra = deep_experts_kernel, dict(STAGES=cfg.deep_stages)
+    kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
         x,
         ws.ids,
         ws.weights,
@@ -208,9 +208,9 @@ def launch_fused_moe(
         BLOCK_D=cfg.block_d,
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,
-        ACC_2D=cfg.acc_2d,
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
+        **extra,
         **launch_options(pdl),
     )
 
@@ -262,61 +262,5 @@ def launch_union_experts(
         DOT_FP32=is_interpreting(),
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
-        **launch_options(pdl),
-    )
-
-
-def launch_split_experts(
-    x: torch.Tensor,
-    weights: MoEWeights,
-    rule: RoutingRule,
-    ws: MoEWorkspace,
-    cfg: FusedMoEConfig,
-    out: torch.Tensor,
-    pdl: bool,
-) -> None:
-    """The experts as gate/up strips into ws.hidden, then down strips writing out (strips_kernel.py)."""
-    rows, hidden = x.shape
-    inter = weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
-    shared = weights.shared_slot if weights.shared_slot is not None else 0
-    gate_up_strips_kernel[(rows * slots, triton.cdiv(inter, cfg.strip_i))](
-        x,
-        ws.ids,
-        ws.weights,
-        weights.w13,
-        ws.hidden,
-        x.stride(0),
-        weights.w13.stride(0),
-        hidden,
-        inter,
-        shared,
-        float(weights.swiglu_limit),
-        float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_I=cfg.strip_i,
-        BLOCK_K=cfg.strip_k,
-        USE_PDL=pdl,
-        EARLY_SHARED=cfg.early_shared,
-        num_warps=cfg.strip_warps,
-        **launch_options(pdl),
-    )
-    down_strips_kernel[(rows, triton.cdiv(hidden, cfg.down_n))](
-        ws.hidden,
-        ws.ids,
-        weights.w2,
-        out,
-        weights.w2.stride(0),
-        out.stride(0),
-        hidden,
-        inter,
-        shared,
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_N=cfg.down_n,
-        BLOCK_K=cfg.down_k,
-        USE_PDL=pdl,
-        num_warps=cfg.down_warps,
         **launch_options(pdl),
     )

@@ -106,13 +106,7 @@ class FusedMoEConfig:
     # A window of 2..16 rows (a verify): each distinct expert streamed once for every row that chose
     # it (union_kernel.py, the `expert_union` switch) instead of once per (row, slot).
     expert_union: bool = False
-    # The experts as two GEMV-shaped launches of short strips (strips_kernel.py, the `split_experts`
-    # switch): gate/up strips of strip_i rows x strip_k columns, then down strips of down_n output rows
-    # x down_k columns; each launch with its own warps.
-    split_experts: bool = False
-    strip_i: int = 4
-    strip_k: int = 512
-    strip_warps: int = 4
-    down_n: int = 2
-    down_k: int = 256
-    down_warps: int = 4
+    # The one-row experts launch with more bytes in flight per program (paired_kernel.py, the
+    # `deep_experts` switch): deep_stages 0 = tiles in pairs, >= 2 = Triton's pipeliner with that many stages.
+    deep_experts: bool = False
+    deep_stages: int = 0

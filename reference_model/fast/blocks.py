@@ -65,8 +65,8 @@ class StepOptions:
         fast_topk: route with the packed-key top-k (kernels/moe/topk_keys.py), fused or not.
         early_shared: the fused experts launch computes the shared expert's gate/up before waiting
             for routing (no effect with fused_moe off).
-        split_experts: the fused layer's experts as gate/up strips then down strips (two launches of
-            short GEMV strips; no effect with fused_moe off).
+        deep_experts: the fused experts launch keeps two weight tiles in flight per program
+            (kernels/moe/paired_kernel.py; no effect with fused_moe off).
     """
 
     use_pdl: bool
@@ -78,7 +78,7 @@ class StepOptions:
     kda_v_splits: int = 1
     fast_topk: bool = False
     early_shared: bool = False
-    split_experts: bool = False
+    deep_experts: bool = False
 
 
 def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
@@ -142,18 +142,6 @@ def dense_block(pack: DensePack, normed: torch.Tensor, opts: StepOptions) -> tor
     return gemv(swiglu(gate, up, pack.limit).contiguous(), pack.w2, use_pdl=opts.use_pdl)
 
 
-def interpreter_strips(weights) -> dict[str, int]:
-    """split_experts tiles for the CPU interpreter, whose cost is per program: one gate/up strip per
-    expert and one down strip for all of D (the GPU keeps FusedMoEConfig's short strips)."""
-    hidden, inter = weights.w2.shape[1], weights.w2.shape[2]
-    return dict(
-        strip_i=triton.next_power_of_2(inter),
-        strip_k=min(1024, triton.next_power_of_2(hidden)),
-        down_n=triton.next_power_of_2(hidden),
-        down_k=triton.next_power_of_2(inter),
-    )
-
-
 def moe_block(
     pack: MoEPack, normed: torch.Tensor, rule: RoutingRule, workspace: MoEWorkspace, opts: StepOptions
 ) -> torch.Tensor:
@@ -165,13 +153,10 @@ def moe_block(
         )
     # Interpreter: one router program instead of one per expert row (cost is per program there).
     router_block_n = triton.next_power_of_2(weights.router.shape[0]) if is_interpreting() else 1
-    # Interpreter: whole-expert strips (same math, far fewer programs).
-    strips = interpreter_strips(weights) if is_interpreting() else {}
     config = FusedMoEConfig(
-        **strips,
         router_block_n=router_block_n,
         fast_topk=opts.fast_topk,
         early_shared=opts.early_shared,
-        split_experts=opts.split_experts,
+        deep_experts=opts.deep_experts,
     )
     return moe_fused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config)

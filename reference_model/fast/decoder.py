@@ -115,7 +115,7 @@ class FastDecoder:
             in_graph_advance,
             switches.fast_topk,
             switches.early_shared,
-            switches.split_experts,
+            switches.deep_experts,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -144,7 +144,7 @@ class FastDecoder:
             kda_v_splits=self.kda_v_splits,
             fast_topk=switches.fast_topk,
             early_shared=switches.early_shared,
-            split_experts=switches.split_experts,
+            deep_experts=switches.deep_experts,
         )
         self._built_key = key
         self.graph = None

@@ -30,7 +30,7 @@ def step_options(
     kda_v_splits: int = 1,
     fast_topk: bool = False,
     early_shared: bool = False,
-    split_experts: bool = False,
+    deep_experts: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
     a switch: it changes which programs do the work, not the math)."""
@@ -45,7 +45,7 @@ def step_options(
         kda_v_splits=kda_v_splits,
         fast_topk=fast_topk,
         early_shared=early_shared,
-        split_experts=split_experts,
+        deep_experts=deep_experts,
     )
 
 

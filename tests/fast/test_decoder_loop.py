@@ -72,7 +72,7 @@ def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: Fa
         "fused_moe": "fused_moe",
         "fast_topk": "fast_topk",
         "early_shared": "early_shared",
-        "split_experts": "split_experts",
+        "deep_experts": "deep_experts",
         "bf16_gate": "bf16_gate",
         "bf16_lm_head": "bf16_lm_head",
     }
@@ -92,7 +92,7 @@ def test_graph_key_separates_every_graph_relevant_switch() -> None:
             "fused_moe",
             "fast_topk",
             "early_shared",
-            "split_experts",
+            "deep_experts",
             "bf16_gate",
             "bf16_lm_head",
             "graph_metadata",

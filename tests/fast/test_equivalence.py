@@ -68,9 +68,9 @@ def test_switch_keeps_greedy_tokens(trimmed: FastLingWorkload, baseline: list[in
     assert first_diff is None, f"{switch}: tokens differ from all-off at step {first_diff}"
 
 
-# fast_topk, early_shared and split_experts change the fused launches (one run for all: interpreter
+# fast_topk, early_shared and deep_experts change the fused launches (one run for all: interpreter
 # time); SHORT_STEPS in the default suite, the full STEPS in `slow`, as for the single switches above.
-NEW_MOE_ON_FUSED = frozenset({"fused_moe", "fast_topk", "early_shared", "split_experts"})
+NEW_MOE_ON_FUSED = frozenset({"fused_moe", "fast_topk", "early_shared", "deep_experts"})
 
 
 @pytest.mark.interpreter

@@ -262,8 +262,8 @@ def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int
         ("fast_topk",),
         ("early_shared",),
         ("fast_topk", "early_shared"),
-        ("split_experts",),
-        ("fast_topk", "early_shared", "split_experts"),
+        ("deep_experts",),
+        ("fast_topk", "early_shared", "deep_experts"),
     ):
         runs["+".join(new)] = run(tiny, FUSED_BASE | set(new), STEPS)
     return runs
@@ -279,8 +279,8 @@ def leading_agreement(tokens: list[int], reference: list[int]) -> int:
         "fast_topk",
         "early_shared",
         "fast_topk+early_shared",
-        "split_experts",
-        "fast_topk+early_shared+split_experts",
+        "deep_experts",
+        "fast_topk+early_shared+deep_experts",
     ],
 )
 def test_new_moe_switches_on_the_fused_pdl_path(fused_runs, new: str) -> None:
