@@ -137,7 +137,7 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             early_shared=True,
             deep_experts=True,
             deep_stages=stages,
-            block_i=block_i,
+            deep_block_i=block_i,
             block_d=block_d,
             block_dout=block_dout,
             num_warps=warps,

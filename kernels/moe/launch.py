@@ -184,10 +184,10 @@ def launch_fused_moe(
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
-    kernel, extra = fused_experts_kernel, dict(ACC_2D=cfg.acc_2d)
+    kernel, extra, block_i = fused_experts_kernel, dict(ACC_2D=cfg.acc_2d), cfg.block_i
     if cfg.deep_experts:
-        kernel, extra = deep_experts_kernel, dict(STAGES=cfg.deep_stages)
-    kernel[(rows * slots, triton.cdiv(inter, cfg.block_i))](
+        kernel, extra, block_i = deep_experts_kernel, dict(STAGES=cfg.deep_stages), cfg.deep_block_i
+    kernel[(rows * slots, triton.cdiv(inter, block_i))](
         x,
         ws.ids,
         ws.weights,
@@ -204,7 +204,7 @@ def launch_fused_moe(
         float(weights.shared_swiglu_limit),
         TOP_K=rule.top_k,
         SLOTS=slots,
-        BLOCK_I=cfg.block_i,
+        BLOCK_I=block_i,
         BLOCK_D=cfg.block_d,
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,

@@ -162,7 +162,7 @@ def moe_fused(
     check_powers_of_two(
         OP,
         cfg,
-        ("block_i", "block_d", "block_dout", "router_block_n"),
+        ("block_i", "block_d", "block_dout", "router_block_n", "deep_block_i"),
     )
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape

@@ -106,7 +106,11 @@ class FusedMoEConfig:
     # A window of 2..16 rows (a verify): each distinct expert streamed once for every row that chose
     # it (union_kernel.py, the `expert_union` switch) instead of once per (row, slot).
     expert_union: bool = False
-    # The one-row experts launch with more bytes in flight per program (paired_kernel.py, the
-    # `deep_experts` switch): deep_stages 0 = tiles in pairs, >= 2 = Triton's pipeliner with that many stages.
+    # The experts launch with more bytes in flight per program (paired_kernel.py, the `deep_experts`
+    # switch): deep_stages 0 = tiles in pairs, >= 2 = Triton's pipeliner with that many stages; its own
+    # I-slice (deep_block_i replaces block_i). H200 sweep 2026-12-01 (bench_routing.py, e256 layer, graph
+    # + PDL, 11 candidates): pairs at 64 x 128 tiles, 8 warps 38.0 us per layer against 44.0 us for the
+    # fused launch (32 x 128); the pipeliner at 3 stages 37.7 (within noise; pairs kept: no shared memory).
     deep_experts: bool = False
     deep_stages: int = 0
+    deep_block_i: int = 64

@@ -32,7 +32,7 @@ def test_deep_experts_match_naive(device, rows, dtype, early_shared, shared, sta
         deep_stages=stages,
         fast_topk=True,
         early_shared=early_shared,
-        block_i=8,
+        deep_block_i=8,
         block_d=64,
         block_dout=64,
     )
