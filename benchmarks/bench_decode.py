@@ -87,12 +87,19 @@ def configurations() -> list[tuple[str, frozenset[str]]]:
     return [("off", frozenset()), *alone, ("all_on", frozenset(FAST_SWITCHES))]
 
 
-def extra_configurations() -> list[tuple[str, frozenset[str]]]:
-    """Run only when --keys names them: all on but one switch ("all_on-NAME"), and all on but the
-    issue-17 switches ("all_on-new"), each to compare with all_on in the same process."""
+def extra_configurations(keys: tuple[str, ...] = ()) -> list[tuple[str, frozenset[str]]]:
+    """Run only when --keys names them: all on but one switch ("all_on-NAME"), all on but the
+    issue-17 switches ("all_on-new"), and all on but several named switches ("all_on-A-B", any of
+    `keys` of that form), each to compare with all_on in the same process."""
     every = frozenset(FAST_SWITCHES)
     but_one = [(f"all_on-{name}", every - {name}) for name in FAST_SWITCHES]
-    return [*but_one, ("all_on-new", every - set(NEW_SWITCHES))]
+    known = {key for key, _ in but_one} | {"all_on-new"}
+    but_several = [
+        (key, every - set(key.split("-")[1:]))
+        for key in keys
+        if key.startswith("all_on-") and key not in known and set(key.split("-")[1:]) <= every
+    ]
+    return [*but_one, ("all_on-new", every - set(NEW_SWITCHES)), *but_several]
 
 
 class EagerView:
@@ -257,7 +264,7 @@ def run_preset(
     default_splits = workload.decoder.kda_v_splits
     result["kda_v_splits_default"] = default_splits
     variants = [(default_splits, "")] + [(n, f"@kda_nv{n}") for n in kda_v_splits if n != default_splits]
-    chosen = configurations() + (extra_configurations() if plan.keys is not None else [])
+    chosen = configurations() + (extra_configurations(plan.keys) if plan.keys is not None else [])
     for (key, enabled), (splits, suffix) in itertools.product(chosen, variants):
         if plan.keys is not None and key not in plan.keys:
             continue
