@@ -248,9 +248,12 @@ def test_fast_topk_on_the_unfused_path_keeps_logits_and_tokens(tiny: FastLingWor
 # the SAME fused configuration differ in the last bits of the MoE output; where that flips a bf16
 # rounding of the residual, logits move by ~1e-4 relative and, with random weights, a near-tied greedy
 # token can flip some steps later (H200 2026-12-01: a new switch vs fused_moe + pdl agreed for 13 steps).
-# So on the fused path: first-step logits within FUSED_TOLERANCE of the base and the first tokens equal;
-# a wrong routing (other experts, other gains) moves the logits by O(1).
-FUSED_TOLERANCE = 1e-3
+# So on the fused path: first-step logits within FUSED_TOLERANCE of the nearer base run and the first
+# tokens equal; a wrong routing (other experts, other gains) moves the logits by O(1). The order of the
+# atomics also moves whole runs between a few discrete near-tie outcomes (H200 2026-12-01, ling3-tiny:
+# FUSED_BASE vs itself 5.2e-3 in one call and 0 in another; new switches 0, 5.2e-3, 5.8e-3 from the
+# nearer base), so the tolerance is 1e-2: above those outcomes, two orders below a wrong routing.
+FUSED_TOLERANCE = 1e-2
 FUSED_BASE = frozenset({"fused_moe", "pdl", "bf16_gate"})
 
 
