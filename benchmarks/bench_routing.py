@@ -155,21 +155,31 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         )
     # A verify window (block 9: 10 rows of independent random tokens, so up to 80 distinct experts;
     # a DSpark verify touched 28): each (row, slot) streamed alone vs each distinct expert once.
-    for union, early, block_i, warps in (
-        (False, True, 32, 8),
-        (False, False, 32, 8),
-        (True, True, 32, 8),
-        (True, False, 32, 8),
-        (True, False, 16, 8),
-        (True, False, 16, 4),
-        (True, False, 32, 4),
+    for union, early, block_i, warps, stages in (
+        (False, True, 32, 8, 0),
+        (True, True, 32, 8, 0),
+        (True, False, 32, 8, 0),
+        (True, False, 32, 4, 0),
+        (True, True, 32, 8, 3),
+        (True, True, 32, 8, 4),
+        (True, True, 32, 4, 3),
+        (True, True, 64, 8, 3),
+        (True, True, 16, 4, 3),
+        (True, True, 32, 4, 4),
     ):
+        # stages > 0: deep_experts (the union launch's loops through Triton's pipeliner).
         cfg = FusedMoEConfig(
-            fast_topk=True, early_shared=early, expert_union=union, block_i=block_i, num_warps=warps
+            fast_topk=True,
+            early_shared=early,
+            expert_union=union,
+            block_i=block_i,
+            num_warps=warps,
+            deep_experts=stages > 0,
+            union_stages=stages or 3,
         )
         label = (
             f"moe window T=10 e256 fast_topk early_shared={int(early)} expert_union={int(union)} "
-            f"bi{block_i} w{warps}"
+            f"bi{block_i} w{warps}" + (f" deep s{stages}" if stages else "")
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c, rows=10)
     return cases

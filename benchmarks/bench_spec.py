@@ -54,7 +54,7 @@ from bubblescope.stats import per_token_samples_ns
 ACCEPT_LENGTHS = (1.0, 4.0, 9.95)
 KDA_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
 # The verify window's MoE switches (verify_moe.KernelMoE); on only in the first setting (see docstring).
-MOE_SWITCHES = ("fast_topk", "early_shared", "expert_union")
+MOE_SWITCHES = ("fast_topk", "early_shared", "expert_union", "deep_experts")
 OVERLAPS = (0.0, 0.5, 0.8)
 ALWAYS_ON = ("pdl", "bf16_gate", "bf16_lm_head")
 

@@ -261,6 +261,7 @@ def launch_union_experts(
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
         EARLY_SHARED=cfg.early_shared,
+        STAGES=cfg.union_stages if cfg.deep_experts else 0,
         num_warps=cfg.num_warps,
         **launch_options(pdl),
     )

@@ -114,3 +114,6 @@ class FusedMoEConfig:
     deep_experts: bool = False
     deep_stages: int = 0
     deep_block_i: int = 64
+    # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
+    # tensor-core dots, to Triton's pipeliner with this many stages.
+    union_stages: int = 3

@@ -60,17 +60,27 @@ def swiglu_window(
     limit,
     BLOCK_D: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    STAGES: tl.constexpr = 0,
 ):
     """h `[BLOCK_M, BLOCK_I]` = act(x W_gate^T) * (x W_up^T) for every row at once, from the first
-    tiles already loaded; act = SiLU, clamped when limit > 0 (as swiglu_rows). 0 outside m_i."""
+    tiles already loaded; act = SiLU, clamped when limit > 0 (as swiglu_rows). 0 outside m_i.
+    STAGES >= 2 (`deep_experts`): the loop goes to Triton's software pipeliner instead (STAGES - 1 tiles
+    in flight through shared memory; the first tiles are loaded again there, from L2)."""
     b_acc_gate = tl.zeros((o_m.shape[0], o_i.shape[0]), dtype=tl.float32)
     b_acc_up = tl.zeros((o_m.shape[0], o_i.shape[0]), dtype=tl.float32)
-    for d_start in range(0, D, BLOCK_D):
-        b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
-        b_x = load_x_rows(p_x, o_m, m_m, d_start, D, stride_xm, BLOCK_D).to(b_gate.dtype)
-        b_acc_gate += dot_rows(b_x, tl.trans(b_gate), DOT_FP32, "ieee")
-        b_acc_up += dot_rows(b_x, tl.trans(b_up), DOT_FP32, "ieee")
-        b_gate, b_up = b_gate_next, b_up_next
+    if STAGES == 0:
+        for d_start in range(0, D, BLOCK_D):
+            b_gate_next, b_up_next = load_w13_tiles(p_w13_e, o_i, m_i, d_start + BLOCK_D, D, INTER, BLOCK_D)
+            b_x = load_x_rows(p_x, o_m, m_m, d_start, D, stride_xm, BLOCK_D).to(b_gate.dtype)
+            b_acc_gate += dot_rows(b_x, tl.trans(b_gate), DOT_FP32, "ieee")
+            b_acc_up += dot_rows(b_x, tl.trans(b_up), DOT_FP32, "ieee")
+            b_gate, b_up = b_gate_next, b_up_next
+    else:
+        for d_start in tl.range(0, D, BLOCK_D, num_stages=STAGES):
+            b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, d_start, D, INTER, BLOCK_D)
+            b_x = load_x_rows(p_x, o_m, m_m, d_start, D, stride_xm, BLOCK_D).to(b_gate.dtype)
+            b_acc_gate += dot_rows(b_x, tl.trans(b_gate), DOT_FP32, "ieee")
+            b_acc_up += dot_rows(b_x, tl.trans(b_up), DOT_FP32, "ieee")
     b_act = b_acc_gate * tl.sigmoid(b_acc_gate)
     b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
     b_acc_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_acc_up, -limit), limit), b_acc_up)
@@ -92,22 +102,35 @@ def down_window(
     INTER,
     BLOCK_DOUT: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    STAGES: tl.constexpr = 0,
 ):
     """y[rows] += b_h `[BLOCK_M, BLOCK_I]` @ w2[expert, :, i-slice]^T, atomically, rows in m_rows only.
-    fp32 h on tensor cores as tf32x3 (three tf32 products: about fp32 accuracy)."""
+    fp32 h on tensor cores as tf32x3 (three tf32 products: about fp32 accuracy). STAGES as swiglu_window."""
     p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
-    b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
-    for d_start in range(0, D, BLOCK_DOUT):
-        b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
-        o_d = d_start + tl.arange(0, BLOCK_DOUT)
-        b_part = dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
-        tl.atomic_add(
-            p_y + o_m[:, None] * D + o_d[None, :],
-            b_part,
-            mask=m_rows[:, None] & (o_d < D)[None, :],
-            sem="relaxed",
-        )
-        b_w2 = b_w2_next
+    if STAGES == 0:
+        b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
+        for d_start in range(0, D, BLOCK_DOUT):
+            b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
+            o_d = d_start + tl.arange(0, BLOCK_DOUT)
+            b_part = dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
+            tl.atomic_add(
+                p_y + o_m[:, None] * D + o_d[None, :],
+                b_part,
+                mask=m_rows[:, None] & (o_d < D)[None, :],
+                sem="relaxed",
+            )
+            b_w2 = b_w2_next
+    else:
+        for d_start in tl.range(0, D, BLOCK_DOUT, num_stages=STAGES):
+            b_w2 = load_w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT)
+            o_d = d_start + tl.arange(0, BLOCK_DOUT)
+            b_part = dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
+            tl.atomic_add(
+                p_y + o_m[:, None] * D + o_d[None, :],
+                b_part,
+                mask=m_rows[:, None] & (o_d < D)[None, :],
+                sem="relaxed",
+            )
 
 
 @triton.jit
@@ -137,6 +160,7 @@ def union_experts_kernel(
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
     EARLY_SHARED: tl.constexpr = False,
+    STAGES: tl.constexpr = 0,
 ):
     """Grid (M * SLOTS, cdiv(I, BLOCK_I)); see the module docstring. EARLY_SHARED (`early_shared`):
     the shared expert's gate/up + SwiGLU before `gdc_wait` (x is complete then, see fused_kernel.py)."""
@@ -169,6 +193,7 @@ def union_experts_kernel(
                     shared_limit,
                     BLOCK_D,
                     DOT_FP32,
+                    STAGES,
                 )
                 pdl_wait(USE_PDL)
                 pdl_launch_dependents(USE_PDL)
@@ -190,9 +215,23 @@ def union_experts_kernel(
                     shared_limit,
                     BLOCK_D,
                     DOT_FP32,
+                    STAGES,
                 )
             down_window(
-                p_w2, p_y, b_h, shared_slot, o_m, m_m, o_i, m_i, stride_w2e, D, INTER, BLOCK_DOUT, DOT_FP32
+                p_w2,
+                p_y,
+                b_h,
+                shared_slot,
+                o_m,
+                m_m,
+                o_i,
+                m_i,
+                stride_w2e,
+                D,
+                INTER,
+                BLOCK_DOUT,
+                DOT_FP32,
+                STAGES,
             )
     else:
         pdl_wait(USE_PDL)
@@ -217,9 +256,36 @@ def union_experts_kernel(
             p_w13_e = p_w13 + expert * stride_w13e
             b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
             b_h = swiglu_window(
-                p_x, p_w13_e, b_gate, b_up, o_m, m_m, o_i, m_i, stride_xm, D, INTER, limit, BLOCK_D, DOT_FP32
+                p_x,
+                p_w13_e,
+                b_gate,
+                b_up,
+                o_m,
+                m_m,
+                o_i,
+                m_i,
+                stride_xm,
+                D,
+                INTER,
+                limit,
+                BLOCK_D,
+                DOT_FP32,
+                STAGES,
             )
             b_h = b_h * b_gains[:, None]
             down_window(
-                p_w2, p_y, b_h, expert, o_m, m_rows, o_i, m_i, stride_w2e, D, INTER, BLOCK_DOUT, DOT_FP32
+                p_w2,
+                p_y,
+                b_h,
+                expert,
+                o_m,
+                m_rows,
+                o_i,
+                m_i,
+                stride_w2e,
+                D,
+                INTER,
+                BLOCK_DOUT,
+                DOT_FP32,
+                STAGES,
             )

@@ -5,9 +5,10 @@ with no_readback, those of the previous verify, read one step late). Switches: s
 fused_kda_verify, no_readback, pdl (verify kernels), bf16_gate and bf16_lm_head (as in the
 non-speculative workloads: bf16 copies of the fp32 router / lm_head masters), and fast_topk /
 early_shared: the same switches as on the fast decode path, applied to the verify window's (and
-NEXTN's draft's) MoE kernels, and expert_union (the window's experts launch streams each distinct
-expert once, kernels/moe/union_kernel.py); without the MoE kernels (the eager MoE, the CPU default)
-these three change nothing.
+NEXTN's draft's) MoE kernels, expert_union (the window's experts launch streams each distinct
+expert once, kernels/moe/union_kernel.py) and deep_experts (more weight tiles in flight per experts
+program: the one-row launch in pairs, the union launch through Triton's pipeliner); without the MoE
+kernels (the eager MoE, the CPU default) these four change nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ SPEC_SWITCHES = (
     "fast_topk",
     "early_shared",
     "expert_union",
+    "deep_experts",
 )
 
 
@@ -176,6 +178,7 @@ class SpecWorkload:
                 fast_topk=switches.fast_topk,
                 early_shared=switches.early_shared,
                 expert_union=switches.expert_union,
+                deep_experts=switches.deep_experts,
             )
         self.decoder = SpecDecoder(
             self.model,

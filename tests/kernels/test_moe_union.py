@@ -23,21 +23,23 @@ RULE = RoutingRule(top_k=3, n_group=5, topk_group=2, scale=2.5)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-3}
 
 
+# deep: the loops through Triton's pipeliner (deep_experts; in the interpreter a plain loop, so the
+# GPU run of this file is what checks the pipelined code).
 @pytest.mark.parametrize(
-    ("rows", "dtype", "early_shared"),
+    ("rows", "dtype", "early_shared", "deep"),
     [
-        (2, torch.float32, False),
-        (10, torch.bfloat16, True),
-        (10, torch.float32, False),
-        (16, torch.bfloat16, False),
-        (16, torch.float32, True),
+        (2, torch.float32, False, False),
+        (10, torch.bfloat16, True, False),
+        (10, torch.float32, False, True),
+        (16, torch.bfloat16, False, True),
+        (16, torch.float32, True, False),
     ],
-    ids=["2-fp32", "10-bf16-early_shared", "10-fp32", "16-bf16", "16-fp32-early_shared"],
+    ids=["2-fp32", "10-bf16-early_shared", "10-fp32-deep", "16-bf16-deep", "16-fp32-early_shared"],
 )
-def test_union_experts_match_naive(device, rows, dtype, early_shared):
+def test_union_experts_match_naive(device, rows, dtype, early_shared, deep):
     weights = make_weights(15, 37, 20, device, dtype, shared=True, limits=(0.6, 0.8))
     x = torch.randn(rows, 37, device=device).to(dtype)
-    config = FusedMoEConfig(expert_union=True, fast_topk=True, early_shared=early_shared)
+    config = FusedMoEConfig(expert_union=True, fast_topk=True, early_shared=early_shared, deep_experts=deep)
     assert union_applies(x, weights, config)
     workspace = MoEWorkspace.allocate(rows, weights, RULE)
     want = moe_naive(x, weights, RULE)
