@@ -97,7 +97,7 @@ def case_router_gemv(experts: int, dtype: torch.dtype, num_warps: int) -> dict:
 def build_cases() -> dict[str, Callable[[], dict]]:
     """The decode shapes of ling3-flash-e256 (bf16 gate, all on) first, then E = 512 and fp32 gates."""
     cases: dict[str, Callable[[], dict]] = {}
-    variants = ((False, 8), (True, 8), (True, 4), (False, 4))
+    variants = ((False, 8), (True, 8), (True, 4), (False, 4), (True, 2), (True, 1))
     for experts, dtype, dname in ((256, BF16, "bf16"), (512, BF16, "bf16"), (256, torch.float32, "fp32")):
         shape = f"e{experts} {dname} gate"
         cases[f"router gemv only {shape} w8"] = lambda e=experts, d=dtype: case_router_gemv(e, d, 8)
@@ -146,6 +146,14 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             f"moe layer e256 bf16 gate deep_experts s{stages} bi{block_i} bd{block_d} bo{block_dout} w{warps}"
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c)
+    # deep_experts with fewer router warps: the routing program's reductions cross fewer warps.
+    for router_warps in (4, 2, 1):
+        cfg = FusedMoEConfig(
+            fast_topk=True, early_shared=True, deep_experts=True, router_num_warps=router_warps
+        )
+        cases[f"moe layer e256 bf16 gate deep_experts s0 bi64 router w{router_warps}"] = lambda c=cfg: (
+            case_moe(True, BF16, c)
+        )
     for block_i, block_d, warps in ((64, 128, 8), (64, 64, 8), (64, 128, 16)):
         cfg = FusedMoEConfig(
             fast_topk=True, early_shared=True, block_i=block_i, block_d=block_d, num_warps=warps
