@@ -65,6 +65,7 @@ def launch_kda_decode_split(
     num_warps: int | None,
     v_splits: int,
     workspace: KDASplitWorkspace,
+    prefetch_state: bool = True,
 ) -> None:
     """Grid (B, H, v_splits) launch of kda_decode_split_kernel on validated inputs."""
     batch, heads, key_dim, value_dim = state.recurrent.shape
@@ -84,6 +85,7 @@ def launch_kda_decode_split(
         **decode_block_sizes(weights.q_conv.shape[1], key_dim, value_dim),
         BLOCK_VS=triton.next_power_of_2(v_slice),
         USE_PDL=pdl,
+        PREFETCH_STATE=prefetch_state,
         # H200 2026-11-30, K = V = 128: 4 warps beat 8 at every split (2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0).
         num_warps=num_warps or 4,
         **launch_options(pdl),
