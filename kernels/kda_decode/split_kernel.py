@@ -37,6 +37,15 @@ from bubblescope.kernels.kda_decode.kernel import (
 
 
 @triton.jit
+def fence_each_thread(b_any):
+    """`fence.acq_rel.gpu` in every thread holding an element of b_any (CUDA's __threadfence()): its own
+    earlier stores are visible GPU-wide before anything it does after. Not for the interpreter."""
+    return tl.inline_asm_elementwise(
+        "fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [b_any], dtype=tl.float32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
 def finish_head(
     p_ws_o,
     p_ws_count,
@@ -107,6 +116,7 @@ def kda_decode_split_kernel(
     BLOCK_VS: tl.constexpr,
     USE_PDL: tl.constexpr,
     PREFETCH_STATE: tl.constexpr,
+    FENCE_EACH_THREAD: tl.constexpr,
 ):
     """Grid (B, H, NUM_V_SPLITS): program (b, h, s) owns v columns [s*V_SLICE, (s+1)*V_SLICE)."""
     i_b = tl.program_id(0).to(tl.int64)
@@ -166,6 +176,8 @@ def kda_decode_split_kernel(
     b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
 
     tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
+    if FENCE_EACH_THREAD:
+        fence_each_thread(b_o)
     # Every thread's workspace store (and q/k conv-state read) must be done before this slice's ticket.
     tl.debug_barrier()
     ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="acq_rel")
