@@ -74,10 +74,13 @@ def main() -> int:
     ceiling_tbps = bench.measure_copy_ceiling_tbps()
     timings = []
     cases = {
+        "kda_decode H32 K128 v_splits=2": lambda: bench.case_kda(v_splits=2),
         "kda_decode H32 K128 v_splits=4": lambda: bench.case_kda(v_splits=4),
         "kda_decode H32 K128 v_splits=8": lambda: bench.case_kda(v_splits=8),
         "kda_decode H32 K128 v_splits=16": lambda: bench.case_kda(v_splits=16),
         "kda block gemvs only (in_proj + o_proj)": lambda: bench.case_kda_block(None),
+        "kda block in_proj + kda_decode v_splits=1 + o_proj": lambda: bench.case_kda_block(1),
+        "kda block in_proj + kda_decode v_splits=2 + o_proj": lambda: bench.case_kda_block(2),
         "kda block in_proj + kda_decode v_splits=4 + o_proj": lambda: bench.case_kda_block(4),
         "kda block in_proj + kda_decode v_splits=8 + o_proj": lambda: bench.case_kda_block(8),
     }
