@@ -1,12 +1,15 @@
-"""Why some V splits of the KDA decode kernel give wrong, run-to-run different outputs on the H200 (issue 17).
+"""Which V splits of the KDA decode kernel give wrong or run-to-run different outputs on the GPU (issue 17).
 
-2026-12-01, H200: v_splits=16 (8-column slices) and v_splits=8 with 8 warps failed the
-benchmark's check against kda_decode_naive, in main's kernel and in the prefetching one alike, while
-1, 2, 4 and 8 splits with 4 warps passed. This script runs each (splits, warps) eagerly six times from
-the same state, with and without PDL, with and without a fence in every thread before the slice's
-ticket (split_launch.FENCE_EACH_THREAD), and records the worst error against the reference and
-whether the six results are bit-identical. Then it times the fence's cost on the cases the decoder
-uses (bench_kernels' graph timing).
+2026-12-01, H200: v_splits=16 (8-column slices) and v_splits=8 with 8 warps failed the benchmark's
+check against kda_decode_naive without PDL, in main's kernel and in the prefetching one alike, while
+1, 2, 4 and 8 splits with 4 warps passed, and every split passed with PDL. Cause: a slice's v conv
+window (`[V/NV, KW-1]`) is held by several warps at once when it is small, one warp stored the shifted
+window while another had not yet read the old one, and nothing ordered the two (the kernel now stores
+states only after a barrier). This script runs each (splits, warps) eagerly six times from the same
+state, with and without PDL, and records the worst error against the reference and whether the six
+results are bit-identical; then it times the cases the decoder uses (bench_kernels' graph timing).
+The run in reports/samples/issue17-e256-h200/kda/run2 (commit 7a03758, before the barrier) also
+tried a fence in every thread before the ticket: it cost 0.6-0.9 us and did not fix 16 splits.
 
 Usage: python3 benchmarks/diag_kda_split.py --out OUT   (writes kda_split_diag.json there)
 """
@@ -20,7 +23,7 @@ import sys
 from pathlib import Path
 
 import torch
-from bubblescope.kernels.kda_decode import kda_decode, kda_decode_naive, split_launch
+from bubblescope.kernels.kda_decode import kda_decode, kda_decode_naive
 
 from bubblescope.atomic import write_json_atomic
 
@@ -63,14 +66,11 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     checks = []
-    for fence in (False, True):
-        split_launch.FENCE_EACH_THREAD = fence
-        for v_splits, warps in CONFIGS:
-            for pdl in (False, True):
-                row = {"v_splits": v_splits, "warps": warps, "pdl": pdl, "fence_each_thread": fence}
-                row |= check_config(v_splits, warps, pdl)
-                print(json.dumps(row), flush=True)
-                checks.append(row)
+    for v_splits, warps in CONFIGS:
+        for pdl in (False, True):
+            row = {"v_splits": v_splits, "warps": warps, "pdl": pdl} | check_config(v_splits, warps, pdl)
+            print(json.dumps(row), flush=True)
+            checks.append(row)
     ceiling_tbps = bench.measure_copy_ceiling_tbps()
     timings = []
     cases = {
@@ -84,12 +84,10 @@ def main() -> int:
         "kda block in_proj + kda_decode v_splits=4 + o_proj": lambda: bench.case_kda_block(4),
         "kda block in_proj + kda_decode v_splits=8 + o_proj": lambda: bench.case_kda_block(8),
     }
-    for fence in (False, True):
-        split_launch.FENCE_EACH_THREAD = fence
-        for name, build in cases.items():
-            row = bench.run_case(name, build, ceiling_tbps) | {"fence_each_thread": fence}
-            print(json.dumps(row), flush=True)
-            timings.append(row)
+    for name, build in cases.items():
+        row = bench.run_case(name, build, ceiling_tbps)
+        print(json.dumps(row), flush=True)
+        timings.append(row)
     payload = {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(),

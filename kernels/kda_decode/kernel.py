@@ -151,9 +151,6 @@ def kda_decode_kernel(
     b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
     b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
-    store_conv_window(p_q_state_b, b_qc_shift, b_xq, o_ck, m_k, KW, BLOCK_T)
-    store_conv_window(p_k_state_b, b_kc_shift, b_xk, o_ck, m_k, KW, BLOCK_T)
-    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_v, KW, BLOCK_T)
     b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
     b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
@@ -166,9 +163,16 @@ def kda_decode_kernel(
     b_s = b_s * b_decay[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
     b_s += b_k[:, None] * b_u[None, :]
-    tl.store(p_s, b_s, mask=m_s)
     b_o = tl.sum(b_s * b_q[:, None], axis=0)
 
     b_rstd = 1.0 / tl.sqrt(tl.sum(b_o * b_o, axis=0) / V + eps)
     b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
     tl.store(p_out + i_b * stride_ob + o_cv, b_out.to(p_out.dtype.element_ty), mask=m_v)
+    # The states are stored in place only once every thread has read them: a small block is held by
+    # several warps at once, and one warp's store must not overtake another warp's read of the same
+    # element (split_kernel.py's v window showed that race on the H200).
+    tl.debug_barrier()
+    tl.store(p_s, b_s, mask=m_s)
+    store_conv_window(p_q_state_b, b_qc_shift, b_xq, o_ck, m_k, KW, BLOCK_T)
+    store_conv_window(p_k_state_b, b_kc_shift, b_xk, o_ck, m_k, KW, BLOCK_T)
+    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_v, KW, BLOCK_T)

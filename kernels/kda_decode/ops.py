@@ -141,7 +141,8 @@ def kda_decode(
         out: optional `[B, H*V]` destination.
         num_warps: warps per program; default 8 for a 128x128 state, else 4 (split kernel: 4).
         v_splits: programs per head, each owning V/v_splits state columns (split_kernel.py); 1 keeps
-            the one-program-per-head kernel. H200, H=32: 9.1 us; 4-8 splits 5.9-6.0 us (decoder default).
+            the one-program-per-head kernel. H200 2026-12-01, H=32, graph + PDL, layers back to back:
+            1 split 6.7 us, 2: 4.5, 4: 4.3-4.4 (decoder default), 8: 4.6 (benchmarks/RESULTS.md).
         workspace: scratch of the split kernel; default one cached per (device, B, H, V).
         prefetch_state: under PDL, read the conv and recurrent states BEFORE waiting for the previous
             kernel, so they stream in while it runs (kernel.py). Needs the kernel just before this one

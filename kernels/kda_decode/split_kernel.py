@@ -19,8 +19,9 @@ The v conv state is per channel, so each slice shifts its own part in place.
 
 Latency (kernel.py's docstring has the load order): the state slice, the conv windows, the gate row
 and the o_norm weight are all in registers before the ticket, so the last program's only load is
-the workspace row. Each program stores its updated state slice after its ticket: the release
-before the ticket then waits for the small workspace store, not for 16 KiB of state stores.
+the workspace row. Each program stores its updated state slice and v window after its ticket: the
+release before the ticket then waits for the small workspace store, not for 16 KiB of state stores,
+and the barrier before the ticket guarantees that no warp still reads what these stores overwrite.
 """
 
 from __future__ import annotations
@@ -34,15 +35,6 @@ from bubblescope.kernels.kda_decode.kernel import (
     load_head_state,
     store_conv_window,
 )
-
-
-@triton.jit
-def fence_each_thread(b_any):
-    """`fence.acq_rel.gpu` in every thread holding an element of b_any (CUDA's __threadfence()): its own
-    earlier stores are visible GPU-wide before anything it does after. Not for the interpreter."""
-    return tl.inline_asm_elementwise(
-        "fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [b_any], dtype=tl.float32, is_pure=False, pack=1
-    )
 
 
 @triton.jit
@@ -116,7 +108,6 @@ def kda_decode_split_kernel(
     BLOCK_VS: tl.constexpr,
     USE_PDL: tl.constexpr,
     PREFETCH_STATE: tl.constexpr,
-    FENCE_EACH_THREAD: tl.constexpr,
 ):
     """Grid (B, H, NUM_V_SPLITS): program (b, h, s) owns v columns [s*V_SLICE, (s+1)*V_SLICE)."""
     i_b = tl.program_id(0).to(tl.int64)
@@ -161,7 +152,6 @@ def kda_decode_split_kernel(
     b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
     b_gate = tl.load(p_gate + i_b * stride_gb + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
-    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_vs, KW, BLOCK_T)
     b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
     b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
@@ -176,12 +166,15 @@ def kda_decode_split_kernel(
     b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
 
     tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
-    if FENCE_EACH_THREAD:
-        fence_each_thread(b_o)
     # Every thread's workspace store (and q/k conv-state read) must be done before this slice's ticket.
+    # The barrier also orders every thread's state and v-window reads before the stores below:
+    # a small slice's window is held by several warps at once (BLOCK_VS = 8: four copies), and a
+    # warp that stored its shifted window before another warp had read it gave wrong, run-to-run
+    # different outputs on the H200 (issue 17).
     tl.debug_barrier()
     ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="acq_rel")
     tl.store(p_s, b_s, mask=m_s)
+    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_vs, KW, BLOCK_T)
     if ticket == NUM_V_SPLITS - 1:
         store_conv_window(p_q_state_b, b_qc_shift, b_xq, o_ck, m_k, KW, BLOCK_T)
         store_conv_window(p_k_state_b, b_kc_shift, b_xk, o_ck, m_k, KW, BLOCK_T)

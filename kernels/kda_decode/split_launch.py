@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
-from bubblescope.kernels._pdl import is_interpreting, launch_options
+from bubblescope.kernels._pdl import launch_options
 from bubblescope.kernels.kda_decode.params import (
     KDALayerState,
     KDALayerWeights,
@@ -43,10 +43,6 @@ class KDASplitWorkspace:
             and (self.o.device == device)
         )
 
-
-# Every thread fences its workspace store before the slice's ticket (split_kernel.fence_each_thread),
-# on top of the release of the one thread that takes the ticket. Diagnostic switch (issue 17).
-FENCE_EACH_THREAD = False
 
 _WORKSPACES: dict[tuple[str, int, int, int], KDASplitWorkspace] = {}
 
@@ -90,8 +86,8 @@ def launch_kda_decode_split(
         BLOCK_VS=triton.next_power_of_2(v_slice),
         USE_PDL=pdl,
         PREFETCH_STATE=prefetch_state,
-        FENCE_EACH_THREAD=FENCE_EACH_THREAD and not is_interpreting(),
-        # H200 2026-11-30, K = V = 128: 4 warps beat 8 at every split (2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0).
+        # H200, K = V = 128: 4 warps beat 8 at every split (2026-11-30: 2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0;
+        # 2026-12-01 with the state prefetched, PDL: 4: 4.3 vs 4.9), and beat 2 at 8 splits (4.6 vs 4.7).
         num_warps=num_warps or 4,
         **launch_options(pdl),
     )
