@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import inspect
 import json
 import math
 import platform
@@ -143,42 +144,130 @@ def case_rmsnorm(rows: int = 1, width: int = 2560) -> dict:
     )
 
 
-def case_kda(num_warps: int | None = None, v_splits: int = 1) -> dict:
-    heads, dim, width = 32, 128, 4096
-    bytes_per_call = 2 * heads * dim * dim * 4 + 2 * 3 * width * 3 * 2 + 7 * width * 2
+def flash_kda_layer(
+    width: int = 4096, heads: int = 32, dim: int = 128
+) -> tuple[dict, KDALayerWeights, KDALayerState]:
+    """Random bf16 projections, weights and fp32 state of one KDA layer at Flash shapes."""
+    acts = {n: torch.randn(1, width, device="cuda", dtype=BF16) for n in ("q", "k", "v", "f", "gate")}
+    acts["b"] = torch.randn(1, heads, device="cuda", dtype=BF16)
+    weights = KDALayerWeights(
+        *(torch.randn(width, 4, device="cuda", dtype=BF16) * 0.5 for _ in range(3)),
+        a_log=torch.randn(heads, device="cuda"),
+        dt_bias=torch.randn(width, device="cuda"),
+        o_norm=torch.ones(dim, device="cuda", dtype=BF16),
+    )
+    state = KDALayerState(
+        *(torch.randn(1, width, 3, device="cuda", dtype=BF16) for _ in range(3)),
+        recurrent=torch.randn(1, heads, dim, dim, device="cuda") * 0.1,
+    )
+    return acts, weights, state
 
-    def layer():
-        acts = {n: torch.randn(1, width, device="cuda", dtype=BF16) for n in ("q", "k", "v", "f", "gate")}
-        acts["b"] = torch.randn(1, heads, device="cuda", dtype=BF16)
-        weights = KDALayerWeights(
-            *(torch.randn(width, 4, device="cuda", dtype=BF16) * 0.5 for _ in range(3)),
-            a_log=torch.randn(heads, device="cuda"),
-            dt_bias=torch.randn(width, device="cuda"),
-            o_norm=torch.ones(dim, device="cuda", dtype=BF16),
-        )
-        state = KDALayerState(
-            *(torch.randn(1, width, 3, device="cuda", dtype=BF16) for _ in range(3)),
-            recurrent=torch.randn(1, heads, dim, dim, device="cuda") * 0.1,
-        )
-        return acts, weights, state
 
-    layers = [layer() for _ in range(copies_for(bytes_per_call))]
+def kda_options(num_warps: int | None, v_splits: int, prefetch: bool | None) -> dict:
+    """kda_decode keywords. The same script times older checkouts (A/B against main), whose kernel has
+    no `prefetch_state`: None leaves it out; asking for it there fails the case."""
+    options: dict = dict(num_warps=num_warps, v_splits=v_splits)
+    if prefetch is not None:
+        if "prefetch_state" not in inspect.signature(kda_decode).parameters:
+            raise ValueError("this checkout's kda_decode has no prefetch_state")
+        options["prefetch_state"] = prefetch
+    return options
+
+
+KDA_STATE_BYTES = 2 * 32 * 128 * 128 * 4
+
+
+def case_kda(num_warps: int | None = None, v_splits: int = 1, prefetch: bool | None = None) -> dict:
+    """KDA decode alone, layers back to back (64 layers rotated past L2); the state bytes dominate."""
+    width = 4096
+    bytes_per_call = KDA_STATE_BYTES + 2 * 3 * width * 3 * 2 + 7 * width * 2
+    options = kda_options(num_warps, v_splits, prefetch)
+    layers = [flash_kda_layer() for _ in range(copies_for(bytes_per_call))]
     acts, weights, state = layers[0]
     ref_state = state.clone()
     want = kda_decode_naive(**acts, weights=weights, state=ref_state)
-    err = max_rel_diff(kda_decode(**acts, weights=weights, state=state, v_splits=v_splits), want)
+    err = max_rel_diff(kda_decode(**acts, weights=weights, state=state, **options), want)
     return dict(
         bytes=bytes_per_call,
         ok=err < 3e-2,
         err=err,
         calls=lambda pdl: [
-            lambda a=a, w=w, s=s: kda_decode(
-                **a, weights=w, state=s, use_pdl=pdl, num_warps=num_warps, v_splits=v_splits
-            )
+            lambda a=a, w=w, s=s: kda_decode(**a, weights=w, state=s, use_pdl=pdl, **options)
             for a, w, s in layers
         ],
         baseline=[lambda a=a, w=w, s=s: kda_decode_naive(**a, weights=w, state=s) for a, w, s in layers[:4]],
     )
+
+
+def case_kda_block(v_splits: int | None, num_warps: int | None = None, prefetch: bool | None = None) -> dict:
+    """The decoder's KDA block: in_proj GEMV [5W + H, D] -> KDA decode on its column views -> o_proj GEMV,
+    for 32 layers (each its own state, so the 64 MiB of states do not sit in L2; three weight copies
+    rotate). v_splits None: the two GEMVs alone, so that (block - GEMVs) is what KDA adds to a step,
+    including what the state prefetch hides under the in_proj GEMV with PDL."""
+    hidden, width, heads, layers_count, weight_copies = 2560, 4096, 32, 32, 3
+    widths = (width,) * 5 + (heads,)
+    in_projs = [
+        torch.randn(sum(widths), hidden, device="cuda", dtype=BF16) / hidden**0.5
+        for _ in range(weight_copies)
+    ]
+    o_projs = [
+        torch.randn(hidden, width, device="cuda", dtype=BF16) / width**0.5 for _ in range(weight_copies)
+    ]
+    x = torch.randn(1, hidden, device="cuda", dtype=BF16)
+    projs = [torch.empty(1, sum(widths), device="cuda", dtype=BF16) for _ in range(layers_count)]
+    attn = [torch.randn(1, width, device="cuda", dtype=BF16) for _ in range(layers_count)]
+    outs = [torch.empty(1, hidden, device="cuda", dtype=BF16) for _ in range(layers_count)]
+    kda_layers = [flash_kda_layer()[1:] for _ in range(layers_count)] if v_splits else []
+    options = kda_options(num_warps, v_splits, prefetch) if v_splits else {}
+
+    def block(index: int, pdl: bool) -> None:
+        in_proj, o_proj = in_projs[index % weight_copies], o_projs[index % weight_copies]
+        gemv(x, in_proj, use_pdl=pdl, out=projs[index])
+        if v_splits:
+            q, k, v, f, g, b = projs[index].split(widths, dim=1)
+            weights, state = kda_layers[index]
+            kda_decode(q, k, v, f, b, g, weights, state, use_pdl=pdl, out=attn[index], **options)
+        gemv(attn[index], o_proj, use_pdl=pdl, out=outs[index])
+
+    err = 0.0
+    if v_splits:
+        weights, state = kda_layers[0]
+        ref_state = state.clone()
+        block(0, False)
+        q, k, v, f, g, b = projs[0].split(widths, dim=1)
+        want = kda_decode_naive(q, k, v, f, b, g, weights, ref_state)
+        err = max_rel_diff(state.recurrent, ref_state.recurrent)
+        err = max(err, max_rel_diff(attn[0].float(), want.float()))
+    gemv_bytes = (sum(widths) + width) * hidden * 2
+    return dict(
+        bytes=gemv_bytes + (KDA_STATE_BYTES if v_splits else 0),
+        ok=err < 3e-2,
+        err=err,
+        calls=lambda pdl: [lambda i=i: block(i, pdl) for i in range(layers_count)],
+    )
+
+
+def kda_cases() -> dict[str, Callable[[], dict]]:
+    """KDA decode alone (H = 32, K = V = 128) by split and state prefetch, the KDA block with and
+    without KDA, and (named "sweep ...") the warps of the split kernel."""
+    cases: dict[str, Callable[[], dict]] = {
+        "kda_decode H32 K128": case_kda,
+        "kda_decode H32 K128 v_splits=4": lambda: case_kda(v_splits=4),
+        "kda_decode H32 K128 v_splits=8": lambda: case_kda(v_splits=8),
+        "kda_decode H32 K128 v_splits=16": lambda: case_kda(v_splits=16),
+        "kda_decode H32 K128 v_splits=8 no prefetch": lambda: case_kda(v_splits=8, prefetch=False),
+        "kda block gemvs only (in_proj + o_proj)": lambda: case_kda_block(None),
+    }
+    for v_splits in (4, 8, 16):
+        cases[f"kda block in_proj + kda_decode v_splits={v_splits} + o_proj"] = lambda n=v_splits: (
+            case_kda_block(n)
+        )
+    cases["kda block in_proj + kda_decode v_splits=8 no prefetch + o_proj"] = lambda: case_kda_block(
+        8, prefetch=False
+    )
+    for v_splits, warps in ((4, 8), (8, 2), (8, 8), (16, 2), (16, 8)):
+        cases[f"sweep kda_decode nv{v_splits} w{warps}"] = lambda w=warps, n=v_splits: case_kda(w, n)
+    return cases
 
 
 def case_mla(context: int, num_warps: int | None = None) -> dict:
@@ -295,8 +384,7 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         "gemv expert gate_up 1536x2560 M=1": lambda: case_gemv(1, 1536, 2560),
         "gemv router 512x2560 M=1": lambda: case_gemv(1, 512, 2560),
         "add_rmsnorm 2560": case_rmsnorm,
-        "kda_decode H32 K128": case_kda,
-        "kda_decode H32 K128 v_splits=4": lambda: case_kda(v_splits=4),
+        **kda_cases(),
         "mla_decode ctx 8192": lambda: case_mla(8192),
         "mla_decode ctx 131072": lambda: case_mla(131072),
         "moe fused e256 fp32 gate": lambda: case_moe(True, torch.float32),
@@ -325,9 +413,6 @@ def build_cases() -> dict[str, Callable[[], dict]]:
                     1, 4096, 2560, c
                 )
     for warps in (4, 8, 16):
-        cases[f"sweep kda_decode w{warps}"] = lambda w=warps: case_kda(w)
-        for v_splits in (2, 4, 8):
-            cases[f"sweep kda_decode nv{v_splits} w{warps}"] = lambda w=warps, n=v_splits: case_kda(w, n)
         cases[f"sweep mla_decode ctx 8192 w{warps}"] = lambda w=warps: case_mla(8192, w)
     for block_i in (16, 32, 64):
         for block_d in (64, 128, 256):
@@ -363,6 +448,8 @@ def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
     best_us = min(row["graph_us"], row["graph_pdl_us"])
     row["bandwidth_tbps"] = case["bytes"] / (best_us * 1e-6) / 1e12
     row["fraction_of_copy"] = row["bandwidth_tbps"] / ceiling_tbps
+    if "baseline" not in case:
+        return row
     try:
         row["baseline_graph_us"] = time_graph_us(case["baseline"])
         row["baseline_tbps"] = case["bytes"] / (row["baseline_graph_us"] * 1e-6) / 1e12

@@ -3,11 +3,16 @@
 Why one launch: every dependency stays inside one (batch, head) pair. The head's q/k/v channels
 need only their own conv state, the gate and beta are per head, the delta rule touches only that
 head's [K, V] state, and the output RMSNorm reduces over that head's V. So grid (B, H) with no
-cross-program communication. Splitting V over programs would add parallelism but needs a
-cross-program norm reduction and makes the shared q/k conv-state update a race (one program would
-overwrite inputs another still reads): two launches. With H = 32 programs of 8 warps each holding
-a 128x128 fp32 state tile (64 registers per thread) the single launch moves 4 MiB of state per
-layer and is bound by per-SM bandwidth, not by launches.
+cross-program communication. Splitting V over programs adds parallelism (split_kernel.py) at the
+price of a cross-program norm reduction and a shared q/k conv state.
+
+Load order (both kernels): everything that does not come from the previous kernel in the stream
+(conv weights, conv-state windows, the fp32 recurrent state) is loaded first, in one batch, and
+only the projections (q, k, v, f, b, gate) after gdc_wait. Under PDL the state bytes then stream
+in while the in_proj GEMV before this kernel still runs (PREFETCH_STATE); without PDL they at
+least share one memory round trip with the projections instead of following them. The conv
+windows are loaded twice, as taps and shifted by one, so the state shift is a store from
+registers, not a load after the math.
 """
 
 from __future__ import annotations
@@ -28,23 +33,43 @@ def load_conv_weights(p_w, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
 
 
 @triton.jit
-def short_conv_silu(p_x, p_state, b_w_old, b_w_new, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
-    """SiLU(depthwise causal conv) of one token for channels o_c; shifts the conv state in place.
-
-    p_state points at this row's [C, KW-1] state (oldest first). All old values are loaded before
-    the shifted state is stored, and no other program touches these channels.
-    """
+def load_conv_window(p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
+    """A conv state's rows o_c (`[C, KW-1]`, oldest first) as (taps, shifted): shifted[t] = taps[t+1],
+    its last slot (still to receive this token's input) zero. Both in the state's dtype."""
     o_t = tl.arange(0, BLOCK_T)
     p_row = p_state + o_c[:, None] * (KW - 1) + o_t[None, :]
-    m_state = m_c[:, None] & (o_t < KW - 1)[None, :]
-    b_x = tl.load(p_x + o_c, mask=m_c, other=0.0)
-    b_old = tl.load(p_row, mask=m_state, other=0.0).to(tl.float32)
-    # Slot t of the new state holds old slot t+1; the last slot holds this token's input.
+    b_old = tl.load(p_row, mask=m_c[:, None] & (o_t < KW - 1)[None, :], other=0.0)
     b_shift = tl.load(p_row + 1, mask=m_c[:, None] & (o_t < KW - 2)[None, :], other=0.0)
-    b_shift = tl.where((o_t == KW - 2)[None, :], b_x[:, None].to(b_shift.dtype), b_shift)
-    b_acc = tl.sum(b_old * b_w_old, axis=1) + b_w_new * b_x.to(tl.float32)
-    tl.store(p_row, b_shift, mask=m_state)
+    return b_old, b_shift
+
+
+@triton.jit
+def conv_silu(b_x, b_old, b_w_old, b_w_new):
+    """SiLU(depthwise causal conv) of one token: taps `b_old` [C, T] and input `b_x` [C] (fp32 out)."""
+    b_acc = tl.sum(b_old.to(tl.float32) * b_w_old, axis=1) + b_w_new * b_x.to(tl.float32)
     return b_acc * tl.sigmoid(b_acc)
+
+
+@triton.jit
+def store_conv_window(p_state, b_shift, b_x, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
+    """state[c] <- state[c][1:] + [x[c]] from registers (b_shift from load_conv_window)."""
+    o_t = tl.arange(0, BLOCK_T)
+    b_new = tl.where((o_t == KW - 2)[None, :], b_x[:, None].to(b_shift.dtype), b_shift)
+    tl.store(
+        p_state + o_c[:, None] * (KW - 1) + o_t[None, :], b_new, mask=m_c[:, None] & (o_t < KW - 1)[None, :]
+    )
+
+
+@triton.jit
+def load_head_state(
+    p_q_state, p_k_state, p_v_state, p_s, o_ck, m_k, o_cv, m_v, m_s, KW: tl.constexpr, BLOCK_T: tl.constexpr
+):
+    """Everything of a head's state one program reads: q/k/v conv windows and the fp32 [K, V] tile."""
+    b_qc_old, b_qc_shift = load_conv_window(p_q_state, o_ck, m_k, KW, BLOCK_T)
+    b_kc_old, b_kc_shift = load_conv_window(p_k_state, o_ck, m_k, KW, BLOCK_T)
+    b_vc_old, b_vc_shift = load_conv_window(p_v_state, o_cv, m_v, KW, BLOCK_T)
+    b_s = tl.load(p_s, mask=m_s, other=0.0)
+    return b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s
 
 
 @triton.jit
@@ -84,6 +109,7 @@ def kda_decode_kernel(
     BLOCK_K: tl.constexpr,
     BLOCK_V: tl.constexpr,
     USE_PDL: tl.constexpr,
+    PREFETCH_STATE: tl.constexpr,
 ):
     """Grid (B, H): program (i_b, i_h) runs steps 2-7 of notes §3.1 for one head of one sequence."""
     i_b = tl.program_id(0).to(tl.int64)
@@ -94,6 +120,11 @@ def kda_decode_kernel(
     m_v = o_v < V
     o_ck = i_h * K + o_k
     o_cv = i_h * V + o_v
+    p_q_state_b = p_q_state + i_b * H * K * (KW - 1)
+    p_k_state_b = p_k_state + i_b * H * K * (KW - 1)
+    p_v_state_b = p_v_state + i_b * H * V * (KW - 1)
+    p_s = p_state + ((i_b * H + i_h) * K + o_k[:, None]) * V + o_v[None, :]
+    m_s = m_k[:, None] & m_v[None, :]
     # Weights never depend on the previous kernel: load them before gdc_wait.
     b_wq_old, b_wq_new = load_conv_weights(p_q_conv_w, o_ck, m_k, KW, BLOCK_T)
     b_wk_old, b_wk_new = load_conv_weights(p_k_conv_w, o_ck, m_k, KW, BLOCK_T)
@@ -101,37 +132,47 @@ def kda_decode_kernel(
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
-    pdl_wait(USE_PDL)
+    if PREFETCH_STATE:
+        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
+            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_v, m_s, KW, BLOCK_T
+        )
+        pdl_wait(USE_PDL)
+    else:
+        pdl_wait(USE_PDL)
+        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
+            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_v, m_s, KW, BLOCK_T
+        )
     # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
     pdl_launch_dependents(USE_PDL)
 
-    conv_k_rows = H * K * (KW - 1)
-    b_q = short_conv_silu(
-        p_q + i_b * stride_qb, p_q_state + i_b * conv_k_rows, b_wq_old, b_wq_new, o_ck, m_k, KW, BLOCK_T
-    )
-    b_k = short_conv_silu(
-        p_k + i_b * stride_kb, p_k_state + i_b * conv_k_rows, b_wk_old, b_wk_new, o_ck, m_k, KW, BLOCK_T
-    )
-    b_v = short_conv_silu(
-        p_v + i_b * stride_vb, p_v_state + i_b * H * V * (KW - 1), b_wv_old, b_wv_new, o_cv, m_v, KW, BLOCK_T
-    )
+    b_xq = tl.load(p_q + i_b * stride_qb + o_ck, mask=m_k, other=0.0)
+    b_xk = tl.load(p_k + i_b * stride_kb + o_ck, mask=m_k, other=0.0)
+    b_xv = tl.load(p_v + i_b * stride_vb + o_cv, mask=m_v, other=0.0)
+    b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
+    b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
+    b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
+    b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
+    b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
+    b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
     # L2 norm with eps inside the sqrt (FLA convention); q also takes the K^-1/2 scale.
     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
-    b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
-    b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
 
     # [BLOCK_K, BLOCK_V] fp32 state of this head: decay -> correct -> update -> read.
-    p_s = p_state + ((i_b * H + i_h) * K + o_k[:, None]) * V + o_v[None, :]
-    m_s = m_k[:, None] & m_v[None, :]
-    b_s = tl.load(p_s, mask=m_s, other=0.0) * b_decay[:, None]
+    b_s = b_s * b_decay[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
     b_s += b_k[:, None] * b_u[None, :]
-    tl.store(p_s, b_s, mask=m_s)
     b_o = tl.sum(b_s * b_q[:, None], axis=0)
 
-    b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
     b_rstd = 1.0 / tl.sqrt(tl.sum(b_o * b_o, axis=0) / V + eps)
     b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
     tl.store(p_out + i_b * stride_ob + o_cv, b_out.to(p_out.dtype.element_ty), mask=m_v)
+    # The states are stored in place only once every thread has read them: a small block is held by
+    # several warps at once, and one warp's store must not overtake another warp's read of the same
+    # element (split_kernel.py's v window showed that race on the H200).
+    tl.debug_barrier()
+    tl.store(p_s, b_s, mask=m_s)
+    store_conv_window(p_q_state_b, b_qc_shift, b_xq, o_ck, m_k, KW, BLOCK_T)
+    store_conv_window(p_k_state_b, b_kc_shift, b_xk, o_ck, m_k, KW, BLOCK_T)
+    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_v, KW, BLOCK_T)

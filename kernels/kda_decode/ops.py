@@ -88,6 +88,7 @@ def launch_kda_decode(
     eps: float,
     pdl: bool,
     num_warps: int | None,
+    prefetch_state: bool = True,
 ) -> None:
     """Grid (B, H) launch of kda_decode_kernel on validated inputs."""
     batch, heads, key_dim, value_dim = state.recurrent.shape
@@ -101,6 +102,7 @@ def launch_kda_decode(
         eps,
         **decode_block_sizes(weights.q_conv.shape[1], key_dim, value_dim),
         USE_PDL=pdl,
+        PREFETCH_STATE=prefetch_state,
         num_warps=num_warps or (8 if key_dim * value_dim >= 8192 else 4),
         **launch_options(pdl),
     )
@@ -121,6 +123,7 @@ def kda_decode(
     num_warps: int | None = None,
     v_splits: int = 1,
     workspace: KDASplitWorkspace | None = None,
+    prefetch_state: bool = True,
 ) -> torch.Tensor:
     """One KDA decode token in one launch: conv+SiLU (state shifted in place), safe gate, beta,
     L2-normed q (x K^-1/2) and k, delta rule on the fp32 state (in place), gated output RMSNorm.
@@ -138,8 +141,15 @@ def kda_decode(
         out: optional `[B, H*V]` destination.
         num_warps: warps per program; default 8 for a 128x128 state, else 4 (split kernel: 4).
         v_splits: programs per head, each owning V/v_splits state columns (split_kernel.py); 1 keeps
-            the one-program-per-head kernel. H200, H=32: 9.1 us; 4-8 splits 5.9-6.0 us (decoder default).
+            the one-program-per-head kernel. H200 2026-12-01, H=32, graph + PDL, layers back to back:
+            1 split 6.7 us, 2: 4.5, 4: 4.3-4.4 (decoder default), 8: 4.6 (benchmarks/RESULTS.md).
         workspace: scratch of the split kernel; default one cached per (device, B, H, V).
+        prefetch_state: under PDL, read the conv and recurrent states BEFORE waiting for the previous
+            kernel, so they stream in while it runs (kernel.py). Needs the kernel just before this one
+            in the stream not to write `state`: true in the decoder, where it is the in_proj GEMV (which
+            itself waits for everything before it). Pass False to chain two steps of one layer back to
+            back under PDL, or after a kernel that writes the state without PDL waits (e.g. a copy_).
+            No effect without PDL.
     Returns:
         `[B, H*V]` in v's dtype (out's dtype when given): the input of o_proj.
     """
@@ -155,7 +165,7 @@ def kda_decode(
     if not 1 <= v_splits <= value_dim:
         raise KernelInputError(f"{OP}: v_splits must be in 1..V={value_dim}; got {v_splits}")
     if v_splits == 1:
-        launch_kda_decode(activations, weights, state, out, eps, pdl, num_warps)
+        launch_kda_decode(activations, weights, state, out, eps, pdl, num_warps, prefetch_state)
         return out
     if workspace is None:
         workspace = shared_workspace(batch, heads, value_dim, v.device)
@@ -163,5 +173,7 @@ def kda_decode(
         raise KernelInputError(
             f"{OP}: workspace is not for B={batch}, H={heads}, V={value_dim} on {v.device}"
         )
-    launch_kda_decode_split(activations, weights, state, out, eps, pdl, num_warps, v_splits, workspace)
+    launch_kda_decode_split(
+        activations, weights, state, out, eps, pdl, num_warps, v_splits, workspace, prefetch_state
+    )
     return out

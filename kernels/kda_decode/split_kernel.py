@@ -16,6 +16,12 @@ slice's writes and every slice has finished reading the old q/k conv state: it s
 normalises and gates the whole head's output, and re-arms the counter to zero for the next call
 (or CUDA-graph replay). No program ever waits for another, so nothing can deadlock.
 The v conv state is per channel, so each slice shifts its own part in place.
+
+Latency (kernel.py's docstring has the load order): the state slice, the conv windows, the gate row
+and the o_norm weight are all in registers before the ticket, so the last program's only load is
+the workspace row. Each program stores its updated state slice and v window after its ticket: the
+release before the ticket then waits for the small workspace store, not for 16 KiB of state stores,
+and the barrier before the ticket guarantees that no warp still reads what these stores overwrite.
 """
 
 from __future__ import annotations
@@ -23,37 +29,20 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
-from bubblescope.kernels.kda_decode.kernel import load_conv_weights, short_conv_silu
-
-
-@triton.jit
-def conv_silu_peek(p_x, p_state, b_w_old, b_w_new, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
-    """SiLU(depthwise causal conv) of one token for channels o_c, leaving the conv state untouched."""
-    o_t = tl.arange(0, BLOCK_T)
-    m_state = m_c[:, None] & (o_t < KW - 1)[None, :]
-    b_x = tl.load(p_x + o_c, mask=m_c, other=0.0).to(tl.float32)
-    b_old = tl.load(p_state + o_c[:, None] * (KW - 1) + o_t[None, :], mask=m_state, other=0.0)
-    b_acc = tl.sum(b_old.to(tl.float32) * b_w_old, axis=1) + b_w_new * b_x
-    return b_acc * tl.sigmoid(b_acc)
-
-
-@triton.jit
-def shift_conv_state(p_x, p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr):
-    """state[c] <- state[c][1:] + [x[c]] for channels o_c (all loads before the store)."""
-    o_t = tl.arange(0, BLOCK_T)
-    p_row = p_state + o_c[:, None] * (KW - 1) + o_t[None, :]
-    b_x = tl.load(p_x + o_c, mask=m_c, other=0.0)
-    b_shift = tl.load(p_row + 1, mask=m_c[:, None] & (o_t < KW - 2)[None, :], other=0.0)
-    b_shift = tl.where((o_t == KW - 2)[None, :], b_x[:, None].to(b_shift.dtype), b_shift)
-    tl.store(p_row, b_shift, mask=m_c[:, None] & (o_t < KW - 1)[None, :])
+from bubblescope.kernels.kda_decode.kernel import (
+    conv_silu,
+    load_conv_weights,
+    load_head_state,
+    store_conv_window,
+)
 
 
 @triton.jit
 def finish_head(
     p_ws_o,
     p_ws_count,
-    p_gate_row,
-    p_o_norm,
+    b_gate,
+    b_o_norm,
     p_out_row,
     i_bh,
     i_h,
@@ -61,14 +50,15 @@ def finish_head(
     eps,
     BLOCK_V: tl.constexpr,
 ):
-    """Last slice of a head: RMSNorm of the whole o row (squares summed here), gate, store; re-arm."""
+    """Last slice of a head: RMSNorm of the whole o row (squares summed here), gate, store; re-arm.
+
+    b_gate (fp32, pre-sigmoid) and b_o_norm are the head's whole `[BLOCK_V]` rows, already loaded.
+    """
     o_v = tl.arange(0, BLOCK_V)
     m_v = o_v < V
     # .cg: read at L2, where the other SMs' writes are; never a stale L1 line from an earlier call.
     b_o = tl.load(p_ws_o + i_bh * V + o_v, mask=m_v, other=0.0, cache_modifier=".cg")
     b_sq = tl.sum(b_o * b_o, axis=0)
-    b_gate = tl.load(p_gate_row + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
-    b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
     b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)
     b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
     tl.store(p_out_row + i_h * V + o_v, b_out.to(p_out_row.dtype.element_ty), mask=m_v)
@@ -117,6 +107,7 @@ def kda_decode_split_kernel(
     BLOCK_V: tl.constexpr,
     BLOCK_VS: tl.constexpr,
     USE_PDL: tl.constexpr,
+    PREFETCH_STATE: tl.constexpr,
 ):
     """Grid (B, H, NUM_V_SPLITS): program (b, h, s) owns v columns [s*V_SLICE, (s+1)*V_SLICE)."""
     i_b = tl.program_id(0).to(tl.int64)
@@ -125,54 +116,73 @@ def kda_decode_split_kernel(
     i_bh = i_b * H + i_h
     o_k = tl.arange(0, BLOCK_K)
     o_vs = i_s * V_SLICE + tl.arange(0, BLOCK_VS)
+    o_v = tl.arange(0, BLOCK_V)
     m_k = o_k < K
     m_vs = (tl.arange(0, BLOCK_VS) < V_SLICE) & (o_vs < V)
+    m_v = o_v < V
     o_ck = i_h * K + o_k
     o_cv = i_h * V + o_vs
+    p_q_state_b = p_q_state + i_b * H * K * (KW - 1)
+    p_k_state_b = p_k_state + i_b * H * K * (KW - 1)
+    p_v_state_b = p_v_state + i_b * H * V * (KW - 1)
+    p_s = p_state + (i_bh * K + o_k[:, None]) * V + o_vs[None, :]
+    m_s = m_k[:, None] & m_vs[None, :]
     b_wq_old, b_wq_new = load_conv_weights(p_q_conv_w, o_ck, m_k, KW, BLOCK_T)
     b_wk_old, b_wk_new = load_conv_weights(p_k_conv_w, o_ck, m_k, KW, BLOCK_T)
     b_wv_old, b_wv_new = load_conv_weights(p_v_conv_w, o_cv, m_vs, KW, BLOCK_T)
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
-    pdl_wait(USE_PDL)
+    # The whole row: whichever program finishes the head needs it.
+    b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
+    if PREFETCH_STATE:
+        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
+            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
+        )
+        pdl_wait(USE_PDL)
+    else:
+        pdl_wait(USE_PDL)
+        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
+            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
+        )
     pdl_launch_dependents(USE_PDL)
 
-    conv_k_rows = H * K * (KW - 1)
-    p_q_state_b = p_q_state + i_b * conv_k_rows
-    p_k_state_b = p_k_state + i_b * conv_k_rows
-    b_q = conv_silu_peek(p_q + i_b * stride_qb, p_q_state_b, b_wq_old, b_wq_new, o_ck, m_k, KW, BLOCK_T)
-    b_k = conv_silu_peek(p_k + i_b * stride_kb, p_k_state_b, b_wk_old, b_wk_new, o_ck, m_k, KW, BLOCK_T)
-    b_v = short_conv_silu(
-        p_v + i_b * stride_vb, p_v_state + i_b * H * V * (KW - 1), b_wv_old, b_wv_new, o_cv, m_vs, KW, BLOCK_T
-    )
+    b_xq = tl.load(p_q + i_b * stride_qb + o_ck, mask=m_k, other=0.0)
+    b_xk = tl.load(p_k + i_b * stride_kb + o_ck, mask=m_k, other=0.0)
+    b_xv = tl.load(p_v + i_b * stride_vb + o_cv, mask=m_vs, other=0.0)
+    b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
+    b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
+    b_gate = tl.load(p_gate + i_b * stride_gb + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
+    b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
+    b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
+    b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
-    b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
-    b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
 
     # [BLOCK_K, BLOCK_VS] fp32 slice of this head's state: decay -> correct -> update -> read.
-    p_s = p_state + (i_bh * K + o_k[:, None]) * V + o_vs[None, :]
-    m_s = m_k[:, None] & m_vs[None, :]
-    b_s = tl.load(p_s, mask=m_s, other=0.0) * b_decay[:, None]
+    b_s = b_s * b_decay[:, None]
     b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
     b_s += b_k[:, None] * b_u[None, :]
-    tl.store(p_s, b_s, mask=m_s)
     b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
 
     tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
-    # Every thread's stores (and q/k conv-state reads) must be done before this slice's ticket.
+    # Every thread's workspace store (and q/k conv-state read) must be done before this slice's ticket.
+    # The barrier also orders every thread's state and v-window reads before the stores below:
+    # a small slice's window is held by several warps at once (BLOCK_VS = 8: four copies), and a
+    # warp that stored its shifted window before another warp had read it gave wrong, run-to-run
+    # different outputs on the H200 (issue 17).
     tl.debug_barrier()
     ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="acq_rel")
+    tl.store(p_s, b_s, mask=m_s)
+    store_conv_window(p_v_state_b, b_vc_shift, b_xv, o_cv, m_vs, KW, BLOCK_T)
     if ticket == NUM_V_SPLITS - 1:
-        o_t_k = i_h * K + o_k
-        shift_conv_state(p_q + i_b * stride_qb, p_q_state_b, o_t_k, m_k, KW, BLOCK_T)
-        shift_conv_state(p_k + i_b * stride_kb, p_k_state_b, o_t_k, m_k, KW, BLOCK_T)
+        store_conv_window(p_q_state_b, b_qc_shift, b_xq, o_ck, m_k, KW, BLOCK_T)
+        store_conv_window(p_k_state_b, b_kc_shift, b_xk, o_ck, m_k, KW, BLOCK_T)
         finish_head(
             p_ws_o,
             p_ws_count,
-            p_gate + i_b * stride_gb,
-            p_o_norm,
+            b_gate,
+            b_o_norm,
             p_out + i_b * stride_ob,
             i_bh,
             i_h,

@@ -65,6 +65,7 @@ def launch_kda_decode_split(
     num_warps: int | None,
     v_splits: int,
     workspace: KDASplitWorkspace,
+    prefetch_state: bool = True,
 ) -> None:
     """Grid (B, H, v_splits) launch of kda_decode_split_kernel on validated inputs."""
     batch, heads, key_dim, value_dim = state.recurrent.shape
@@ -84,7 +85,9 @@ def launch_kda_decode_split(
         **decode_block_sizes(weights.q_conv.shape[1], key_dim, value_dim),
         BLOCK_VS=triton.next_power_of_2(v_slice),
         USE_PDL=pdl,
-        # H200 2026-11-30, K = V = 128: 4 warps beat 8 at every split (2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0).
+        PREFETCH_STATE=prefetch_state,
+        # H200, K = V = 128: 4 warps beat 8 at every split (2026-11-30: 2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0;
+        # 2026-12-01 with the state prefetched, PDL: 4: 4.3 vs 4.9), and beat 2 at 8 splits (4.6 vs 4.7).
         num_warps=num_warps or 4,
         **launch_options(pdl),
     )

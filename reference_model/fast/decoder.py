@@ -35,6 +35,9 @@ from .step import FastForward, step_options
 # programs on a 132-SM H200, latency-bound on each head's 64 KB fp32 state. Splitting V gives at
 # least this many programs (the interpreter pays per program, so it keeps 1). H200 2026-11-30, Flash
 # shape (H=32), graph + PDL: 1 split 9.1 us, 2 splits 6.5, 4 splits 6.0, 8 splits 5.9 (4 warps).
+# 2026-12-01, state prefetched under PDL: 1 split 6.7, 2: 4.5, 4: 4.3-4.4, 8: 4.6 us; what KDA adds to
+# the in_proj -> KDA -> o_proj block: 1 split 7.0, 2: 5.5, 4: 5.4-5.5, 8: 5.4-5.7 us. So 4 for Flash;
+# slices narrower than 16 columns (16 splits of V = 128) stay out until measured with the fixed kernel.
 KDA_MIN_PROGRAMS = 128
 KDA_MAX_V_SPLITS = 8
 

@@ -103,3 +103,10 @@ def test_kda_decode_rejects_bad_v_splits():
             v_splits=2,
             workspace=KDASplitWorkspace.allocate(1, 2, 8, torch.device("cpu")),
         )
+
+
+@pytest.mark.parametrize("v_splits", [1, 2])
+def test_kda_decode_state_loaded_after_wait_matches_naive(device, v_splits):
+    """prefetch_state=False (state read after gdc_wait; same math) matches the reference too."""
+    activations, weights, state = make_layer(1, 2, 12, 20, device)
+    check_step(activations, weights, state, 1e-4, 1e-4, v_splits=v_splits, prefetch_state=False)
