@@ -53,8 +53,8 @@ from bubblescope.stats import per_token_samples_ns
 
 ACCEPT_LENGTHS = (1.0, 4.0, 9.95)
 KDA_SWITCHES = ("staged_kda", "fused_kda_verify", "no_readback")
-# The verify window's MoE switches (verify_moe.KernelMoE); on only in the first setting (see docstring).
-MOE_SWITCHES = ("fast_topk", "early_shared", "expert_union", "deep_experts")
+# The verify window's kernel switches (MoE: verify_moe.KernelMoE; the norms); on only in the first setting.
+MOE_SWITCHES = ("fast_topk", "early_shared", "expert_union", "deep_experts", "verify_norm_kernel")
 OVERLAPS = (0.0, 0.5, 0.8)
 ALWAYS_ON = ("pdl", "bf16_gate", "bf16_lm_head")
 

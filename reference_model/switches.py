@@ -81,6 +81,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "verify_norm_kernel",
+        "speculative verify: each residual add + RMSNorm of the window as one Triton launch",
+        "the eager RMSNorm module (~8 PyTorch kernels per norm) and a separate residual add",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "graph_metadata",
         "prepare decode metadata inside the captured CUDA graph",
         "eager metadata ops between graph replays",
@@ -118,6 +124,8 @@ class LingSwitches:
     bf16_lm_head: bool = False
     staged_kda: bool = False
     fused_kda_verify: bool = False
+    # Acts on the speculative verify window only.
+    verify_norm_kernel: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False

@@ -24,15 +24,18 @@ _MASKED_PRE_ACTIVATION = -1.0e30
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    """How verify runs: the two KDA switches, PDL, and the kernel backend.
+    """How verify runs: the two KDA switches, PDL, the kernel backend and the norms.
 
     backend: "auto" (Triton on CUDA or under TRITON_INTERPRET=1, else PyTorch), "triton", "torch".
+    kernel_norm: the residual adds and RMSNorms of the main layers as one add_rmsnorm launch each
+        (`verify_norm_kernel`) where Triton runs; the eager module's ops otherwise.
     """
 
     staged_kda: bool = False
     fused_kda_verify: bool = False
     use_pdl: bool = False
     backend: str = "auto"
+    kernel_norm: bool = False
 
 
 @dataclass

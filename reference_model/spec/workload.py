@@ -8,7 +8,8 @@ early_shared: the same switches as on the fast decode path, applied to the verif
 NEXTN's draft's) MoE kernels, expert_union (the window's experts launch streams each distinct
 expert once, kernels/moe/union_kernel.py) and deep_experts (more weight tiles in flight per experts
 program: the one-row launch in pairs, the union launch through Triton's pipeliner); without the MoE
-kernels (the eager MoE, the CPU default) these four change nothing.
+kernels (the eager MoE, the CPU default) these four change nothing; verify_norm_kernel (the window's
+residual adds + RMSNorms as one add_rmsnorm launch each, where Triton runs).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ SPEC_SWITCHES = (
     "early_shared",
     "expert_union",
     "deep_experts",
+    "verify_norm_kernel",
 )
 
 
@@ -156,7 +158,10 @@ class SpecWorkload:
         require_implemented(enabled, SPEC_SWITCHES, self.name)
         switches = LingSwitches.from_names(enabled)
         options = VerifyOptions(
-            staged_kda=switches.staged_kda, fused_kda_verify=switches.fused_kda_verify, use_pdl=switches.pdl
+            staged_kda=switches.staged_kda,
+            fused_kda_verify=switches.fused_kda_verify,
+            use_pdl=switches.pdl,
+            kernel_norm=switches.verify_norm_kernel,
         )
         oracle = None
         if self.accept_len_target is not None:
