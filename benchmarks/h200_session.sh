@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: round2 (issue 17's second round: tests, window sweep, ablation on top, DSpark),
+# Stages: round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
+# step and DSpark verify),
 # issue17 (fast_topk / early_shared kernels, tests, e256 step), verify-union (the verify
 # window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
@@ -49,27 +50,25 @@ for stage in "$@"; do
         --keys all_on,all_on-deep_experts --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
     round2)
-      # Issue 17, second round, one call: GPU tests of the round's kernels and switches, the verify-window
-      # layer sweep, the round's switches ablated on top of every other one (records, traces, report),
-      # and DSpark at oracle 9.95 with each verify-side switch removed from all on (same process).
+      # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
+      # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
+      # switches on DSpark at oracle 9.95 (records, traces and reports as tarballs).
       mla_tests=$(ls tests/kernels/test_mla_glue.py 2>/dev/null)
-      timeout ${TESTS_S:-120} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_deep.py \
+      timeout ${TESTS_S:-100} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_deep.py \
         tests/kernels/test_moe_union.py tests/kernels/test_kda_decode.py tests/kernels/test_kda_decode_gpu.py \
         tests/spec/test_verify_norm_kernel.py $mla_tests 2>&1 | tail -6 | tee "$out/kernel_tests.log"
-      timeout ${FTEST_S:-100} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
+      timeout ${FTEST_S:-60} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
         -k "new_moe or mla_glue" 2>&1 | grep -E "relative RMS|passed|failed|Error" | tail -12 | tee "$out/fast_gpu_tests.log"
-      timeout 45 python3 benchmarks/bench_routing.py --out "$out/window" --only "moe window" 2>&1 | grep -v '^{' | tail -12
-      [ -f benchmarks/bench_mla_glue.py ] && timeout 40 python3 benchmarks/bench_mla_glue.py --out "$out/mla_glue" 2>&1 | tail -8
       toggles=$(python3 -c "from bubblescope.reference_model.on_top import ROUND2; print(','.join(ROUND2))")
-      timeout ${ABLATE_S:-220} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round2_workload \
+      timeout ${ABLATE_S:-200} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round2_workload \
         --preset ling3-flash-e256 --toggles "$toggles" --steps 64 --repeats 3 --out /tmp/abl-r2 \
         --format table 2>&1 | grep -v Warn | tail -30
       tar -czf "$out/ablate_round2.tar.gz" -C /tmp abl-r2
-      all=staged_kda+fused_kda_verify+no_readback+fast_topk+early_shared+expert_union+deep_experts+verify_norm_kernel
-      timeout ${SPEC_S:-170} python3 benchmarks/bench_spec.py /tmp/spec-r2 --spec dspark --accept 9.95 --block 9 \
-        --skip-extras --skip-kernels --budget-s $(( ${SPEC_S:-170} - 15 )) --settings "$all" \
-        "${all/+deep_experts/}" "${all/+verify_norm_kernel/}" 2>&1 | grep -v "^- {" | tail -16
-      tar -czf "$out/spec_round2.tar.gz" -C /tmp spec-r2 ;;
+      timeout ${SPEC_ABLATE_S:-230} bubblescope ablate \
+        --workload bubblescope.reference_model.on_top:make_spec_round2_workload --preset ling3-flash-e256 \
+        --toggles expert_union,deep_experts,verify_norm_kernel --steps 12 --warmup 3 --repeats 3 \
+        --out /tmp/abl-spec-r2 --format table 2>&1 | grep -v Warn | tail -30
+      tar -czf "$out/ablate_spec_round2.tar.gz" -C /tmp abl-spec-r2 ;;
     issue17-run)
       # The product's own measurement: all on (the issue-17 switches included) vs all on but them.
       old=no_readback,pdl,fused_moe,bf16_gate,bf16_lm_head,graph_metadata

@@ -15,6 +15,7 @@ from typing import Any
 from bubblescope.errors import ConfigError
 from bubblescope.workload import SwitchInfo
 
+from .spec.workload import SPEC_SWITCHES, make_spec_workload
 from .workload import FAST_SWITCHES
 from .workload import make_workload as make_reference_workload
 
@@ -25,6 +26,15 @@ STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts",)
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2)
+# The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation
+# sample), studied on DSpark at the issue's oracle accept length with every other speculative switch on.
+SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
+SPEC_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_STUDIED)
+# The issue's speculative setting: a DSpark block of 9 drafts, oracle mean of 9.95 tokens per verify.
+SPEC_BLOCK = 9
+SPEC_ACCEPT_LEN = 9.95
+# Verifies the MLA cache holds: an ablation runs ~50 per configuration and prefills again for each.
+SPEC_MAX_STEPS = 256
 
 
 class OnTopWorkload:
@@ -98,3 +108,21 @@ def make_round2_workload(
     options["path"] = "fast"
     inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
     return OnTopWorkload(inner, studied=ROUND2, fixed_on=ROUND2_FIXED_ON)
+
+
+def make_spec_round2_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = SPEC_MAX_STEPS, **options: Any
+) -> OnTopWorkload:
+    """DSpark (block SPEC_BLOCK, oracle accept length SPEC_ACCEPT_LEN) studying SPEC_STUDIED with every other
+    speculative switch held on: `--workload bubblescope.reference_model.on_top:make_spec_round2_workload`
+    (`--spec`/`--block`/`--accept-len` do not combine with `--workload`, hence fixed here)."""
+    inner = make_spec_workload(
+        preset,
+        options.get("device"),
+        spec="dspark",
+        block=SPEC_BLOCK,
+        accept_len=SPEC_ACCEPT_LEN,
+        seed=seed,
+        max_steps=min(max_steps, SPEC_MAX_STEPS),
+    )
+    return OnTopWorkload(inner, studied=SPEC_STUDIED, fixed_on=SPEC_FIXED_ON)

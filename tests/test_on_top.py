@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from bubblescope.reference_model.on_top import FIXED_ON, ROUND2, ROUND2_FIXED_ON, STUDIED, OnTopWorkload
+from bubblescope.reference_model.on_top import (
+    FIXED_ON,
+    ROUND2,
+    ROUND2_FIXED_ON,
+    SPEC_FIXED_ON,
+    SPEC_STUDIED,
+    STUDIED,
+    OnTopWorkload,
+)
+from bubblescope.reference_model.spec.workload import SPEC_SWITCHES
 from bubblescope.reference_model.switches import SWITCH_INFO
 from bubblescope.reference_model.workload import FAST_SWITCHES
 
@@ -63,3 +72,8 @@ def test_round2_studies_its_switches_with_every_other_one_on() -> None:
     assert ROUND2_FIXED_ON | set(ROUND2) == set(FAST_SWITCHES)
     with pytest.raises(ConfigError, match="fast_topk is fixed by"):
         workload.prepare(frozenset({"fast_topk"}))
+
+
+def test_spec_round_holds_every_other_speculative_switch_on() -> None:
+    assert SPEC_FIXED_ON | set(SPEC_STUDIED) == set(SPEC_SWITCHES) and not SPEC_FIXED_ON & set(SPEC_STUDIED)
+    assert {"staged_kda", "fused_kda_verify", "no_readback", "pdl", "fast_topk"} <= SPEC_FIXED_ON
