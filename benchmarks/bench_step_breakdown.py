@@ -62,7 +62,7 @@ def other_bytes(config: LingConfig) -> dict[str, int]:
     slots = config.num_experts_per_tok + config.num_shared_experts
     absorbed = heads * config.kv_lora_rank * (config.qk_nope_head_dim + config.v_head_dim) * BF16_BYTES
     return {
-        "experts (fused_experts_kernel)": moe
+        "experts (fused / deep experts launch)": moe
         * slots
         * 3
         * hidden
@@ -79,7 +79,8 @@ def family_of(event: dict, gemvs: dict[int, tuple[str, int]]) -> str:
     name = event["name"]
     grid = (event.get("args", {}).get("grid") or [0])[0]
     prefixes = (
-        ("fused_experts", "experts (fused_experts_kernel)"),
+        ("fused_experts", "experts (fused / deep experts launch)"),
+        ("deep_experts", "experts (fused / deep experts launch)"),
         ("router_route", "router launch (GEMV + top-k)"),
         ("add_rmsnorm", "add_rmsnorm"),
         ("kda_decode", "KDA decode"),
