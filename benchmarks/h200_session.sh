@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: issue17 (fast_topk / early_shared kernels, tests, e256 step), verify-union (the verify
+# Stages: issue17 (fast_topk / early_shared kernels, tests, e256 step), mla-glue (fused_mla_glue's
+# tests, microbenchmark and e256 step), verify-union (the verify
 # window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
@@ -46,6 +47,19 @@ for stage in "$@"; do
         -k "new_moe" 2>&1 | grep -v "^bf16\|^\s*$" | tail -16 | tee "$out/fast_gpu_tests.log"
       timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
         --keys all_on,all_on-deep_experts --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
+        2>&1 | grep -v "^\s*$" | tail -10 ;;
+    mla-glue)
+      # issue 17 round 2: fused_mla_glue (the MLA head products in two launches): kernel tests vs the
+      # PyTorch ops, its GPU switch tests, the glue microbenchmark at e256 shapes (old ops vs the new
+      # pair, with/without PDL, a tile sweep), then ling3-flash-e256 all on vs all on but it (one build).
+      timeout ${KTEST_S:-60} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_mla_glue.py 2>&1 \
+        | tail -4 | tee "$out/mla_glue_kernel_tests.log"
+      timeout ${FTEST_S:-120} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
+        -k fused_mla_glue 2>&1 | grep -v "^\s*$" | tail -12 | tee "$out/mla_glue_gpu_tests.log"
+      timeout ${BENCH_S:-150} python3 benchmarks/bench_mla_glue.py --out "$out" 2>&1 | grep -v '^{"side' \
+        | tail -24 | tee "$out/mla_glue_bench.log"
+      timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
+        --keys all_on,all_on-fused_mla_glue --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
     issue17-run)
       # The product's own measurement: all on (the issue-17 switches included) vs all on but them.
