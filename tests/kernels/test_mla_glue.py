@@ -75,24 +75,35 @@ def integer_inputs(device, heads=4, nope=16, rope=8, latent=32, value=16):
     return q, w_uk, w_uv_t, o_latent, gate
 
 
+def exact_heads_out(o_latent: torch.Tensor, w_uv_t: torch.Tensor) -> torch.Tensor:
+    """[H, v] fp32 o_latent @ W_UV^T per head, summed in fp64 (exact for integer_inputs)."""
+    return torch.einsum("hr,hrv->hv", o_latent[0].double(), w_uv_t.double()).float()
+
+
+# The references below sum in fp64 rather than through torch.bmm: on a GPU cuBLAS may reduce bf16
+# products in reduced precision (torch's allow_bf16_reduced_precision_reduction), which is not the
+# rounding rule under test. The sigmoid stays torch's, on the test's device.
 def test_q_absorb_rounds_the_query_like_the_torch_path(device):
     q, w_uk, *_ = integer_inputs(device)
-    want = mla_q_absorb_naive(q, w_uk)
+    nope = w_uk.shape[1]
+    want = torch.einsum("hn,hnr->hr", q[:, :nope].to(torch.bfloat16).double(), w_uk.double())
+    want = want.to(torch.bfloat16).view(1, *want.shape)
     got = mla_q_absorb(q, w_uk)
     assert torch.equal(got, want), f"{int((got != want).sum())}/{got.numel()} elements differ"
     # The check can fail: the same product on the unrounded fp32 query gives other bf16 values.
-    unrounded = torch.einsum("hn,hnr->hr", q[:, : w_uk.shape[1]], w_uk.float()).to(torch.bfloat16)
+    unrounded = torch.einsum("hn,hnr->hr", q[:, :nope].double(), w_uk.double()).to(torch.bfloat16)
     assert not torch.equal(unrounded.view_as(want), want)
 
 
 def test_out_gate_rounds_the_product_before_the_gate_like_the_torch_path(device):
     _, _, w_uv_t, o_latent, gate = integer_inputs(device)
-    want = mla_out_gate_naive(o_latent, w_uv_t, gate)
+    product = exact_heads_out(o_latent, w_uv_t)
+    weights = torch.sigmoid(gate[0])[:, None]
+    want = (product.to(torch.bfloat16).float() * weights).to(torch.bfloat16).view(1, -1)
     got = mla_out_gate(o_latent, w_uv_t, gate)
     assert torch.equal(got, want), f"{int((got != want).sum())}/{got.numel()} elements differ"
     # The check can fail: gating the fp32 product without the intermediate rounding differs.
-    product = torch.einsum("hr,hrv->hv", o_latent[0].float(), w_uv_t.float())
-    single_rounding = (product * torch.sigmoid(gate[0])[:, None]).to(torch.bfloat16).view_as(want)
+    single_rounding = (product * weights).to(torch.bfloat16).view_as(want)
     assert not torch.equal(single_rounding, want)
 
 
@@ -103,7 +114,7 @@ def test_gate_sigmoid_matches_torch_in_fp32(device):
     _, _, w_uv_t, o_latent, _ = integer_inputs(device)
     gate = torch.linspace(-12, 12, o_latent.shape[1], device=device).view(1, -1)
     w32, o32 = w_uv_t.float(), o_latent.float()
-    want = mla_out_gate_naive(o32, w32, gate)
+    want = (exact_heads_out(o32, w32) * torch.sigmoid(gate[0])[:, None]).view(1, -1)
     got = mla_out_gate(o32, w32, gate)
     if device.type == "cuda":
         assert torch.equal(got, want), f"max abs diff {(got - want).abs().max().item():.3e}"
