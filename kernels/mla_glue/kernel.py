@@ -41,12 +41,14 @@ def sigmoid_like_torch(b_x, PRECISE_SIGMOID: tl.constexpr):
 @triton.jit
 def round_to(b_x, DTYPE: tl.constexpr, MANUAL_RNE: tl.constexpr):
     """fp32 -> DTYPE rounded to nearest even; MANUAL_RNE does it on the bits for bf16 (interpreter)."""
-    if MANUAL_RNE and DTYPE == tl.bfloat16:
-        # Add half an ulp of bf16 (minus one on an even last kept bit: ties go to even), drop 16 bits;
-        # int32 addition is the same bit pattern as unsigned for every finite value.
-        b_bits = b_x.to(tl.int32, bitcast=True)
-        b_bits = b_bits + 0x7FFF + ((b_bits >> 16) & 1)
-        return ((b_bits >> 16) << 16).to(tl.float32, bitcast=True).to(DTYPE)
+    # Nested constexpr ifs: the compiler drops the untaken branches.
+    if MANUAL_RNE:
+        if DTYPE == tl.bfloat16:
+            # Add half an ulp of bf16 (minus one on an even last kept bit: ties go to even), drop 16
+            # bits; int32 addition is the same bit pattern as unsigned for every finite value.
+            b_bits = b_x.to(tl.int32, bitcast=True)
+            b_bits = b_bits + 0x7FFF + ((b_bits >> 16) & 1)
+            return ((b_bits >> 16) << 16).to(tl.float32, bitcast=True).to(DTYPE)
     return b_x.to(DTYPE)
 
 
