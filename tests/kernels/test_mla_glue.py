@@ -14,6 +14,7 @@ from bubblescope.kernels.mla_glue import (
 )
 
 from tests.kernels.helpers import assert_close, poison
+from tests.kernels.test_kernels_gpu import run_mode
 
 # (heads, nope, rope, latent, value, config): the second shape is ragged on every axis; the explicit
 # small tiles put several programs on each head (masked last tiles) even in the interpreter.
@@ -136,3 +137,40 @@ def test_glue_rejects_bad_inputs_with_one_line_errors():
         mla_out_gate(torch.randn(1, 4, 32), w_uv_t, torch.randn(1, 4), out=torch.empty(1, 64).half())
     with pytest.raises(KernelInputError, match="block_r must be a power of two"):
         mla_q_absorb(torch.randn(4, 24), w_uk, config=MLAGlueConfig(block_r=48))
+
+
+def ordered_bits(values: torch.Tensor) -> torch.Tensor:
+    """bf16 values as int32 in value order: adjacent bf16 values differ by 1."""
+    bits = values.contiguous().view(torch.int16).to(torch.int32)
+    return torch.where(bits < 0, -(bits & 0x7FFF), bits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["eager", "pdl", "graph", "graph_pdl"])
+def test_glue_at_ling_shapes_in_every_launch_mode(mode):
+    """32 heads, nope 128, latent 512, v 128 (ling3-flash), bf16: eager, PDL, CUDA graph, graph + PDL.
+    Against the rule summed in fp64 (the sums' order may move a rounding by one ulp, rarely)."""
+    q, w_uk, w_uv_t, o_latent, gate = random_inputs("cuda", 32, 128, 64, 512, 128, torch.bfloat16)
+    q_latent = torch.empty(1, 32, 512, dtype=torch.bfloat16, device="cuda")
+    gated = torch.empty(1, 32 * 128, dtype=torch.bfloat16, device="cuda")
+
+    def launch(pdl: bool) -> None:
+        mla_q_absorb(q, w_uk, use_pdl=pdl, out=q_latent)
+        mla_out_gate(o_latent, w_uv_t, gate, use_pdl=pdl, out=gated)
+
+    poison(q_latent)
+    poison(gated)
+    run_mode(mode, launch, (q_latent, gated))
+    exact_q = torch.einsum("hn,hnr->hr", q[:, :128].to(torch.bfloat16).double(), w_uk.double())
+    exact_heads = torch.einsum("hr,hrv->hv", o_latent[0].double(), w_uv_t.double()).to(torch.bfloat16)
+    exact_gated = (exact_heads.float() * torch.sigmoid(gate[0])[:, None]).to(torch.bfloat16)
+    for name, got, want in (
+        ("q_absorb", q_latent, exact_q.to(torch.bfloat16).view(1, 32, 512)),
+        ("out_gate", gated, exact_gated.view(1, -1)),
+    ):
+        assert not torch.isnan(got.float()).any(), f"{name} {mode}: unwritten outputs"
+        ulps = (ordered_bits(got) - ordered_bits(want)).abs()
+        mismatch = float((ulps > 0).float().mean())
+        assert int(ulps.max()) <= 1 and mismatch <= 0.01, (
+            f"{name} {mode}: max {int(ulps.max())} ulps, {mismatch:.2%}"
+        )
