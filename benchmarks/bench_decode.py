@@ -78,7 +78,7 @@ BREAKDOWN_KEYS = ("off", "all_on")
 
 
 # Switches added by issue 17, measured together as "all_on-new" (all on but these) too.
-NEW_SWITCHES = ("fast_topk", "early_shared", "deep_experts")
+NEW_SWITCHES = ("fast_topk", "early_shared", "deep_experts", "fused_mla_glue")
 
 
 def configurations() -> list[tuple[str, frozenset[str]]]:

@@ -2,8 +2,8 @@
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
 # Stages: round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
-# step and DSpark verify),
-# issue17 (fast_topk / early_shared kernels, tests, e256 step), verify-union (the verify
+# step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
+# verify-union (the verify
 # window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
 # spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
@@ -37,18 +37,6 @@ for stage in "$@"; do
       timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
         --keys all_on,all_on-fast_topk,all_on-early_shared,all_on-new --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
-    split)
-      # issue 17 round 2: deep_experts (gate/up strips + down strips) swept against the fused experts
-      # launch, its GPU tests, then ling3-flash-e256 all on vs all on but deep_experts (one build).
-      timeout ${ROUTING_S:-120} python3 benchmarks/bench_routing.py --out "$out" --only "moe layer e256" \
-        2>&1 | grep -v '^{' | tail -24
-      timeout ${KTEST_S:-60} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_split.py 2>&1 \
-        | tail -3 | tee "$out/kernel_tests.log"
-      timeout ${FTEST_S:-90} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
-        -k "new_moe" 2>&1 | grep -v "^bf16\|^\s*$" | tail -16 | tee "$out/fast_gpu_tests.log"
-      timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
-        --keys all_on,all_on-deep_experts --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
-        2>&1 | grep -v "^\s*$" | tail -10 ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
@@ -69,6 +57,19 @@ for stage in "$@"; do
         --toggles expert_union,deep_experts,verify_norm_kernel --steps 12 --warmup 3 --repeats 3 \
         --out /tmp/abl-spec-r2 --format table 2>&1 | grep -v Warn | tail -30
       tar -czf "$out/ablate_spec_round2.tar.gz" -C /tmp abl-spec-r2 ;;
+    mla-glue)
+      # issue 17 round 2: fused_mla_glue (the MLA head products in two launches): kernel tests vs the
+      # PyTorch ops, its GPU switch tests, the glue microbenchmark at e256 shapes (old ops vs the new
+      # pair, with/without PDL, a tile sweep), then ling3-flash-e256 all on vs all on but it (one build).
+      timeout ${KTEST_S:-60} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_mla_glue.py 2>&1 \
+        | tail -4 | tee "$out/mla_glue_kernel_tests.log"
+      timeout ${FTEST_S:-120} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/fast/test_gpu.py \
+        -k fused_mla_glue 2>&1 | grep -v "^\s*$" | tail -12 | tee "$out/mla_glue_gpu_tests.log"
+      timeout ${BENCH_S:-150} python3 benchmarks/bench_mla_glue.py --out "$out" 2>&1 | grep -v '^{"side' \
+        | tail -24 | tee "$out/mla_glue_bench.log"
+      timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
+        --keys all_on,all_on-fused_mla_glue --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
+        2>&1 | grep -v "^\s*$" | tail -10 ;;
     issue17-run)
       # The product's own measurement: all on (the issue-17 switches included) vs all on but them.
       old=no_readback,pdl,fused_moe,bf16_gate,bf16_lm_head,graph_metadata

@@ -23,7 +23,7 @@ from .workload import make_workload as make_reference_workload
 # pre-issue-17 switch held on (later rounds held OFF: its baseline stays the old all-on step);
 # `make_round2_workload` studies the second round with every other fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
-ROUND2 = ("deep_experts",)
+ROUND2 = ("deep_experts", "fused_mla_glue")
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2)
 # The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation

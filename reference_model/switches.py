@@ -51,6 +51,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "fused_mla_glue",
+        "MLA: W_UK into the query, and W_UV with the head gate into the output, as two Triton launches",
+        "PyTorch ops around the MLA attention: cast + bmm before, bmm, sigmoid, multiply and casts after",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -118,6 +124,8 @@ class LingSwitches:
     # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
     # the union launch.
     deep_experts: bool = False
+    # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).
+    fused_mla_glue: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

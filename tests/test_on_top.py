@@ -70,6 +70,8 @@ def test_round2_studies_its_switches_with_every_other_one_on() -> None:
     workload.prepare(frozenset())
     assert inner.prepared == [ROUND2_FIXED_ON] and {"fast_topk", "early_shared"} <= ROUND2_FIXED_ON
     assert ROUND2_FIXED_ON | set(ROUND2) == set(FAST_SWITCHES)
+    # The second round's switches are held off in the first round's workload (its old all-on baseline).
+    assert {"deep_experts", "fused_mla_glue"} <= set(ROUND2) and not {"fused_mla_glue"} & FIXED_ON
     with pytest.raises(ConfigError, match="fast_topk is fixed by"):
         workload.prepare(frozenset({"fast_topk"}))
 

@@ -3,8 +3,8 @@
 Every function takes the packed weights, the normed hidden `[1, D]` and the step options, and
 returns the block's output `[1, D]` without touching any host value, so the whole step can be
 captured in one CUDA graph. RoPE and the latent-cache write are one Triton launch (mla_prep.py);
-the remaining glue (the absorbed-MLA head products, the head gate, the two dense layers' SwiGLU)
-stays in PyTorch ops, each one small kernel inside the graph.
+the absorbed-MLA head products and the head gate are PyTorch ops (each one small kernel inside the
+graph), or two Triton launches under `fused_mla_glue`; the two dense layers' SwiGLU stays in PyTorch.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from bubblescope.kernels.gemv import GemvConfig
 from bubblescope.kernels.gemv import gemv as gemv_kernel
 from bubblescope.kernels.kda_decode import kda_decode
 from bubblescope.kernels.mla_decode import mla_decode
+from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
 from bubblescope.kernels.rmsnorm import add_rmsnorm
 
@@ -67,6 +68,8 @@ class StepOptions:
             for routing (no effect with fused_moe off).
         deep_experts: the fused experts launch keeps two weight tiles in flight per program
             (kernels/moe/paired_kernel.py; no effect with fused_moe off).
+        fused_mla_glue: the MLA head products (W_UK into the query; W_UV and the head gate into the
+            output) as two Triton launches (kernels/mla_glue) instead of PyTorch ops.
     """
 
     use_pdl: bool
@@ -79,6 +82,7 @@ class StepOptions:
     fast_topk: bool = False
     early_shared: bool = False
     deep_experts: bool = False
+    fused_mla_glue: bool = False
 
 
 def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
@@ -114,15 +118,18 @@ def _mla_queries(pack: MLAPack, proj: torch.Tensor, heads: int, opts: StepOption
 
 def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: StepOptions) -> torch.Tensor:
     """Absorbed MLA for one token: write its latent row at `meta.positions`, attend over seq_lens rows."""
-    dtype = normed.dtype
-    heads, nope, latent_dim = pack.w_uk.shape
-    latent_width = pack.cache.shape[2]
     # [1, Q + r + R + H] in fp32: the head gate must be an fp32 GEMV of the bf16 inputs (notes §3.2).
     proj = gemv(normed, pack.in_proj, out_dtype=torch.float32, use_pdl=opts.use_pdl)
-    q = _mla_queries(pack, proj, heads, opts)
+    q = _mla_queries(pack, proj, pack.w_uk.shape[0], opts)
     start = pack.q_rows
+    latent_width = pack.cache.shape[2]
     latent = proj[0, start : start + latent_width]
-    gate = torch.sigmoid(proj[:, start + latent_width :])
+    gate_logits = proj[:, start + latent_width :]
+    if opts.fused_mla_glue:
+        return _mla_fused_glue(pack, q, latent, gate_logits, meta, opts)
+    dtype = normed.dtype
+    heads, nope, latent_dim = pack.w_uk.shape
+    gate = torch.sigmoid(gate_logits)
     # One launch: rope on q_pe, and [RMSNorm(c) ; rope(k_pe)] stored at this position's cache row.
     q_pe = mla_prep(
         q, latent, pack.kv_a_norm, meta.cos, meta.sin, meta.positions, pack.cache, opts.eps, opts.use_pdl
@@ -133,6 +140,26 @@ def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: S
     # [H, 1, r] @ [H, r, v] -> [1, H, v] (W_UV folded into the output)
     heads_out = torch.bmm(o_latent.view(heads, 1, latent_dim), pack.w_uv_t).view(1, heads, -1)
     gated = (heads_out.float() * gate[..., None]).to(dtype).view(1, -1)
+    return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
+
+
+def _mla_fused_glue(
+    pack: MLAPack,
+    q: torch.Tensor,
+    latent: torch.Tensor,
+    gate_logits: torch.Tensor,
+    meta: DecodeMetadata,
+    opts: StepOptions,
+) -> torch.Tensor:
+    """mla_block's tail under `fused_mla_glue`: the same math, the head products in two launches."""
+    q_pe = mla_prep(
+        q, latent, pack.kv_a_norm, meta.cos, meta.sin, meta.positions, pack.cache, opts.eps, opts.use_pdl
+    )
+    # [1, H, r]: q_nope rounded to the cache dtype, times W_UK per head.
+    q_latent = mla_q_absorb(q, pack.w_uk, use_pdl=opts.use_pdl)
+    o_latent = mla_decode(q_latent, q_pe, pack.cache, meta.seq_lens, opts.mla_scale, use_pdl=opts.use_pdl)
+    # [1, H*v]: per head round(round(o_latent @ W_UV^T) * sigmoid(gate)), the dense layer's input.
+    gated = mla_out_gate(o_latent, pack.w_uv_t, gate_logits, use_pdl=opts.use_pdl)
     return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
 
 

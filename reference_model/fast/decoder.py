@@ -119,6 +119,7 @@ class FastDecoder:
             switches.fast_topk,
             switches.early_shared,
             switches.deep_experts,
+            switches.fused_mla_glue,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -148,6 +149,7 @@ class FastDecoder:
             fast_topk=switches.fast_topk,
             early_shared=switches.early_shared,
             deep_experts=switches.deep_experts,
+            fused_mla_glue=switches.fused_mla_glue,
         )
         self._built_key = key
         self.graph = None

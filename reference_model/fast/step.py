@@ -31,6 +31,7 @@ def step_options(
     fast_topk: bool = False,
     early_shared: bool = False,
     deep_experts: bool = False,
+    fused_mla_glue: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
     a switch: it changes which programs do the work, not the math)."""
@@ -46,6 +47,7 @@ def step_options(
         fast_topk=fast_topk,
         early_shared=early_shared,
         deep_experts=deep_experts,
+        fused_mla_glue=fused_mla_glue,
     )
 
 

@@ -21,7 +21,15 @@ from .helpers import TRIMMED
 STEPS = 32
 # early_shared is not run alone: without fused_moe it leaves the step unchanged (the fused test below
 # and the all-together test cover it).
-CPU_SWITCHES = ["no_readback", "fused_moe", "fast_topk", "bf16_gate", "bf16_lm_head", "graph_metadata"]
+CPU_SWITCHES = [
+    "no_readback",
+    "fused_moe",
+    "fast_topk",
+    "bf16_gate",
+    "bf16_lm_head",
+    "graph_metadata",
+    "fused_mla_glue",
+]
 
 
 def decode(workload: FastLingWorkload, enabled: frozenset[str], steps: int) -> list[int]:
@@ -188,3 +196,35 @@ def test_bf16_q_lora_variant_tracks_the_eager_model(enabled: tuple[str, ...]) ->
     # bf16 roundings sit in different places (fused norms, fp32 GEMV outputs): ~1 % measured.
     assert error <= 3e-2, f"relative RMS {error:.2e}"
     assert int(fast_logits.argmax()) == int(eager_logits.argmax())
+
+
+# fused_mla_glue replaces the MLA head products' PyTorch ops with two launches that round where they
+# did: in bf16 the on/off logits can differ only where an fp32 sum's order flips a rounding, in fp32
+# by the sums' order and the sigmoid's last bit. Stated tolerance: relative RMS of the first step's
+# logits (measured on the CPU interpreter: see the assertion message).
+GLUE_TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-3}
+
+
+def first_step_logits(workload: FastLingWorkload, enabled: frozenset[str]) -> torch.Tensor:
+    workload.prepare(enabled)
+    workload.step()
+    return workload.decoder.forward.logits.clone()
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_mla_glue_keeps_first_step_logits(trimmed: FastLingWorkload, dtype: str) -> None:
+    # bf16 with a q LoRA: the query then comes from a bf16 GEMV, not the fp32 projection rows.
+    workload = (
+        trimmed
+        if dtype == "float32"
+        else FastLingWorkload(
+            TRIMMED.with_(dtype=dtype, q_lora_rank=16), "cpu", seed=1, prompt_len=5, max_steps=2
+        )
+    )
+    off = first_step_logits(workload, frozenset())
+    on = first_step_logits(workload, frozenset({"fused_mla_glue"}))
+    error = float((on.double() - off.double()).norm() / off.double().norm())
+    assert error <= GLUE_TOLERANCE[dtype], f"{dtype}: relative RMS {error:.2e} on vs off"
+    assert int(on.argmax()) == int(off.argmax())
+    print(f"fused_mla_glue {dtype}: relative RMS {error:.2e}, bit-identical {torch.equal(on, off)}")
