@@ -19,10 +19,11 @@ import sys
 from pathlib import Path
 
 import torch
-from bubblescope.atomic import write_json_atomic
 from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.mla_glue.naive import mla_out_gate_naive, mla_q_absorb_naive
 from bubblescope.reference_model.workload import make_workload
+
+from bubblescope.atomic import write_json_atomic
 
 BASES = {"off": frozenset(), "pdl": frozenset({"pdl"}), "fused": frozenset({"fused_moe", "pdl", "bf16_gate"})}
 
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             print(
                 f"glue alone {mode} layer {row['layer']}: q {row['q_absorb_ulps_max_share']} "
-                f"out {row['out_gate_ulps_max_share']} shapes {row['shapes']} w_uv_t strides {row['w_uv_t_strides']}"
+                f"out {row['out_gate_ulps_max_share']} shapes {row['shapes']} "
+                f"w_uv_t strides {row['w_uv_t_strides']}"
             )
     if args.out is not None:
         write_json_atomic(args.out / "diag_mla_glue.json", report)

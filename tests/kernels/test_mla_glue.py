@@ -149,7 +149,9 @@ def ordered_bits(values: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("mode", ["eager", "pdl", "graph", "graph_pdl"])
 def test_glue_at_ling_shapes_in_every_launch_mode(mode):
     """32 heads, nope 128, latent 512, v 128 (ling3-flash), bf16: eager, PDL, CUDA graph, graph + PDL.
-    Against the rule summed in fp64 (the sums' order may move a rounding by one ulp, rarely)."""
+    Against the rule summed in fp64: the fp32 sums' order may move the first rounding by one ulp, rarely,
+    and the gate multiply can carry that into a lower binade, where it is two ulps of the result
+    (H200 2026-12-01: out_gate 2 ulps on 0.02 % of the elements in one of four modes)."""
     q, w_uk, w_uv_t, o_latent, gate = random_inputs("cuda", 32, 128, 64, 512, 128, torch.bfloat16)
     q_latent = torch.empty(1, 32, 512, dtype=torch.bfloat16, device="cuda")
     gated = torch.empty(1, 32 * 128, dtype=torch.bfloat16, device="cuda")
@@ -171,6 +173,6 @@ def test_glue_at_ling_shapes_in_every_launch_mode(mode):
         assert not torch.isnan(got.float()).any(), f"{name} {mode}: unwritten outputs"
         ulps = (ordered_bits(got) - ordered_bits(want)).abs()
         mismatch = float((ulps > 0).float().mean())
-        assert int(ulps.max()) <= 1 and mismatch <= 0.01, (
+        assert int(ulps.max()) <= 2 and mismatch <= 0.01, (
             f"{name} {mode}: max {int(ulps.max())} ulps, {mismatch:.2%}"
         )
