@@ -19,7 +19,7 @@ from bubblescope.reference_model.spec.target_verify import target_forward_at
 
 from .helpers import PROMPT_LEN, max_abs_diff, random_ids
 
-WINDOW = 4
+WINDOW = 2
 
 
 def target_pass(model, kernel_norm: bool, capture: list[int]):
