@@ -22,7 +22,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,8 +36,10 @@ REPLAYS = 50
 DTYPE = torch.bfloat16
 # (block_r, block_v, num_warps) of the new pair: the default first, then the sweep.
 CONFIGS = [(64, 16, 4), (32, 8, 4), (32, 16, 4), (128, 32, 4), (64, 16, 8), (128, 16, 8)]
-# Checks: bf16 results at most this many ulps apart, on at most this fraction of elements.
-MAX_ULPS = 1
+# Checks: bf16 results at most this many ulps apart, on at most this fraction of elements (2: the gate
+# multiply can carry a 1-ulp difference of the first rounding into a lower binade; the kernel test
+# tests/kernels/test_mla_glue.py met it on the H200).
+MAX_ULPS = 2
 MAX_MISMATCH_FRACTION = 0.01
 
 
@@ -49,31 +50,6 @@ def load_kernels():
     import bubblescope.kernels.mla_glue as glue
 
     return glue
-
-
-def time_graph_us(calls: list[Callable[[], object]], replays: int = REPLAYS) -> float:
-    """Median microseconds per call with all `calls` captured back to back in one CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for call in calls:
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples_us = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples_us.append(start.elapsed_time(end) * 1e3 / len(calls))
-    return statistics.median(samples_us)
 
 
 def make_layer(device: str, seed: int) -> dict[str, torch.Tensor]:
@@ -184,6 +160,9 @@ def bytes_per_layer(layer: dict[str, torch.Tensor], side: str) -> int:
 
 def time_config(glue, layers: list[dict[str, torch.Tensor]], config, with_old: bool) -> list[dict]:
     """Rows for one tile choice: per side, old ops (once) and the new launch(es) without / with PDL."""
+    # GPU only: importing the kernel benchmarks' timer here cannot pre-empt load_kernels' interpreter switch.
+    from bench_kernels import time_graph_us
+
     rows = []
     for side, (old, new) in variants(glue, config).items():
         row = {
@@ -192,10 +171,12 @@ def time_config(glue, layers: list[dict[str, torch.Tensor]], config, with_old: b
             "bytes": bytes_per_layer(layers[0], side),
         }
         if with_old:
-            row["old_us"] = time_graph_us([lambda layer=layer, old=old: old(layer) for layer in layers])
+            row["old_us"] = time_graph_us(
+                [lambda layer=layer, old=old: old(layer) for layer in layers], replays=REPLAYS
+            )
         for label, pdl in (("new_us", False), ("new_pdl_us", True)):
             row[label] = time_graph_us(
-                [lambda layer=layer, pdl=pdl, new=new: new(layer, pdl) for layer in layers]
+                [lambda layer=layer, pdl=pdl, new=new: new(layer, pdl) for layer in layers], replays=REPLAYS
             )
         best_us = min(row["new_us"], row["new_pdl_us"])
         row["new_tbps"] = row["bytes"] / (best_us * 1e-6) / 1e12
