@@ -134,16 +134,14 @@ def kda_decode_split_kernel(
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
     # The whole row: whichever program finishes the head needs it.
     b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
+    # PREFETCH_STATE: the state is read before the wait (the previous kernel never writes it).
+    if not PREFETCH_STATE:
+        pdl_wait(USE_PDL)
+    b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
+        p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
+    )
     if PREFETCH_STATE:
-        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
-            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
-        )
         pdl_wait(USE_PDL)
-    else:
-        pdl_wait(USE_PDL)
-        b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
-            p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
-        )
     pdl_launch_dependents(USE_PDL)
 
     b_xq = tl.load(p_q + i_b * stride_qb + o_ck, mask=m_k, other=0.0)

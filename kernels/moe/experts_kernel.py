@@ -74,10 +74,17 @@ def swiglu_rows(
             b_acc_gate += tl.sum(b_gate.to(tl.float32) * b_x[None, :], axis=1)
             b_acc_up += tl.sum(b_up.to(tl.float32) * b_x[None, :], axis=1)
             b_gate, b_up = b_gate_next, b_up_next
-    b_act = b_acc_gate * tl.sigmoid(b_acc_gate)
+    return tl.where(m_i, clamped_swiglu(b_acc_gate, b_acc_up, limit), 0.0)
+
+
+@triton.jit
+def clamped_swiglu(b_gate, b_up, limit):
+    """The experts' activation, elementwise in fp32: SiLU(g) * u, or min(SiLU(g), L) * clamp(u, -L, L)
+    when the clamp L = limit > 0 (every experts kernel takes it from here)."""
+    b_act = b_gate * tl.sigmoid(b_gate)
     b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
-    b_acc_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_acc_up, -limit), limit), b_acc_up)
-    return tl.where(m_i, b_act * b_acc_up, 0.0)
+    b_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_up, -limit), limit), b_up)
+    return b_act * b_up
 
 
 @triton.jit

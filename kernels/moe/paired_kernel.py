@@ -16,26 +16,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
-from bubblescope.kernels.moe.experts_kernel import expert_of_slot, load_w13_tiles
-
-
-@triton.jit
-def w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT: tl.constexpr):
-    """w2[e, d_start : d_start + BLOCK_DOUT, i-slice] `[BLOCK_DOUT, BLOCK_I]` (p_w2_e holds expert and
-    column offsets `[1, BLOCK_I]`); zero past D and outside m_i (no traffic there)."""
-    o_d = d_start + tl.arange(0, BLOCK_DOUT)
-    return tl.load(p_w2_e + o_d[:, None] * INTER, mask=(o_d < D)[:, None] & m_i[None, :], other=0.0)
-
-
-@triton.jit
-def swiglu_act(b_acc_g, b_acc_u, m_i, limit):
-    """h = min(SiLU(g), L) * clamp(u, -L, L) (no clamp when L <= 0); 0 outside m_i."""
-    b_gate = tl.sum(b_acc_g, axis=1)
-    b_up = tl.sum(b_acc_u, axis=1)
-    b_act = b_gate * tl.sigmoid(b_gate)
-    b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
-    b_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_up, -limit), limit), b_up)
-    return tl.where(m_i, b_act * b_up, 0.0)
+from bubblescope.kernels.moe.experts_kernel import clamped_swiglu, expert_of_slot, load_w13_tiles
+from bubblescope.kernels.moe.fused_kernel import load_w2_tile
 
 
 @triton.jit
@@ -64,7 +46,7 @@ def gate_up_deep(p_x_row, p_w13_e, o_i, m_i, D, INTER, limit, BLOCK_I: tl.conste
             b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
             b_acc_g += b_g.to(tl.float32) * b_x[None, :]
             b_acc_u += b_u.to(tl.float32) * b_x[None, :]
-    return swiglu_act(b_acc_g, b_acc_u, m_i, limit)
+    return tl.where(m_i, clamped_swiglu(tl.sum(b_acc_g, axis=1), tl.sum(b_acc_u, axis=1), limit), 0.0)
 
 
 @triton.jit
@@ -72,11 +54,11 @@ def down_deep(p_w2_e, p_y_row, b_h, m_i, D, INTER, BLOCK_DOUT: tl.constexpr, STA
     """y_row[d] += sum_i w2[e, d, i] h[i] over this i-slice (fp32 atomics: other programs add other
     slices and slots), more than one `[BLOCK_DOUT, BLOCK_I]` tile in flight."""
     if STAGES == 0:
-        b_w0 = w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
-        b_w1 = w2_tile(p_w2_e, m_i, BLOCK_DOUT, D, INTER, BLOCK_DOUT)
+        b_w0 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
+        b_w1 = load_w2_tile(p_w2_e, m_i, BLOCK_DOUT, D, INTER, BLOCK_DOUT)
         for d_start in range(0, D, 2 * BLOCK_DOUT):
-            b_nw0 = w2_tile(p_w2_e, m_i, d_start + 2 * BLOCK_DOUT, D, INTER, BLOCK_DOUT)
-            b_nw1 = w2_tile(p_w2_e, m_i, d_start + 3 * BLOCK_DOUT, D, INTER, BLOCK_DOUT)
+            b_nw0 = load_w2_tile(p_w2_e, m_i, d_start + 2 * BLOCK_DOUT, D, INTER, BLOCK_DOUT)
+            b_nw1 = load_w2_tile(p_w2_e, m_i, d_start + 3 * BLOCK_DOUT, D, INTER, BLOCK_DOUT)
             o_d0 = d_start + tl.arange(0, BLOCK_DOUT)
             o_d1 = o_d0 + BLOCK_DOUT
             tl.atomic_add(p_y_row + o_d0, tl.sum(b_w0.to(tl.float32) * b_h[None, :], axis=1), mask=o_d0 < D,
@@ -86,7 +68,7 @@ def down_deep(p_w2_e, p_y_row, b_h, m_i, D, INTER, BLOCK_DOUT: tl.constexpr, STA
             b_w0, b_w1 = b_nw0, b_nw1
     else:
         for d_start in tl.range(0, D, BLOCK_DOUT, num_stages=STAGES):
-            b_w = w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT)
+            b_w = load_w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT)
             o_d = d_start + tl.arange(0, BLOCK_DOUT)
             tl.atomic_add(p_y_row + o_d, tl.sum(b_w.to(tl.float32) * b_h[None, :], axis=1), mask=o_d < D,
                           sem="relaxed")  # fmt: skip

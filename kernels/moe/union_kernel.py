@@ -22,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
-from bubblescope.kernels.moe.experts_kernel import load_w13_tiles
+from bubblescope.kernels.moe.experts_kernel import clamped_swiglu, load_w13_tiles
 from bubblescope.kernels.moe.fused_kernel import load_w2_tile
 
 
@@ -81,10 +81,7 @@ def swiglu_window(
             b_x = load_x_rows(p_x, o_m, m_m, d_start, D, stride_xm, BLOCK_D).to(b_gate.dtype)
             b_acc_gate += dot_rows(b_x, tl.trans(b_gate), DOT_FP32, "ieee")
             b_acc_up += dot_rows(b_x, tl.trans(b_up), DOT_FP32, "ieee")
-    b_act = b_acc_gate * tl.sigmoid(b_acc_gate)
-    b_act = tl.where(limit > 0, tl.minimum(b_act, limit), b_act)
-    b_acc_up = tl.where(limit > 0, tl.minimum(tl.maximum(b_acc_up, -limit), limit), b_acc_up)
-    return tl.where(m_i[None, :], b_act * b_acc_up, 0.0)
+    return tl.where(m_i[None, :], clamped_swiglu(b_acc_gate, b_acc_up, limit), 0.0)
 
 
 @triton.jit
@@ -177,46 +174,18 @@ def union_experts_kernel(
         if i_m == 0:
             p_w13_e = p_w13 + shared_slot * stride_w13e
             b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
+            # Without EARLY_SHARED the shared expert waits like every slot; with it, only its down
+            # projection does (its atomics need the zeroed y).
+            if not EARLY_SHARED:
+                pdl_wait(USE_PDL)
+                pdl_launch_dependents(USE_PDL)
+            b_h = swiglu_window(
+                p_x, p_w13_e, b_gate, b_up, o_m, m_m, o_i, m_i, stride_xm, D, INTER, shared_limit, BLOCK_D,
+                DOT_FP32, STAGES,
+            )  # fmt: skip
             if EARLY_SHARED:
-                b_h = swiglu_window(
-                    p_x,
-                    p_w13_e,
-                    b_gate,
-                    b_up,
-                    o_m,
-                    m_m,
-                    o_i,
-                    m_i,
-                    stride_xm,
-                    D,
-                    INTER,
-                    shared_limit,
-                    BLOCK_D,
-                    DOT_FP32,
-                    STAGES,
-                )
                 pdl_wait(USE_PDL)
                 pdl_launch_dependents(USE_PDL)
-            else:
-                pdl_wait(USE_PDL)
-                pdl_launch_dependents(USE_PDL)
-                b_h = swiglu_window(
-                    p_x,
-                    p_w13_e,
-                    b_gate,
-                    b_up,
-                    o_m,
-                    m_m,
-                    o_i,
-                    m_i,
-                    stride_xm,
-                    D,
-                    INTER,
-                    shared_limit,
-                    BLOCK_D,
-                    DOT_FP32,
-                    STAGES,
-                )
             down_window(
                 p_w2,
                 p_y,

@@ -98,73 +98,22 @@ def target_forward_at(
         TargetPass. With staged_kda the KDA states are untouched; without, they hold the state after
         all T tokens (commit_verify repairs them from the checkpoint).
     """
+    add_norm = eager_add_norm
     if options.kernel_norm and options.backend != "torch" and triton_usable(token_ids.device):
-        return main_pass_kernel_norms(
-            model, cache, token_ids, positions, key_len, options, capture_layers, moe_runner
-        )
+        add_norm = kernel_add_norm(options.use_pdl)
     result = TargetPass(final_hidden=token_ids.new_empty(0))
     with record_function("spec.verify.embed"):
         hidden = model.model.word_embeddings(token_ids)
-    for layer in model.main_layers:
-        with record_function(f"spec.verify.layer{layer.index}.{'mla' if layer.is_mla else 'kda'}"):
-            normed = layer.input_layernorm(hidden)
-            if layer.is_mla:
-                attn = mla_forward_at(
-                    layer.attention, normed, cache.mla[layer.index].buffer, positions, key_len
-                )
-            else:
-                attn, record = kda_verify_layer(layer.attention, normed, cache.kda[layer.index], options)
-                result.kda_records[layer.index] = record
-            hidden = hidden + attn
-            hidden = hidden + run_mlp(layer.mlp, layer.post_attention_layernorm(hidden), moe_runner)
-        if layer.index in capture_layers:
-            result.captured[layer.index] = hidden
-    result.final_hidden = model.model.norm(hidden)
-    return result
-
-
-def main_pass_kernel_norms(
-    model: LingForCausalLM,
-    cache: ModelCache,
-    token_ids: torch.Tensor,
-    positions: torch.Tensor,
-    key_len: int,
-    options: VerifyOptions,
-    capture_layers: Sequence[int],
-    moe_runner: MoERunner | None,
-) -> TargetPass:
-    """target_main_pass with every residual add + RMSNorm as ONE add_rmsnorm launch (`verify_norm_kernel`).
-
-    The eager RMSNorm is ~8 PyTorch kernels per norm (H200, DSpark verify of 10 rows: 1.08 ms of 17.2 ms
-    per step for the 85 norms); here each MLP output is added in the next norm's launch. Numerics: the
-    sum is normalised in fp32 before it is rounded (eager rounds the sum to bf16 first) and w * r * rstd
-    is rounded once (eager twice), so rows differ by bf16 rounding, not bitwise.
-    """
-    result = TargetPass(final_hidden=token_ids.new_empty(0))
-    with record_function("spec.verify.embed"):
-        embedded = model.model.word_embeddings(token_ids)
-    shape = embedded.shape
-    hidden = embedded.reshape(-1, shape[-1]).contiguous()
+    # Each layer's MLP output is added to the residual by the next norm (the next layer's input norm or
+    # the final norm), so a layer's output residual exists only then: captured one norm late.
     pending: torch.Tensor | None = None
     last_captured: int | None = None
-
-    def add_norm(
-        contribution: torch.Tensor | None, norm: torch.nn.Module
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(normed rows, new residual): residual + contribution, then RMSNorm, in one launch."""
-        if contribution is None:
-            return add_rmsnorm(hidden, None, norm.weight, norm.eps, use_pdl=options.use_pdl)
-        flat = contribution.reshape(hidden.shape).to(hidden.dtype).contiguous()
-        return add_rmsnorm(flat, hidden, norm.weight, norm.eps, use_pdl=options.use_pdl)
-
     for layer in model.main_layers:
         with record_function(f"spec.verify.layer{layer.index}.{'mla' if layer.is_mla else 'kda'}"):
-            normed, hidden = add_norm(pending, layer.input_layernorm)
+            normed, hidden = add_norm(hidden, pending, layer.input_layernorm)
             if last_captured is not None:
-                # The residual after the previous layer exists only now (its MLP output added here).
-                result.captured[last_captured] = hidden.view(shape)
+                result.captured[last_captured] = hidden
                 last_captured = None
-            normed = normed.view(shape)
             if layer.is_mla:
                 attn = mla_forward_at(
                     layer.attention, normed, cache.mla[layer.index].buffer, positions, key_len
@@ -172,15 +121,51 @@ def main_pass_kernel_norms(
             else:
                 attn, record = kda_verify_layer(layer.attention, normed, cache.kda[layer.index], options)
                 result.kda_records[layer.index] = record
-            normed, hidden = add_norm(attn, layer.post_attention_layernorm)
-            pending = run_mlp(layer.mlp, normed.view(shape), moe_runner)
+            normed, hidden = add_norm(hidden, attn, layer.post_attention_layernorm)
+            pending = run_mlp(layer.mlp, normed, moe_runner)
         if layer.index in capture_layers:
             last_captured = layer.index
-    final, hidden = add_norm(pending, model.model.norm)
+    result.final_hidden, hidden = add_norm(hidden, pending, model.model.norm)
     if last_captured is not None:
-        result.captured[last_captured] = hidden.view(shape)
-    result.final_hidden = final.view(shape)
+        result.captured[last_captured] = hidden
     return result
+
+
+# (residual [1, T, D], contribution to add or None, norm module) -> (normed rows, new residual), both
+# [1, T, D] and new tensors (a captured residual is never written again).
+AddNorm = Callable[[torch.Tensor, torch.Tensor | None, torch.nn.Module], tuple[torch.Tensor, torch.Tensor]]
+
+
+def eager_add_norm(
+    hidden: torch.Tensor, contribution: torch.Tensor | None, norm: torch.nn.Module
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's own ops: residual + contribution, then the norm module (~8 PyTorch kernels)."""
+    if contribution is not None:
+        hidden = hidden + contribution
+    return norm(hidden), hidden
+
+
+def kernel_add_norm(use_pdl: bool) -> AddNorm:
+    """The add and the norm as ONE add_rmsnorm launch (`verify_norm_kernel`).
+
+    The eager RMSNorm is ~8 PyTorch kernels per norm (H200, DSpark verify of 10 rows: 1.08 ms of 17.2 ms
+    per step for the 85 norms). Numerics: the sum is normalised in fp32 before it is rounded (eager rounds
+    the sum to the model dtype first) and w * r * rstd is rounded once (eager twice), so rows differ by
+    that rounding, not bitwise.
+    """
+
+    def add_norm(
+        hidden: torch.Tensor, contribution: torch.Tensor | None, norm: torch.nn.Module
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+        if contribution is None:
+            normed, residual = add_rmsnorm(rows, None, norm.weight, norm.eps, use_pdl=use_pdl)
+        else:
+            added = contribution.reshape(rows.shape).to(rows.dtype).contiguous()
+            normed, residual = add_rmsnorm(added, rows, norm.weight, norm.eps, use_pdl=use_pdl)
+        return normed.view(hidden.shape), residual.view(hidden.shape)
+
+    return add_norm
 
 
 def allocate_checkpoint(cache: ModelCache) -> dict[int, KDAState]:
