@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -27,7 +26,8 @@ class AnalyzeFormat(str, Enum):
 FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
-    "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
+    "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. "
+    "'decode_step_.*'. It must match the whole name (a full match: 'decode' does not match 'decode_1')."
 )
 BYTES_HELP = (
     "Bytes one decoded token reads from HBM (your model's weights + KV); with --bandwidth gives a floor."
@@ -69,12 +69,15 @@ def register(app: typer.Typer) -> None:
         Exit 0 on success, 2 on a bad trace or option.
         """
         from bubblescope.analysis import analysis_dict, analyze_ranks
+        from bubblescope.cli.outputs import check_out_file
         from bubblescope.trace_floor import trace_floor
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
         if max_decompressed_mb <= 0:
             raise ConfigError("--max-decompressed-mb must be positive")
+        if annotate is not None:
+            check_out_file(annotate, option="--annotate")
         ranks = analyze_ranks(
             traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
         )
@@ -89,11 +92,10 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(render_analysis_markdown(result), nl=False)
         else:
-            from rich.console import Console
-
             from bubblescope.report.analysis_console import print_analysis
+            from bubblescope.report.console import make_console
 
-            print_analysis(Console(file=sys.stdout), result)
+            print_analysis(make_console(), result, notes=make_console(stderr=True))
 
 
 def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
