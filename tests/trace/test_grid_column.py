@@ -6,8 +6,6 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
-
 from bubblescope.trace.load import stream_trace
 from bubblescope.trace.tables import TraceTables, build_tables_streamed
 
