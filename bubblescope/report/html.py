@@ -487,7 +487,8 @@ def render_trace_html(analysis: dict[str, Any]) -> str:
 
 def render_inputs_html(inputs: list[Any]) -> str:
     """One page for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.profiling.page import profile_sections_html
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     page = Page("" if len(inputs) == 1 else "bubblescope report")
     for item in inputs:
@@ -497,4 +498,9 @@ def render_inputs_html(inputs: list[Any]) -> str:
             add_ablation_sections(page, item.ablation, item.records, item.analyses, item.warnings)
         elif isinstance(item, TraceInput):
             add_trace_sections(page, item.analysis)
+            # A profile's timed TPOT and, for any analysis made with the read tap, each read's call chain.
+            profile = item if isinstance(item, ProfileInput) else None
+            page.add(
+                profile_sections_html(item.analysis, profile and profile.record, profile and profile.warnings)
+            )
     return page.render()

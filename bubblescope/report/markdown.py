@@ -532,7 +532,8 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
 
 def render_inputs_markdown(inputs: list[Any]) -> str:
     """Markdown for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.profiling.page import profile_markdown
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     sections = []
     for item in inputs:
@@ -542,4 +543,8 @@ def render_inputs_markdown(inputs: list[Any]) -> str:
             sections.append(ablation_markdown(item.ablation, item.records, item.warnings))
         elif isinstance(item, TraceInput):
             sections.append(trace_markdown(item.analysis))
+            profile = item if isinstance(item, ProfileInput) else None
+            sections.append(
+                profile_markdown(item.analysis, profile and profile.record, profile and profile.warnings)
+            )
     return "\n".join(sections)
