@@ -54,14 +54,14 @@ def profile(out="runs/profile", *, active: int = 8, warmup: int = 2, **kwargs): 
     """Profile your own decode loop: `with bubblescope.profile(out=..., active=8, warmup=2) as prof:`,
     then `prof.step()` (bare, at the top of each iteration) or `with prof.step():`. On exit writes the
     trace, analysis (each blocking read at its exact line), report.html and profile.json under `out`.
-    See `bubblescope.profile_session.ProfileSession` for every argument. Imports torch when entered."""
-    from bubblescope.profile_session import ProfileSession
+    See `bubblescope.profiling.session.ProfileSession` for every argument. Imports torch when entered."""
+    from bubblescope.profiling.session import ProfileSession
 
     return ProfileSession(out, active=active, warmup=warmup, **kwargs)
 
 
 def step():  # type: ignore[no-untyped-def]
     """Mark a step boundary in the running `bubblescope.profile` session; a no-op without one."""
-    from bubblescope.profile_session import step as _step
+    from bubblescope.profiling.session import step as _step
 
     return _step()
