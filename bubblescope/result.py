@@ -37,7 +37,8 @@ class AnalysisResult:
     - `reads`: one row per blocking-read site (`.item()`, `.cpu()`, nonzero, synchronize, …) with its
       count, reads per step, host time blocked and the GPU bubble it caused.
     - `findings`: the fix-first list every report opens with, largest expected saving per token first.
-    - `kernels`: one row per kernel name launched inside the steps.
+    - `kernels`: one row per kernel name launched inside the steps; `kernel_categories` by category.
+    - `host_ops`: host ops and runtime calls inside the steps, self and total time.
     - `top_gaps`: the largest GPU idle gaps inside typical steps, each blamed (as in the JSON).
     - `devices`, `streams`: per device and per stream totals (HTA's idle split for streams).
     - `gaps`, `read_events`: every idle gap and every single blocking read; only for traces analysed in
@@ -95,7 +96,8 @@ class AnalysisResult:
     @cached_property
     def steps(self) -> pd.DataFrame:
         """One row per step and rank: `start_ns`, `dur_ns` (host window), `gpu_dur_ns`, `gpu_busy_ns`,
-        `idle_ns` and `idle_{sync,host,launch,dependency}_ns`, `blocking_reads`, `kernels`, `typical`."""
+        `gpu_utilization`, `idle_ns` and `idle_{sync,host,launch,dependency}_ns`, `blocking_reads`,
+        `kernels`, `typical`."""
         return frames.steps_frame(self._analysis)
 
     @cached_property
@@ -112,9 +114,21 @@ class AnalysisResult:
 
     @cached_property
     def kernels(self) -> pd.DataFrame:
-        """One row per kernel name: `count`, `total_ns`, `mean_ns`, `p50_ns`, `max_ns`, `share`,
-        `count_per_step`, `ns_per_step`."""
+        """One row per kernel name: `short_name`, `category`, `count`, `total_ns`, `mean_ns`, `p50_ns`,
+        `max_ns`, `share`, `count_per_step`, `ns_per_step`."""
         return frames.kernels_frame(self._analysis)
+
+    @cached_property
+    def kernel_categories(self) -> pd.DataFrame:
+        """Kernel time by category: `category`, `kernels` (names), `count`, `total_ns`, `share`,
+        `ns_per_step`."""
+        return frames.kernel_categories_frame(self._analysis)
+
+    @cached_property
+    def host_ops(self) -> pd.DataFrame:
+        """Host ops and runtime calls in the steps (`key_averages` style): `name`, `kind`, `calls`,
+        `self_ns`, `total_ns`, their per-step means, `self_share`."""
+        return frames.host_ops_frame(self._analysis)
 
     @cached_property
     def top_gaps(self) -> pd.DataFrame:

@@ -32,6 +32,7 @@ STEP_COLUMNS = [
     "gpu_start_ns",
     "gpu_dur_ns",
     "gpu_busy_ns",
+    "gpu_utilization",
     "idle_ns",
     *(f"idle_{c}_ns" for c in STEP_IDLE_CLASSES),
     "blocking_reads",
@@ -56,6 +57,8 @@ READ_SITE_COLUMNS = [
 TOP_GAP_COLUMNS = ["rank", "device", "step", "class", "start_ns", "dur_ns", "blame", "next_op"]
 KERNEL_COLUMNS = [
     "name",
+    "short_name",
+    "category",
     "count",
     "total_ns",
     "mean_ns",
@@ -64,6 +67,18 @@ KERNEL_COLUMNS = [
     "share",
     "count_per_step",
     "ns_per_step",
+]
+KERNEL_CATEGORY_COLUMNS = ["category", "kernels", "count", "total_ns", "share", "ns_per_step"]
+HOST_OP_COLUMNS = [
+    "name",
+    "kind",
+    "calls",
+    "self_ns",
+    "total_ns",
+    "calls_per_step",
+    "self_ns_per_step",
+    "total_ns_per_step",
+    "self_share",
 ]
 DEVICE_COLUMNS = [
     "rank",
@@ -198,6 +213,16 @@ def top_gaps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
 def kernels_frame(analysis: dict[str, Any]) -> pd.DataFrame:
     """One row per kernel name launched inside the steps (`kernels[]`), largest total time first."""
     return _frame(_items(analysis, "kernels"), KERNEL_COLUMNS)
+
+
+def kernel_categories_frame(analysis: dict[str, Any]) -> pd.DataFrame:
+    """Kernel time by category (GEMM, attention, norm, …; `kernel_categories[]`), largest first."""
+    return _frame(_items(analysis, "kernel_categories"), KERNEL_CATEGORY_COLUMNS)
+
+
+def host_ops_frame(analysis: dict[str, Any]) -> pd.DataFrame:
+    """Host-side ops and runtime calls inside the steps (`host_ops[]`), self and total time."""
+    return _frame(_items(analysis, "host_ops"), HOST_OP_COLUMNS)
 
 
 def devices_frame(analysis: dict[str, Any]) -> pd.DataFrame:

@@ -52,6 +52,12 @@ def test_frames_hold_the_scenario_numbers(item_trace: Path) -> None:
     assert result.findings.iloc[0]["kind"] == "blocking read"
     assert result.findings.iloc[0]["saving_ns_per_token"] == 21 * US
     assert set(result.kernels["name"]) == {"kA", "kC"}
+    assert result.kernel_categories["total_ns"].sum() == 41 * US
+    host_ops = result.host_ops.set_index("name")
+    assert (host_ops.loc["cudaStreamSynchronize", "self_ns"], host_ops.loc["cudaLaunchKernel", "calls"]) == (
+        21 * US,
+        2,
+    )
     assert result.devices.iloc[0]["idle_outside_ns"] == 20 * US
     assert result.streams.iloc[0]["busy_ns"] == 42 * US
 
@@ -88,7 +94,17 @@ def test_load_analysis_round_trip(item_trace: Path, tmp_path: Path) -> None:
     for where in (folder, folder / "analysis.json"):
         loaded = bubblescope.load_analysis(where)
         assert loaded.to_dict() == fresh.to_dict()
-        for table in ("steps", "reads", "findings", "kernels", "top_gaps", "devices", "streams"):
+        for table in (
+            "steps",
+            "reads",
+            "findings",
+            "kernels",
+            "kernel_categories",
+            "host_ops",
+            "top_gaps",
+            "devices",
+            "streams",
+        ):
             pd.testing.assert_frame_equal(getattr(loaded, table), getattr(fresh, table))
     gz = tmp_path / "analysis.json.gz"
     gz.write_bytes(gzip.compress(json.dumps(fresh.to_dict()).encode()))
