@@ -22,7 +22,8 @@ from bubblescope.detect.idle_gaps import (
 )
 from bubblescope.detect.registry import detector
 from bubblescope.errors import TraceError
-from bubblescope.kernel_table import kernel_entries
+from bubblescope.host_ops import host_op_entries
+from bubblescope.kernel_table import kernel_category_entries, kernel_entries
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
 from bubblescope.trace.steps import (
@@ -286,6 +287,8 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "definitions": DEFINITIONS,
         "gaps_top": gaps_out[:TOP_GAPS],
         "kernels": kernel_entries(ranks),
+        "kernel_categories": kernel_category_entries(ranks),
+        "host_ops": host_op_entries(ranks),
         "summary": _summary(steps_out),
         "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
         "rank_timelines": build_rank_timelines(ranks, gap_blames),
@@ -324,6 +327,8 @@ def _step_entries(rank: RankAnalysis) -> list[dict]:
                 "gpu_dur_ns": int(gpu_dur[i]),
                 # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
                 "gpu_busy_ns": int(gpu_dur[i]) - idle_ns,
+                # GPU busy / the step's GPU interval (which under run-ahead tracks TPOT); null without GPU.
+                "gpu_utilization": _fraction(int(gpu_dur[i]) - idle_ns, int(gpu_dur[i])),
                 "idle_ns": idle_ns,
                 "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
                 "blocking_reads": int(reads_per_step[i]),
@@ -331,6 +336,10 @@ def _step_entries(rank: RankAnalysis) -> list[dict]:
             }
         )
     return out
+
+
+def _fraction(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole > 0 else None
 
 
 def _gpu_intervals(rank: RankAnalysis) -> tuple[np.ndarray, np.ndarray]:
@@ -438,21 +447,24 @@ def _top_gaps(rank: RankAnalysis, typical_steps: np.ndarray | None = None) -> li
     ]
 
 
+def read_table(rank: RankAnalysis) -> pd.DataFrame:
+    """The rank's blocking reads (`detect.host_syncs` columns) with what each cost: `bubble_ns` (its
+    sync idle), `lost_lead_ns`, `drained` and `step` (the step it started in, -1 outside every step)."""
+    reads = rank.reads.copy()
+    bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
+    reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
+    reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
+    reads["drained"] = reads["lost_lead_ns"] > 0
+    reads["step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps)
+    return reads
+
+
 def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
-    frames = []
-    for rank in ranks:
-        if not len(rank.reads):
-            continue
-        reads = rank.reads.copy()
-        bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
-        reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
-        reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
-        reads["drained"] = reads["lost_lead_ns"] > 0
-        reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
-        frames.append(reads)
+    frames = [read_table(rank) for rank in ranks if len(rank.reads)]
     if not frames:
         return []
     reads = pd.concat(frames, ignore_index=True)
+    reads["in_step"] = reads["step"] >= 0
     keys = ["site", "op", "kind", "api"]
     grouped = (
         reads.groupby(keys, sort=False)
@@ -529,6 +541,7 @@ def _summary(steps: list[dict]) -> dict:
             "gpu_step_ns_median": 0,
             "step_dur_ns_median": 0,
             "outlier_steps": 0,
+            "gpu_utilization": None,
         }
     # Reads are counted over every step (a read in a warm-up step is still a read the loop makes), but
     # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
@@ -549,6 +562,10 @@ def _summary(steps: list[dict]) -> dict:
         # The GPU time per step (launch-attributed interval): under run-ahead this tracks TPOT, where the
         # host window (`step_dur_ns_median`) only shows how long the host took to enqueue a step.
         "gpu_step_ns_per_step": int(round(sum(s["gpu_dur_ns"] for s in typical) / n_typical)),
+        # Busy over the typical steps' GPU intervals (time-weighted); null when no step ran on the GPU.
+        "gpu_utilization": _fraction(
+            sum(s["gpu_busy_ns"] for s in typical), sum(s["gpu_dur_ns"] for s in typical)
+        ),
         # The first profiled step also carries the GPU's idle from the window's start (an empty queue,
         # profiler start-up): the median is the steady-state figure to set beside the timed TPOT.
         "gpu_step_ns_median": int(np.median([s["gpu_dur_ns"] for s in steps])),

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
@@ -231,6 +232,11 @@ def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
         return
     page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
     page.add(sortable_table_html(kernel_rows(kernels), kernel_sort_keys(kernels)))
+    breakdown = bandwidth_rows(analysis)
+    if breakdown[1]:
+        page.add(f"<h2>{esc(BANDWIDTH_TITLE)}</h2>")
+        page.add(f'<p class="sub">{esc(bandwidth_sentence(analysis))}</p>')
+        page.add(table_html(breakdown))
 
 
 def cards_html(items: list[tuple[str, str]]) -> str:

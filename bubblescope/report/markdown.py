@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -448,6 +449,7 @@ def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
     return [
         f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
         md_table((headers, rows[:limit])),
+        *bandwidth_markdown(analysis),
     ]
 
 
