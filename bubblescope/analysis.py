@@ -447,21 +447,24 @@ def _top_gaps(rank: RankAnalysis, typical_steps: np.ndarray | None = None) -> li
     ]
 
 
+def read_table(rank: RankAnalysis) -> pd.DataFrame:
+    """The rank's blocking reads (`detect.host_syncs` columns) with what each cost: `bubble_ns` (its
+    sync idle), `lost_lead_ns`, `drained` and `step` (the step it started in, -1 outside every step)."""
+    reads = rank.reads.copy()
+    bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
+    reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
+    reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
+    reads["drained"] = reads["lost_lead_ns"] > 0
+    reads["step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps)
+    return reads
+
+
 def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
-    frames = []
-    for rank in ranks:
-        if not len(rank.reads):
-            continue
-        reads = rank.reads.copy()
-        bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
-        reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
-        reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
-        reads["drained"] = reads["lost_lead_ns"] > 0
-        reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
-        frames.append(reads)
+    frames = [read_table(rank) for rank in ranks if len(rank.reads)]
     if not frames:
         return []
     reads = pd.concat(frames, ignore_index=True)
+    reads["in_step"] = reads["step"] >= 0
     keys = ["site", "op", "kind", "api"]
     grouped = (
         reads.groupby(keys, sort=False)
