@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bubblescope.kernel_table import kernel_rows
+from bubblescope.host_ops import host_op_rows
+from bubblescope.kernel_table import kernel_category_rows, kernel_rows
 from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult
 
 SCHEMA = "bubblescope.analysis/1"
@@ -49,6 +50,7 @@ def reduce_results(results: list[RankResult]) -> dict:
         gaps_out.extend(top_gap_entries(result, typical[offset : offset + len(result.steps)]))
         offset += len(result.steps)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
+    steps_total = sum(result.steps_total for result in results)
     return {
         "schema": SCHEMA,
         "inputs": [result.input for result in results],
@@ -60,7 +62,9 @@ def reduce_results(results: list[RankResult]) -> dict:
         "syncs": sync_entries([result.reads for result in results], n_steps=max(len(steps_out), 1)),
         "definitions": DEFINITIONS,
         "gaps_top": gaps_out[:TOP_GAPS],
-        "kernels": kernel_rows([r.kernels for r in results], sum(r.steps_total for r in results)),
+        "kernels": kernel_rows([r.kernels for r in results], steps_total),
+        "kernel_categories": kernel_category_rows([r.kernels for r in results], steps_total),
+        "host_ops": host_op_rows([r.host_ops for r in results], steps_total),
         "summary": summary(steps_out),
         "timeline": None,
         "rank_timelines": [],

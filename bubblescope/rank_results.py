@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.gap_blame import gap_blames
+from bubblescope.host_ops import host_op_sums
 from bubblescope.kernel_table import in_step_kernels
 from bubblescope.rank_analysis import RankAnalysis
 from bubblescope.trace.steps import launch_times_ns, step_index_of
@@ -44,6 +45,7 @@ class RankResult:
             columns of `GAP_COLUMNS` (times relative to the rank's origin, blame text included).
         reads: [n_reads] blocking reads with bubble_ns, lost_lead_ns, drained and in_step.
         kernels: [n] in-step kernel launches: name, dur_ns.
+        host_ops: in-step host ranges summed per (name, kind) (`host_ops.host_op_sums`).
         steps_total: number of steps (for per-step kernel counts).
     """
 
@@ -56,6 +58,7 @@ class RankResult:
     gap_candidates: pd.DataFrame
     reads: pd.DataFrame
     kernels: pd.DataFrame
+    host_ops: pd.DataFrame
     steps_total: int = 0
 
 
@@ -77,6 +80,7 @@ def summarize_rank(rank: RankAnalysis) -> RankResult:
         gap_candidates=gap_candidates(rank),
         reads=read_rows(rank),
         kernels=in_step_kernels(rank),
+        host_ops=host_op_sums(rank),
         steps_total=len(rank.steps),
     )
 

@@ -20,7 +20,7 @@ from bubblescope.capture.profiled import profile_window
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
-from bubblescope.profile_run_sites import read_calls_path
+from bubblescope.profiling.run_sites import read_calls_path
 from bubblescope.readbacks import count_readbacks
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
 from bubblescope.stats import stable_seed
@@ -56,7 +56,7 @@ def _analyze_full(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The full analysis/1 of a trace (steps found by their `bubblescope.step` annotations), or a warning.
 
-    With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profile_run_sites`).
+    With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profiling.run_sites`).
     """
     try:
         from bubblescope.analysis import analyze_traces
@@ -64,7 +64,7 @@ def _analyze_full(
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
     try:
         if calls is not None:
-            from bubblescope.profile_run_sites import analyze_run_trace
+            from bubblescope.profiling.run_sites import analyze_run_trace
 
             return analyze_run_trace(trace_path, calls, cuda_run=on_cuda), None
         return analyze_traces([str(trace_path)]), None
@@ -80,9 +80,9 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
     On CPU the readbacks come from counting ATen readback ops per step (a CPU trace has no CUDA sync
     to see); on CUDA from the analysis' sync detection, falling back to the same count without it.
     When the read tap's calls lie beside the trace (`<stem>.read_calls.json.gz`), each syncs row also
-    names the exact line that read (`bubblescope.profile_run_sites`; `site` itself is unchanged).
+    names the exact line that read (`bubblescope.profiling.run_sites`; `site` itself is unchanged).
     """
-    from bubblescope.profile_run_sites import annotate_counted_syncs, load_read_calls
+    from bubblescope.profiling.run_sites import annotate_counted_syncs, load_read_calls
 
     calls, calls_warning = load_read_calls(trace_path)
     full, warning = _analyze_full(trace_path, calls, on_cuda)

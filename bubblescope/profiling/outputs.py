@@ -1,7 +1,7 @@
 """What a `bubblescope.profile` session leaves under `out`, each file written atomically:
 
 - `trace.json.gz`   the recorded window (Kineto/Chrome trace; opens in Perfetto)
-- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (`profile_sites`)
+- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (read_sites.py)
 - `report.html`     the trace report plus a table of where each blocking read is called from
 - `profile.json`    the `bubblescope.profile/1` record (docs/SCHEMAS.md): settings, steps, exit, files
 - `read_calls.json.gz` the read tap's calls with their stacks (to redo the analysis from the trace)
@@ -51,7 +51,7 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     and refresh the analysis-derived fields of `profile.json` (`summary`, `step_source`, `reads`; a
     notice says when). Run, session and environment fields are kept.
 
-        python -c "import sys; from bubblescope.profile_output import reanalyze; reanalyze(sys.argv[1])" DIR
+    python -c "import sys; from bubblescope.profiling.outputs import reanalyze; reanalyze(sys.argv[1])" DIR
 
     Args:
         folder: the profile folder (`bubblescope profile --out`).
@@ -63,8 +63,8 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     import gzip
     import json
 
-    from bubblescope.profile_report import render_profile_html
-    from bubblescope.profile_sites import analyze_with_read_sites
+    from bubblescope.profiling.page import render_profile_html
+    from bubblescope.profiling.read_sites import analyze_with_read_sites
 
     out = Path(folder)
     record = json.loads((out / "profile.json").read_text())
@@ -132,7 +132,7 @@ def write_outputs(session: Any) -> dict[str, Any]:
 
 
 def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, Any] | None:
-    from bubblescope.profile_sites import analyze_with_read_sites
+    from bubblescope.profiling.read_sites import analyze_with_read_sites
 
     calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
     # Kept beside the trace so the analysis can be redone later (`analyze_with_read_sites`).
@@ -153,7 +153,7 @@ def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, A
 
 
 def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | None:
-    from bubblescope.profile_report import render_profile_html
+    from bubblescope.profiling.page import render_profile_html
 
     try:
         html = render_profile_html(analysis)

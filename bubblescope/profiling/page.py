@@ -72,7 +72,7 @@ def render_profile_html(analysis: dict[str, Any], *, timeline: bool = True) -> s
     """The whole page for a profile session's analysis (with read_at/stack in its syncs).
 
     Args:
-        analysis: analysis/1 from `bubblescope.profile_sites.analyze_with_read_sites`.
+        analysis: analysis/1 from `bubblescope.profiling.read_sites.analyze_with_read_sites`.
         timeline: draw the one-step timeline (inlines plotly.js). Default True.
     """
     try:
