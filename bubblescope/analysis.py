@@ -33,7 +33,7 @@ from bubblescope.rank_reduce import (
     typical_steps,
 )
 from bubblescope.rank_reduce import summary as _summary  # noqa: F401 - the name tests use
-from bubblescope.rank_results import STEP_CLASSES, TOP_GAPS, read_rows, summarize_rank
+from bubblescope.rank_results import STEP_CLASSES, TOP_GAPS, read_table, summarize_rank
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
 from bubblescope.trace.steps import StepWindows, find_steps, gpu_step_bounds, launch_times_ns
@@ -54,6 +54,7 @@ __all__ = [
     "analyze_traces",
     "gap_blamer",
     "gap_blames",
+    "read_table",
     "typical_steps",
 ]
 
@@ -265,7 +266,7 @@ def analysis_dict(ranks: list[RankAnalysis], *, timeline: bool = True) -> dict:
 
 def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
     """`syncs[]` of these ranks (`rank_reduce.sync_entries`)."""
-    return sync_entries([read_rows(rank) for rank in ranks], n_steps)
+    return sync_entries([read_table(rank) for rank in ranks], n_steps)
 
 
 def _top_gaps(rank: RankAnalysis, typical: np.ndarray | None = None) -> list[dict]:

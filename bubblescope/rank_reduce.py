@@ -15,7 +15,7 @@ import pandas as pd
 
 from bubblescope.host_ops import host_op_rows
 from bubblescope.kernel_table import kernel_category_rows, kernel_rows
-from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult
+from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult, fraction
 
 SCHEMA = "bubblescope.analysis/1"
 # A step this many times the median is flagged as a likely warm-up step.
@@ -92,13 +92,14 @@ def sync_entries(read_frames: list[pd.DataFrame], n_steps: int) -> list[dict]:
     """`syncs[]`: blocking reads grouped by (site, op, kind, api) over every rank, most bubble first.
 
     Args:
-        read_frames: each rank's `rank_results.read_rows`, rank order.
+        read_frames: each rank's `rank_results.read_table`, rank order.
         n_steps: steps over all ranks (for `per_step`).
     """
     frames = [reads for reads in read_frames if len(reads)]
     if not frames:
         return []
     reads = pd.concat(frames, ignore_index=True)
+    reads["in_step"] = reads["step"] >= 0
     keys = ["site", "op", "kind", "api"]
     grouped = (
         reads.groupby(keys, sort=False)
@@ -176,6 +177,7 @@ def summary(steps: list[dict]) -> dict:
             "gpu_step_ns_median": 0,
             "step_dur_ns_median": 0,
             "outlier_steps": 0,
+            "gpu_utilization": None,
         }
     # Reads are counted over every step (a read in a warm-up step is still a read the loop makes), but
     # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
@@ -196,6 +198,10 @@ def summary(steps: list[dict]) -> dict:
         # The GPU time per step (launch-attributed interval): under run-ahead this tracks TPOT, where the
         # host window (`step_dur_ns_median`) only shows how long the host took to enqueue a step.
         "gpu_step_ns_per_step": int(round(sum(s["gpu_dur_ns"] for s in typical) / n_typical)),
+        # Busy over the typical steps' GPU intervals (time-weighted); null when no step ran on the GPU.
+        "gpu_utilization": fraction(
+            sum(s["gpu_busy_ns"] for s in typical), sum(s["gpu_dur_ns"] for s in typical)
+        ),
         # The first profiled step also carries the GPU's idle from the window's start (an empty queue,
         # profiler start-up): the median is the steady-state figure to set beside the timed TPOT.
         "gpu_step_ns_median": int(np.median([s["gpu_dur_ns"] for s in steps])),

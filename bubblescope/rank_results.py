@@ -43,7 +43,7 @@ class RankResult:
         steps: its `steps[]` entries.
         gap_candidates: [n] gaps that can make the top-gap list, in the rank's gap order, with the
             columns of `GAP_COLUMNS` (times relative to the rank's origin, blame text included).
-        reads: [n_reads] blocking reads with bubble_ns, lost_lead_ns, drained and in_step.
+        reads: [n_reads] blocking reads with bubble_ns, lost_lead_ns, drained and step (`read_table`).
         kernels: [n] in-step kernel launches: name, dur_ns.
         host_ops: in-step host ranges summed per (name, kind) (`host_ops.host_op_sums`).
         steps_total: number of steps (for per-step kernel counts).
@@ -78,7 +78,7 @@ def summarize_rank(rank: RankAnalysis) -> RankResult:
         devices=rank.devices,
         steps=step_entries(rank),
         gap_candidates=gap_candidates(rank),
-        reads=read_rows(rank),
+        reads=read_table(rank),
         kernels=in_step_kernels(rank),
         host_ops=host_op_sums(rank),
         steps_total=len(rank.steps),
@@ -119,6 +119,8 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
                 "gpu_dur_ns": int(gpu_dur[i]),
                 # Busy and idle are summed over the rank's devices (one device per rank is the usual case).
                 "gpu_busy_ns": int(gpu_dur[i]) - idle_ns,
+                # GPU busy / the step's GPU interval (which under run-ahead tracks TPOT); null without GPU.
+                "gpu_utilization": fraction(int(gpu_dur[i]) - idle_ns, int(gpu_dur[i])),
                 "idle_ns": idle_ns,
                 "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
                 "blocking_reads": int(reads_per_step[i]),
@@ -126,6 +128,11 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
             }
         )
     return out
+
+
+def fraction(part: int, whole: int) -> float | None:
+    """part / whole to 4 decimals; None (not measured) when whole is 0."""
+    return round(part / whole, 4) if whole > 0 else None
 
 
 def _gpu_intervals(rank: RankAnalysis) -> tuple[np.ndarray, np.ndarray]:
@@ -175,14 +182,13 @@ def gap_candidates(rank: RankAnalysis) -> pd.DataFrame:
     )
 
 
-def read_rows(rank: RankAnalysis) -> pd.DataFrame:
-    """The rank's blocking reads with what `syncs[]` sums: bubble_ns, lost_lead_ns, drained, in_step."""
+def read_table(rank: RankAnalysis) -> pd.DataFrame:
+    """The rank's blocking reads (`detect.host_syncs` columns) with what each cost: `bubble_ns` (its
+    sync idle), `lost_lead_ns`, `drained` and `step` (the step it started in, -1 outside every step)."""
     reads = rank.reads.copy()
-    if not len(reads):
-        return reads
     bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
     reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
     reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
     reads["drained"] = reads["lost_lead_ns"] > 0
-    reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
+    reads["step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps)
     return reads
