@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -448,6 +449,7 @@ def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
     return [
         f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
         md_table((headers, rows[:limit])),
+        *bandwidth_markdown(analysis),
     ]
 
 
@@ -532,7 +534,8 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
 
 def render_inputs_markdown(inputs: list[Any]) -> str:
     """Markdown for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.profiling.page import profile_markdown
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     sections = []
     for item in inputs:
@@ -542,4 +545,8 @@ def render_inputs_markdown(inputs: list[Any]) -> str:
             sections.append(ablation_markdown(item.ablation, item.records, item.warnings))
         elif isinstance(item, TraceInput):
             sections.append(trace_markdown(item.analysis))
+            profile = item if isinstance(item, ProfileInput) else None
+            sections.append(
+                profile_markdown(item.analysis, profile and profile.record, profile and profile.warnings)
+            )
     return "\n".join(sections)
