@@ -63,7 +63,7 @@ def test_frames_hold_the_scenario_numbers(item_trace: Path) -> None:
 
 
 def test_to_dict_is_what_the_cli_prints(item_trace: Path) -> None:
-    printed = CliRunner().invoke(app, ["analyze", str(item_trace), "--format", "json"])
+    printed = CliRunner().invoke(app, ["analyze", str(item_trace), "--format", "json", "--timeline"])
     assert printed.exit_code == 0, printed.output
     assert bubblescope.analyze(item_trace).to_dict() == json.loads(printed.stdout)
 
