@@ -17,6 +17,7 @@ from bubblescope.detect.host_blame import HostBlame, queued_blame
 from bubblescope.detect.idle_gaps import (
     GAP_CLASSES,
     device_busy_intervals,
+    device_sync_calls,
     stream_wait_calls,
     unlaunched_lead_ns,
 )
@@ -139,8 +140,9 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
     launches = launch_counts(tables.runtime)
     steps = find_steps(tables, step_marker)
     problems = detector("plausibility").run(gpu, launches)
-    reads = detector("host_syncs").run(tables, gpu)
+    reads = detector("host_syncs").run(tables, gpu, steps)
     waits = stream_wait_calls(tables.runtime, tables.waits)
+    device_syncs = device_sync_calls(tables.runtime)
     devices, gap_parts, bounds, lead_parts = [], [], {}, []
     spent = pd.Series(dtype=np.int64)
     for device, ops in gpu.groupby("device", sort=True):
@@ -153,7 +155,7 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
             launch_times_ns(ops), ops["end_ns"].to_numpy(), steps, unlaunched_lead_ns(ops)
         )
         gaps, leads = detector("idle_gaps").run(
-            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent
+            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent, device_syncs
         )
         lead_parts.append(leads)
         # With several devices per rank, a read's sync over all of them stays within its largest lead.
@@ -213,6 +215,7 @@ def _no_gaps() -> pd.DataFrame:
         "next_stream",
         "next_row",
         "wait_call_ns",
+        "prev_stream",
     ]
     frame = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ints})
     return frame.assign(
@@ -220,6 +223,7 @@ def _no_gaps() -> pd.DataFrame:
             "class": pd.Series(dtype=object),
             "next_op": pd.Series(dtype=object),
             "wait_api": pd.Series(dtype=object),
+            "evidence": pd.Series(dtype=object),
             "graph": pd.Series(dtype=bool),
             "next_tid": pd.Series(dtype=object),
         }
@@ -265,7 +269,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         gaps_out.extend(_top_gaps(rank, typical[offset : offset + len(entries)]))
         offset += len(entries)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
-    syncs = _sync_entries(ranks, n_steps=max(len(steps_out), 1))
+    syncs = _sync_entries(ranks)
     return {
         "schema": SCHEMA,
         "inputs": [
@@ -392,6 +396,8 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
         graph = gaps["graph"].to_numpy() if "graph" in gaps else np.zeros(n, dtype=bool)
         wait_api = gaps["wait_api"].to_numpy() if "wait_api" in gaps else np.full(n, "", dtype=object)
         wait_ns = gaps["wait_call_ns"].to_numpy() if "wait_call_ns" in gaps else np.full(n, -1)
+        evidence = gaps["evidence"].to_numpy() if "evidence" in gaps else np.full(n, "", dtype=object)
+        prev_streams = gaps["prev_stream"].to_numpy() if "prev_stream" in gaps else np.full(n, -2)
         for j in np.flatnonzero((classes != "host") & (classes != "outside")).tolist():
             if classes[j] == "sync":
                 out[j] = sites.get(int(read_ids[j]), "blocking read")
@@ -403,6 +409,8 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
                 bool(graph[j]),
                 str(wait_api[j] or ""),
                 (waited - origin) / 1000 if waited >= 0 else None,
+                str(evidence[j] or ""),
+                int(prev_streams[j]),
             )
         return out
 
@@ -438,17 +446,31 @@ def _top_gaps(rank: RankAnalysis, typical_steps: np.ndarray | None = None) -> li
     ]
 
 
-def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
+def _sync_entries(ranks: list[RankAnalysis]) -> list[dict]:
+    """Reads grouped by (site, op, kind, api): `count` over the whole trace, `per_step` over the typical
+    steps only (`typical_steps`: a warm-up or outlier step never enters a per-step figure)."""
     frames = []
-    for rank in ranks:
+    steps_per_rank = [len(rank.steps) for rank in ranks]
+    typical = typical_steps(
+        [
+            {"dur_ns": int(e - s), "gpu_dur_ns": int(g)}
+            for rank in ranks
+            for s, e, g in zip(rank.steps.start_ns, rank.steps.end_ns, _gpu_intervals(rank)[1], strict=True)
+        ]
+    )
+    offsets = np.concatenate(([0], np.cumsum(steps_per_rank))).astype(np.int64)
+    n_typical = max(int(typical.sum()), 1)
+    for rank, offset, n_steps in zip(ranks, offsets[:-1].tolist(), steps_per_rank, strict=True):
         if not len(rank.reads):
             continue
+        mask = typical[offset : offset + n_steps]
         reads = rank.reads.copy()
         bubble = rank.gaps[rank.gaps["class"] == "sync"].groupby("read_id")["dur_ns"].sum()
         reads["bubble_ns"] = reads["read_id"].map(bubble).fillna(0).astype(np.int64)
         reads["lost_lead_ns"] = reads["read_id"].map(rank.lost_lead_ns).fillna(0).astype(np.int64)
         reads["drained"] = reads["lost_lead_ns"] > 0
-        reads["in_step"] = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps) >= 0
+        step = step_index_of(reads["start_ns"].to_numpy().astype(np.int64), rank.steps)
+        reads["in_step"] = (step >= 0) & (mask[np.clip(step, 0, max(len(mask) - 1, 0))] if len(mask) else False)
         frames.append(reads)
     if not frames:
         return []
@@ -478,7 +500,7 @@ def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
             "api": r.api,
             "inner_op": r.inner_op,
             "count": int(r.count),
-            "per_step": round(float(r.in_steps) / n_steps, 4),
+            "per_step": round(float(r.in_steps) / n_typical, 4),
             "blocked_ns": int(r.blocked_ns),
             "bubble_ns": int(r.bubble_ns),
             "lost_lead_ns": int(r.lost_lead_ns),
@@ -530,16 +552,18 @@ def _summary(steps: list[dict]) -> dict:
             "step_dur_ns_median": 0,
             "outlier_steps": 0,
         }
-    # Reads are counted over every step (a read in a warm-up step is still a read the loop makes), but
-    # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
-    # otherwise dominate every "per step" time. Means (not medians) keep the idle classes additive.
+    # Per-step figures, reads included, average only the typical steps: one 75 ms warm-up step among
+    # 1 ms steps would otherwise dominate every "per step" time, and a warm-up step's extra reads
+    # (allocator, lazy init) made "1.2 blocking reads/step" of a loop that reads once per step. The
+    # reads of left-out steps still count in `syncs[].count`. Means (not medians) keep the idle
+    # classes additive.
     # Under host run-ahead a slow step can show on the GPU side only, so both durations are checked.
     mask = typical_steps(steps)
     typical = [s for s, keep in zip(steps, mask.tolist(), strict=True) if keep]
     n_typical = len(typical)
     return {
         "steps": n_steps,
-        "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in steps) / n_steps, 4),
+        "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in typical) / n_typical, 4),
         "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in typical) / n_typical)),
         "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in typical) / n_typical)),
         "idle_by_class_ns_per_step": {
