@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         report.html and profile.json under --out, even when the script raises. Exit status: the
         script's; 2 for a bad option.
         """
-        from bubblescope.profile_script import profile_script
+        from bubblescope.profiling.script import profile_script
 
         if active < 1 or warmup < 0:
             raise ConfigError("need --active >= 1 and --warmup >= 0")

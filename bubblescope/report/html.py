@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
@@ -231,6 +232,11 @@ def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
         return
     page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
     page.add(sortable_table_html(kernel_rows(kernels), kernel_sort_keys(kernels)))
+    breakdown = bandwidth_rows(analysis)
+    if breakdown[1]:
+        page.add(f"<h2>{esc(BANDWIDTH_TITLE)}</h2>")
+        page.add(f'<p class="sub">{esc(bandwidth_sentence(analysis))}</p>')
+        page.add(table_html(breakdown))
 
 
 def cards_html(items: list[tuple[str, str]]) -> str:
@@ -487,7 +493,8 @@ def render_trace_html(analysis: dict[str, Any]) -> str:
 
 def render_inputs_html(inputs: list[Any]) -> str:
     """One page for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.profiling.page import profile_sections_html
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     page = Page("" if len(inputs) == 1 else "bubblescope report")
     for item in inputs:
@@ -497,4 +504,9 @@ def render_inputs_html(inputs: list[Any]) -> str:
             add_ablation_sections(page, item.ablation, item.records, item.analyses, item.warnings)
         elif isinstance(item, TraceInput):
             add_trace_sections(page, item.analysis)
+            # A profile's timed TPOT and, for any analysis made with the read tap, each read's call chain.
+            profile = item if isinstance(item, ProfileInput) else None
+            page.add(
+                profile_sections_html(item.analysis, profile and profile.record, profile and profile.warnings)
+            )
     return page.render()

@@ -37,7 +37,7 @@ def test_step_frame_steps_and_exact_lines(tmp_path: Path) -> None:
     result = _profile(tmp_path, "--step-frame", "decode_one_token")
     assert result.exit_code == 0, result.output
     analysis, record = load_outputs(tmp_path)
-    assert record["steps"] == {"started": 6, "recorded": 3}
+    assert record["steps"] == {"started": 6, "recorded": 3, "trailing_step_dropped": False}
     assert record["command"][0] == "python"
     # What the user reads at the end: each read's line and count per step.
     bool_site = site(SCRIPT, "READ-bool", "decode_one_token")

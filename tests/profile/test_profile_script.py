@@ -9,7 +9,7 @@ import pytest
 
 from bubblescope.capture.user_steps import StepFrameHook, compile_step_frame
 from bubblescope.errors import ConfigError
-from bubblescope.profile_script import parse_command
+from bubblescope.profiling.script import parse_command
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "cli_loop.py")
 

@@ -12,7 +12,7 @@ steps are recorded; later steps run unprofiled. Each step is a `record_function(
 annotation and an NVTX range (domain `bubblescope`). While steps are recorded, the read tap
 (`capture/user_reads.py`) takes the Python stack of every host-blocking read. On exit the trace, the
 analysis with exact read lines, the HTML report and a `bubblescope.profile/1` record are written
-atomically under `out` (`bubblescope.profile_output`).
+atomically under `out` (`bubblescope.profiling.outputs`).
 
 torch is imported when the session starts, never by `import bubblescope`.
 """
@@ -140,8 +140,8 @@ class ProfileSession:
             if _CURRENT and _CURRENT[-1] is self:
                 _CURRENT.pop()
         if exc is not None and self.error is None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            self.error = _one_line_error(exc, tb)
-        from bubblescope.profile_output import write_outputs
+            self.error = one_line_error(exc, tb)
+        from bubblescope.profiling.outputs import write_outputs
 
         self.outputs = write_outputs(self)
         self._say(self.outputs.get("summary_line", ""))
@@ -271,7 +271,7 @@ def _exported_trace(prof: Any, folder: Path) -> bytes:
         Path(raw_name).unlink(missing_ok=True)
 
 
-def _one_line_error(exc: BaseException, tb: Any) -> str:
+def one_line_error(exc: BaseException, tb: Any) -> str:
     """`ValueError: bad token (my_loop.py:41)`: the exception and the innermost user line it left."""
     import traceback
 

@@ -101,7 +101,7 @@ def profile_script(
 ) -> tuple[int, Any]:
     """Profile one script run. Returns (the script's exit status, the finished ProfileSession)."""
     from bubblescope.capture.user_steps import StepFrameHook, compile_step_frame
-    from bubblescope.profile_session import ProfileSession
+    from bubblescope.profiling.session import ProfileSession
 
     if step_frame and step_marker:
         raise ConfigError("use either --step-frame or --step-marker, not both")
@@ -131,7 +131,7 @@ def profile_script(
                 hook.uninstall()
         session.exit_code = status
         if raised is not None:
-            from bubblescope.profile_session import _one_line_error
+            from bubblescope.profiling.session import one_line_error
 
-            session.error = _one_line_error(raised, raised.__traceback__)
+            session.error = one_line_error(raised, raised.__traceback__)
     return status, session
