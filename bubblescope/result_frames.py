@@ -185,6 +185,31 @@ def _flat_classes(row: dict[str, Any], classes: Sequence[str]) -> dict[str, Any]
     return flat
 
 
+# Columns that need a GPU timeline: `<NA>` when the analysis says `gpu_measured: false` (a CPU run, or a
+# GPU timeline the plausibility check refused), where the JSON keeps 0 and the reports print "not
+# measured" (report/markdown.py, profiling/page.py).
+STEP_GPU_COLUMNS = [
+    "gpu_start_ns",
+    "gpu_dur_ns",
+    "gpu_busy_ns",
+    "gpu_utilization",
+    "idle_ns",
+    *(f"idle_{c}_ns" for c in STEP_IDLE_CLASSES),
+]
+READ_GPU_COLUMNS = ["blocked_ns", "bubble_ns", "lost_lead_ns", "drained", "wait_ns"]
+
+
+def _unmeasured(frame: pd.DataFrame, analysis: dict[str, Any], columns: Sequence[str]) -> pd.DataFrame:
+    if analysis.get("gpu_measured") is not False or not len(frame):
+        return frame
+    return frame.assign(
+        **{
+            c: pd.array([pd.NA] * len(frame), dtype="Float64" if c == "gpu_utilization" else "Int64")
+            for c in columns
+        }
+    )
+
+
 def steps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
     """One row per step and rank; `typical` is False for the warm-up / outlier steps that per-step
     figures leave out (`analysis.typical_steps`)."""
@@ -197,12 +222,12 @@ def steps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
         {**_flat_classes(step, STEP_IDLE_CLASSES), "typical": keep}
         for step, keep in zip(steps, typical, strict=True)
     ]
-    return _frame(rows, STEP_COLUMNS)
+    return _unmeasured(_frame(rows, STEP_COLUMNS), analysis, STEP_GPU_COLUMNS)
 
 
 def reads_frame(analysis: dict[str, Any]) -> pd.DataFrame:
     """One row per blocking-read site (the JSON's `syncs[]`), largest GPU bubble first."""
-    return _frame(_items(analysis, "syncs"), READ_SITE_COLUMNS)
+    return _unmeasured(_frame(_items(analysis, "syncs"), READ_SITE_COLUMNS), analysis, READ_GPU_COLUMNS)
 
 
 def top_gaps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
