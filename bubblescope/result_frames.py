@@ -179,7 +179,8 @@ def _items(analysis: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 def _flat_classes(row: dict[str, Any], classes: Sequence[str]) -> dict[str, Any]:
     """`idle_by_class_ns: {sync: …}` -> `idle_sync_ns`, … columns."""
-    by_class = row.get("idle_by_class_ns") if isinstance(row.get("idle_by_class_ns"), dict) else {}
+    by_class = row.get("idle_by_class_ns")
+    by_class = by_class if isinstance(by_class, dict) else {}
     flat = {k: v for k, v in row.items() if k != "idle_by_class_ns"}
     flat.update({f"idle_{c}_ns": by_class.get(c) for c in classes})
     return flat
