@@ -22,6 +22,9 @@ _LAZY = {
     "AnalysisResult": "bubblescope.result",
     "TracesNotKeptError": "bubblescope.result",
     "analyze_traces": "bubblescope.analysis",
+    "no_new_reads": "bubblescope.read_guard",
+    "BlockingReadError": "bubblescope.read_guard",
+    "BlockingRead": "bubblescope.read_guard",
     "BubblescopeError": "bubblescope.errors",
 }
 __all__ = ["profile", "step", *_LAZY]

@@ -85,21 +85,34 @@ def host_op_entries(ranks: Sequence[Any]) -> list[dict[str, Any]]:
         [{name, kind, calls, self_ns, total_ns, calls_per_step, self_ns_per_step, total_ns_per_step,
         self_share}] over the ranges that start inside a step; `self_share` is of all rows' self time.
     """
-    frames = []
-    for rank in ranks:
-        ranges = _host_ranges(rank)
-        if not len(ranges):
-            continue
+    return host_op_rows([host_op_sums(rank) for rank in ranks], sum(len(rank.steps) for rank in ranks))
+
+
+def host_op_sums(rank: Any) -> pd.DataFrame:
+    """One rank's in-step host ranges summed per (name, kind), in first-seen order: calls, self_ns,
+    total_ns. Summing these over ranks gives the same table as summing all ranges (integer sums)."""
+    ranges = _host_ranges(rank)
+    if len(ranges):
         ranges["self_ns"] = self_times_ns(ranges)
         ranges["total_ns"] = ranges["end_ns"] - ranges["start_ns"]
-        frames.append(ranges[step_index_of(ranges["start_ns"].to_numpy(), rank.steps) >= 0])
-    steps_total = sum(len(rank.steps) for rank in ranks)
-    frames = [f for f in frames if len(f)]
+        ranges = ranges[step_index_of(ranges["start_ns"].to_numpy(), rank.steps) >= 0]
+    if not len(ranges):
+        return pd.DataFrame({"name": [], "kind": [], "calls": [], "self_ns": [], "total_ns": []})
+    return (
+        ranges.groupby(["name", "kind"], sort=False)
+        .agg(calls=("self_ns", "size"), self_ns=("self_ns", "sum"), total_ns=("total_ns", "sum"))
+        .reset_index()
+    )
+
+
+def host_op_rows(sums: Sequence[pd.DataFrame], steps_total: int) -> list[dict[str, Any]]:
+    """`host_op_entries` from each rank's `host_op_sums` (rank order) and the total step count."""
+    frames = [f for f in sums if len(f)]
     if not frames or steps_total == 0:
         return []
     ranges = pd.concat(frames, ignore_index=True)
     grouped = ranges.groupby(["name", "kind"], sort=False).agg(
-        calls=("self_ns", "size"), self_ns=("self_ns", "sum"), total_ns=("total_ns", "sum")
+        calls=("calls", "sum"), self_ns=("self_ns", "sum"), total_ns=("total_ns", "sum")
     )
     grouped = grouped.reset_index().sort_values(["self_ns", "total_ns"], ascending=False, kind="stable")
     all_self_ns = float(grouped["self_ns"].sum()) or 1.0

@@ -24,7 +24,8 @@ from bubblescope.trace.steps import launch_times_ns, step_index_of
 MAX_KERNEL_ROWS = 200
 
 
-def _in_step_kernels(rank: Any) -> pd.DataFrame:
+def in_step_kernels(rank: Any) -> pd.DataFrame:
+    """[n] kernels launched inside the rank's steps: name, dur_ns."""
     gpu = rank.gpu
     if not len(gpu):
         return pd.DataFrame({"name": [], "dur_ns": []})
@@ -57,8 +58,22 @@ def kernel_entries(
         ns_per_step}] (short name and category: trace/kernel_names.py) plus
         `achieved_gbps` (and `bandwidth_fraction` with a ceiling) for kernels whose bytes are known.
     """
-    frames = [_in_step_kernels(rank) for rank in ranks]
-    steps_total = sum(len(rank.steps) for rank in ranks)
+    return kernel_rows(
+        [in_step_kernels(rank) for rank in ranks],
+        sum(len(rank.steps) for rank in ranks),
+        bytes_by_kernel=bytes_by_kernel,
+        ceiling_gbps=ceiling_gbps,
+    )
+
+
+def kernel_rows(
+    frames: Sequence[pd.DataFrame],
+    steps_total: int,
+    *,
+    bytes_by_kernel: Mapping[str, float] | None = None,
+    ceiling_gbps: float | None = None,
+) -> list[dict[str, Any]]:
+    """`kernel_entries` from each rank's `in_step_kernels` frame (rank order) and the total step count."""
     frames = [f for f in frames if len(f)]
     if not frames or steps_total == 0:
         return []
@@ -98,8 +113,12 @@ def kernel_category_entries(ranks: Sequence[Any]) -> list[dict[str, Any]]:
         [{category, kernels (distinct names), count, total_ns, share, ns_per_step}]; categories with no
         kernel are left out; [] without kernels.
     """
-    frames = [f for f in (_in_step_kernels(rank) for rank in ranks) if len(f)]
-    steps_total = sum(len(rank.steps) for rank in ranks)
+    return kernel_category_rows([in_step_kernels(rank) for rank in ranks], sum(len(r.steps) for r in ranks))
+
+
+def kernel_category_rows(frames: Sequence[pd.DataFrame], steps_total: int) -> list[dict[str, Any]]:
+    """`kernel_category_entries` from each rank's `in_step_kernels` frame and the total step count."""
+    frames = [f for f in frames if len(f)]
     if not frames or steps_total == 0:
         return []
     kernels = pd.concat(frames, ignore_index=True)

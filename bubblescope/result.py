@@ -196,7 +196,8 @@ def analyze(
 ) -> AnalysisResult:
     """Analyse torch.profiler traces (one file per rank) and return the result as DataFrames.
 
-    `result.to_dict()` is what `bubblescope analyze --format json` prints for the same arguments.
+    `result.to_dict()` is what `bubblescope analyze --format json --timeline` prints for the same
+    arguments (without `--timeline` the CLI leaves the drawing timeline out).
 
     Args:
         paths: trace files (`.json` / `.json.gz`) or folders of them; one file per rank.

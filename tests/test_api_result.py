@@ -63,7 +63,7 @@ def test_frames_hold_the_scenario_numbers(item_trace: Path) -> None:
 
 
 def test_to_dict_is_what_the_cli_prints(item_trace: Path) -> None:
-    printed = CliRunner().invoke(app, ["analyze", str(item_trace), "--format", "json"])
+    printed = CliRunner().invoke(app, ["analyze", str(item_trace), "--format", "json", "--timeline"])
     assert printed.exit_code == 0, printed.output
     assert bubblescope.analyze(item_trace).to_dict() == json.loads(printed.stdout)
 
@@ -196,9 +196,11 @@ def test_two_real_ranks(shared_dir: Path) -> None:
 
 
 def test_public_names_and_no_torch() -> None:
+    # The analysis, the guard and the pytest plugin load without torch (the guard imports it when entered).
     code = (
-        "import sys, bubblescope\n"
+        "import sys, bubblescope, bubblescope.pytest_plugin\n"
         "assert 'pandas' not in sys.modules\n"
+        "assert bubblescope.no_new_reads.__name__ == 'no_new_reads'\n"
         "from tests.trace import scenarios\n"
         "import tempfile, pathlib\n"
         "path = scenarios.item_sync().write(pathlib.Path(tempfile.mkdtemp()) / 't.json')\n"
@@ -212,4 +214,4 @@ def test_public_names_and_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert bubblescope.AnalysisResult is AnalysisResult
-    assert {"analyze", "load_analysis", "analyze_traces"} <= set(dir(bubblescope))
+    assert {"analyze", "load_analysis", "analyze_traces", "no_new_reads"} <= set(dir(bubblescope))

@@ -4,6 +4,7 @@ Markdown table cells. Plain strings out; escaping for each surface lives in repo
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -94,10 +95,13 @@ def fmt_delta_ms(value: Any) -> str:
     return "—" if number is None else f"{number:+.3f}{NBSP}ms"
 
 
-def fmt_range(lo: Any, hi: Any) -> str:
-    """`lo – hi` with three decimals, or — when either end is missing."""
+def fmt_range(lo: Any, hi: Any, max_decimals: int = 3) -> str:
+    """`lo – hi` to the interval's resolution (`interval_decimals`), or — when either end is missing."""
     lo_num, hi_num = num(lo), num(hi)
-    return "—" if lo_num is None or hi_num is None else f"{lo_num:.3f} – {hi_num:.3f}"
+    if lo_num is None or hi_num is None:
+        return "—"
+    decimals = interval_decimals(lo_num, hi_num, max_decimals)
+    return f"{fmt_decimals(lo_num, decimals)} – {fmt_decimals(hi_num, decimals)}"
 
 
 def fmt_bytes(value: Any) -> str:
@@ -111,14 +115,75 @@ def fmt_bytes(value: Any) -> str:
     return f"{number:.0f} B"
 
 
+# Decimals of an estimate without an interval (ms: to the µs).
+DEFAULT_DECIMALS = 3
+
+
+def interval_decimals(lo: Any, hi: Any, max_decimals: int = DEFAULT_DECIMALS) -> int:
+    """Decimals that match an interval's resolution: two significant digits of its half-width.
+
+    `[642.627, 1183.688]` (half-width 271) gives -1 (tens), `[3.498, 3.510]` gives 3 (capped at
+    `max_decimals`); no interval or a zero-width one gives `max_decimals`.
+    """
+    lo_num, hi_num = num(lo), num(hi)
+    if lo_num is None or hi_num is None or not math.isfinite(hi_num - lo_num) or hi_num <= lo_num:
+        return max_decimals
+    return min(max_decimals, 1 - math.floor(math.log10((hi_num - lo_num) / 2)))
+
+
+def fmt_decimals(value: float, decimals: int, signed: bool = False) -> str:
+    """`value` rounded to `decimals` (negative: to tens, hundreds), never printed with more."""
+    # `or 0.0` turns a rounded -0.0 into 0.0: "-0.00" would claim a sign the estimate does not have.
+    rounded = round(value, decimals) or 0.0
+    return f"{rounded:{'+' if signed else ''}.{max(decimals, 0)}f}"
+
+
+def fmt_estimate(est: Any, lo: Any = None, hi: Any = None, unit: str = "", signed: bool = False) -> str:
+    """`est unit [lo, hi]` with every number to the interval's resolution (`interval_decimals`).
+
+    The one spelling of an estimate with its interval on every surface: `TPOT 930 ms [640, 1180]`, not
+    `931.563 ms [642.627, 1183.688]` for a ±29% interval. Without an interval: DEFAULT_DECIMALS.
+    """
+    est_num, lo_num, hi_num = num(est), num(lo), num(hi)
+    if est_num is None:
+        return "—"
+    decimals = interval_decimals(lo_num, hi_num)
+    text = fmt_decimals(est_num, decimals, signed) + (NBSP + unit if unit else "")
+    if lo_num is None or hi_num is None:
+        return text
+    return f"{text} [{fmt_decimals(lo_num, decimals, signed)}, {fmt_decimals(hi_num, decimals, signed)}]"
+
+
+def fmt_at_resolution(
+    value: Any, lo: Any, hi: Any, unit: str = "", signed: bool = False, max_decimals: int = DEFAULT_DECIMALS
+) -> str:
+    """`value` alone, to the resolution of the interval [lo, hi] (a table with the interval in its own
+    column)."""
+    number = num(value)
+    if number is None:
+        return "—"
+    decimals = interval_decimals(lo, hi, max_decimals)
+    return fmt_decimals(number, decimals, signed) + (NBSP + unit if unit else "")
+
+
+def fmt_ms_estimate(value_ms: Any, lo_ms: Any, hi_ms: Any) -> tuple[str, str]:
+    """(value, `lo – hi unit`) of a duration in ms at its interval's resolution, in µs below 1 ms (as
+    `fmt_duration_ns` switches units); the range is `—` without an interval."""
+    value = num(value_ms)
+    # At most 0.1 µs or 1 µs (3 decimals of ms): what `fmt_duration_ns` shows.
+    scale, unit, most = (1e3, "µs", 1) if value is not None and abs(value) < 1 else (1.0, "ms", 3)
+    lo, hi = (None if num(v) is None else num(v) * scale for v in (lo_ms, hi_ms))  # type: ignore[operator]
+    shown = fmt_at_resolution(None if value is None else value * scale, lo, hi, unit, max_decimals=most)
+    return shown, "—" if lo is None or hi is None else f"{fmt_range(lo, hi, most)}{NBSP}{unit}"
+
+
 def fmt_interval(interval: Any) -> str:
     """`est [lo, hi]` of an {est, lo, hi} dict (ms), marked `not resolved` when it is noise."""
     if not isinstance(interval, dict) or num(interval.get("est")) is None:
         return "—"
-    est, lo, hi = float(interval["est"]), num(interval.get("lo")), num(interval.get("hi"))
-    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    text = f"{est:.3f}{bounds}"
-    if not bounds or interval_resolved(interval):
+    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
+    text = fmt_estimate(interval["est"], lo, hi)
+    if lo is None or hi is None or interval_resolved(interval):
         return text
     return f"not resolved (noise): {text}"
 
