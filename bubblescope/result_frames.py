@@ -260,7 +260,7 @@ def findings_frame(analysis: dict[str, Any], tokens_per_step: float = 1.0) -> pd
 def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every GPU idle gap of every rank (not only the top ones), each blamed like the JSON's top gaps;
     `read_id` is the blocking read a `sync` gap follows (`<NA>` for other classes)."""
-    from bubblescope.analysis import gap_blames
+    from bubblescope.gap_blame import gap_blames
 
     parts = []
     for rank in ranks:
@@ -295,7 +295,7 @@ def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
 
 def read_events_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every blocking read the traces show, one row each (the JSON only keeps them grouped by site)."""
-    from bubblescope.analysis import read_table
+    from bubblescope.rank_results import read_table
 
     parts = []
     for rank in ranks:
