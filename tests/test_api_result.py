@@ -201,6 +201,7 @@ def test_public_names_and_no_torch() -> None:
         "import sys, bubblescope, bubblescope.pytest_plugin\n"
         "assert 'pandas' not in sys.modules\n"
         "assert bubblescope.no_new_reads.__name__ == 'no_new_reads'\n"
+        "assert bubblescope.profile.__name__ == 'ProfileSession' and callable(bubblescope.step)\n"
         "from tests.trace import scenarios\n"
         "import tempfile, pathlib\n"
         "path = scenarios.item_sync().write(pathlib.Path(tempfile.mkdtemp()) / 't.json')\n"
