@@ -214,7 +214,11 @@ def read_lines(record: dict[str, Any]) -> list[str]:
 def _summary_line(record: dict[str, Any], out: Path) -> str:
     summary = record.get("summary") or {}
     reads = record["reads"]
-    text = f"bubblescope: {record['steps']['recorded']} steps recorded"
+    recorded = record["steps"]["recorded"]
+    if record["settings"].get("record_all") and summary.get("steps"):
+        # The whole run was recorded; the analysis cut it into steps (markers, or one whole-run step).
+        recorded = summary["steps"]
+    text = f"bubblescope: {recorded} steps recorded"
     if summary:
         text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
     if reads:
