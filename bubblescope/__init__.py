@@ -32,7 +32,7 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         module, _, attribute = _LAZY[name].partition(":")
         value = getattr(_import_module(module), attribute or name)
@@ -53,4 +53,4 @@ _checkout_root = _Path(__file__).resolve().parent.parent
 if (_checkout_root / "reference_model" / "__init__.py").is_file() and not (
     _Path(__file__).resolve().parent / "reference_model"
 ).exists():
-    __path__.append(str(_checkout_root))  # type: ignore[name-defined]
+    __path__.append(str(_checkout_root))

@@ -40,4 +40,9 @@ def test_result_holds_the_profiled_reads(tmp_path: Path) -> None:
     read = result.reads.set_index("site").loc[f"{Path(__file__).name}({READ_LINE}): _read"]
     assert (read["op"], read["count"], read["per_step"]) == ("Tensor.item", 2, 1.0)
     assert result.steps["blocking_reads"].tolist() == [1, 1]
+    # A CPU run: nothing blocked, no GPU timeline; the JSON keeps 0, the tables say not measured.
+    assert result.gpu_measured is False
+    assert result.reads[["blocked_ns", "bubble_ns"]].isna().all().all()
+    assert result.steps["gpu_dur_ns"].isna().all()
+    assert result.findings["saving_ns_per_token"].isna().all()
     pd.testing.assert_frame_equal(result.reads, bubblescope.load_analysis(tmp_path).reads)
