@@ -30,6 +30,7 @@ class DiffFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     html = "html"
+    csv = "csv"
 
 
 def register(app: typer.Typer) -> None:
@@ -41,8 +42,18 @@ def register(app: typer.Typer) -> None:
         current: Annotated[Path, typer.Argument(metavar="CURRENT", help="The same kinds as BASELINE.")],
         output_format: Annotated[
             DiffFormat,
-            typer.Option("--format", help="table (console), json (bubblescope.diff/1), markdown or html."),
+            typer.Option(
+                "--format",
+                help="table (console), json (bubblescope.diff/1), markdown, html, or csv (one table, "
+                "named by --table: reads, kernels, idle or switches; raw values).",
+            ),
         ] = DiffFormat.table,
+        table: Annotated[
+            str | None,
+            typer.Option(
+                "--table", metavar="NAME", help="With --format csv: reads, kernels, idle or switches."
+            ),
+        ] = None,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")
         ] = None,
@@ -54,8 +65,13 @@ def register(app: typer.Typer) -> None:
         from bubblescope.cli.report import ReportCommandError
         from bubblescope.diff import run_diff
         from bubblescope.report import diff_render
+        from bubblescope.report.csv_tables import DIFF_TABLES, diff_csv, pick_table
 
         try:
+            if output_format is DiffFormat.csv:
+                pick_table(DIFF_TABLES, table, "diff")
+            elif table is not None:
+                raise BubblescopeError("--table goes with --format csv")
             result = run_diff(baseline, current, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
@@ -68,6 +84,8 @@ def register(app: typer.Typer) -> None:
             text = json.dumps(result, indent=1, allow_nan=False) + "\n"
         elif output_format is DiffFormat.markdown:
             text = diff_render.render_diff_markdown(result)
+        elif output_format is DiffFormat.csv:
+            text = diff_csv(result, table)
         else:
             text = diff_render.render_diff_html(result)
         if output is None:
