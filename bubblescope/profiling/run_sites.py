@@ -155,8 +155,8 @@ def analyze_run_trace(
     so `syncs` stay as they are (the record's readbacks get theirs from `annotate_counted_syncs`).
     """
     from bubblescope.analysis import _sync_entries, analysis_dict, analyze_ranks
-    from bubblescope.rank_reduce import typical_steps
     from bubblescope.profiling.read_sites import enclosing_marker, read_markers
+    from bubblescope.rank_reduce import typical_steps
 
     ranks = analyze_ranks([trace_path])
     analysis = analysis_dict(ranks)
