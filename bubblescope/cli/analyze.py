@@ -10,7 +10,13 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_files_cap,
+)
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "json", "markdown", "csv")
@@ -89,6 +95,7 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
         jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help=JOBS_HELP)] = None,
         executor: Annotated[Executor, typer.Option("--executor", help=EXECUTOR_HELP)] = Executor.local,
         scheduler: Annotated[
@@ -129,21 +136,22 @@ def register(app: typer.Typer) -> None:
             "executor": executor.value,
             "scheduler": scheduler,
         }
-        draws = timeline and output_format == "json"
-        if annotate is not None or draws:
-            from bubblescope.analysis import analysis_dict
-            from bubblescope.rank_pool import rank_analyses
+        with trace_files_cap(max_files):
+            draws = timeline and output_format == "json"
+            if annotate is not None or draws:
+                from bubblescope.analysis import analysis_dict
+                from bubblescope.rank_pool import rank_analyses
 
-            ranks = rank_analyses(traces, **pool)
-            result = analysis_dict(ranks, timeline=draws)
-            if annotate is not None:
-                _write_annotations(ranks, annotate, max_decompressed_mb << 20)
-            del ranks
-        else:
-            from bubblescope.rank_pool import rank_results
-            from bubblescope.rank_reduce import reduce_results
+                ranks = rank_analyses(traces, **pool)
+                result = analysis_dict(ranks, timeline=draws)
+                if annotate is not None:
+                    _write_annotations(ranks, annotate, max_decompressed_mb << 20)
+                del ranks
+            else:
+                from bubblescope.rank_pool import rank_results
+                from bubblescope.rank_reduce import reduce_results
 
-            result = reduce_results(rank_results(traces, **pool))
+                result = reduce_results(rank_results(traces, **pool))
         result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
         from bubblescope.report.views import limit_views
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_TRACE_FILES, MAX_FILES_HELP, trace_files_cap
 from bubblescope.errors import BubblescopeError
 
 DIFF_HELP = "\n\n".join(
@@ -61,6 +62,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--step-marker", metavar="REGEX", help="Step annotation regex for bare traces."),
         ] = None,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
     ) -> None:
         from bubblescope.cli.report import ReportCommandError
         from bubblescope.diff import run_diff
@@ -72,7 +74,8 @@ def register(app: typer.Typer) -> None:
                 pick_table(DIFF_TABLES, table, "diff")
             elif table is not None:
                 raise BubblescopeError("--table goes with --format csv")
-            result = run_diff(baseline, current, step_marker)
+            with trace_files_cap(max_files):
+                result = run_diff(baseline, current, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if output_format is DiffFormat.table and output is None:

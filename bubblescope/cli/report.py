@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_cap_mb,
+    trace_files_cap,
+)
 from bubblescope.errors import BubblescopeError
 
 DEFAULT_HTML_NAME = "report.html"
@@ -149,6 +156,7 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
         top: Annotated[
             int | None,
             typer.Option(
@@ -163,7 +171,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         try:
-            with trace_cap_mb(max_decompressed_mb):
+            with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
                 text, written = write_report(
                     paths or [],
                     output,
