@@ -68,7 +68,15 @@ KERNEL_COLUMNS = [
     "count_per_step",
     "ns_per_step",
 ]
-KERNEL_CATEGORY_COLUMNS = ["category", "kernels", "count", "total_ns", "share", "ns_per_step"]
+KERNEL_CATEGORY_COLUMNS = [
+    "category",
+    "kernels",
+    "count",
+    "total_ns",
+    "share",
+    "count_per_step",
+    "ns_per_step",
+]
 HOST_OP_COLUMNS = [
     "name",
     "kind",
