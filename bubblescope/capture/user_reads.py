@@ -7,7 +7,7 @@ captures, the tap replaces the few torch entry points that read device values (`
 `output_size`, `equal`, `allclose`, `torch.cuda.synchronize`/`empty_cache`, `Stream.synchronize`,
 `Event.synchronize`) with a wrapper that takes the caller's stack (code objects and exact line
 numbers) and, while the profiler records, wraps the call in `record_function("bubblescope.read#<id>")`
-so the trace's blocking runtime call can be tied to its stack by nesting (`bubblescope.profile_sites`).
+so the trace's blocking runtime call can be tied to its stack by nesting (`bubblescope.profiling.read_sites`).
 
 Why wrappers and not a TorchDispatchMode/TorchFunctionMode: a dispatch mode makes torch.compile fall
 back to eager, a function mode puts a Python call on every torch call and joins Dynamo's guards; the
@@ -32,6 +32,7 @@ from bubblescope.markers import READ_MARKER_PREFIX
 
 MAX_FRAMES = 64
 _MISSING = object()
+_MASK_DTYPES = ("torch.bool", "torch.uint8")
 
 # name -> (kind, predicate name). Kinds are the analysis' sync kinds (detect/host_syncs.HINTS).
 TENSOR_METHODS: dict[str, tuple[str, str]] = {
@@ -54,6 +55,12 @@ TENSOR_METHODS: dict[str, tuple[str, str]] = {
     "repeat_interleave": ("nonzero", "repeats_tensor"),
     "equal": ("item", "on_device"),
     "allclose": ("item", "on_device"),
+}
+# Boolean-mask indexing (`x[mask]`) reads the mask's true count (a nonzero). Tapped only for the test
+# guard (`ReadTap(index_reads=True)`, `bubblescope.read_guard`): every indexing call would go through a
+# Python wrapper, host time that would show up as GPU idle in a profiled window.
+INDEX_METHODS: dict[str, tuple[str, str]] = {
+    "__getitem__": ("nonzero", "bool_mask_index"),
 }
 TORCH_FUNCTIONS: dict[str, tuple[str, str]] = {
     "nonzero": ("nonzero", "on_device"),
@@ -85,6 +92,8 @@ class ReadCall:
     kind: str
     step: int
     frames: list[tuple[CodeType, int]]
+    # `threading.get_ident()` of the calling thread (`bubblescope.read_guard` can keep to one thread).
+    thread_id: int = 0
 
 
 @dataclass
@@ -149,6 +158,10 @@ def _is_read(predicate: str, args: tuple, kwargs: dict, state: TapState) -> bool
         if len(args) == 1 and hasattr(args[0], "is_cuda") and repeats is None:
             repeats = args[0]  # torch.repeat_interleave(repeats): the one-tensor form
         return kwargs.get("output_size") is None and _is_device_tensor(repeats, state)
+    if predicate == "bool_mask_index":
+        index = args[1] if len(args) > 1 else None
+        items = index if isinstance(index, (tuple, list)) else (index,)
+        return any(_is_device_tensor(i, state) and str(i.dtype) in _MASK_DTYPES for i in items)
     if predicate == "where_one_arg":
         return len(args) == 1 and not kwargs and _is_device_tensor(args[0], state)
     return False
@@ -159,7 +172,7 @@ def _caller_frames() -> list[tuple[CodeType, int]] | None:
     belongs to torch.compile's machinery (Dynamo, Inductor, FX poking tensors while compiling).
 
     The walk ends at the first standard-library or bubblescope frame past the user's code (runpy, the
-    CLI, `run`'s measurement loop): nothing beyond names the read, and `profile_sites` ends the caller
+    CLI, `run`'s measurement loop): nothing beyond names the read, and `profiling.read_sites` ends the caller
     chain there too. Under the profiler's Python tracer every step costs (it also records each call of
     a C function such as `dict.get`, `list.append`, `len`), so the loop uses operators only and a
     per-code-object cache of the frame's class.
@@ -202,7 +215,7 @@ def _wrap(
         if frames is None:
             state.dropped_in_compiler += 1
             return original(*args, **kwargs)
-        call = ReadCall(len(state.calls), op, kind, state.step, frames)
+        call = ReadCall(len(state.calls), op, kind, state.step, frames, threading.get_ident())
         state.calls.append(call)
         _LOCAL.depth = 1
         try:
@@ -235,10 +248,12 @@ class ReadTap:
     Args:
         cuda_run: True when the workload runs on CUDA (then only CUDA tensors count as reads);
             False counts every tensor, as the reads the same code would make on a GPU.
+        index_reads: also tap boolean-mask indexing (`INDEX_METHODS`). Default False.
     """
 
-    def __init__(self, cuda_run: bool) -> None:
+    def __init__(self, cuda_run: bool, *, index_reads: bool = False) -> None:
         self.state = TapState(cuda_run=cuda_run)
+        self.index_reads = index_reads
         self._saved: list[tuple[Any, str, Any]] = []
 
     def install(self) -> ReadTap:
@@ -249,8 +264,9 @@ class ReadTap:
             raise RuntimeError("a bubblescope read tap is already installed")
         is_compiling = torch.compiler.is_compiling
         self.state.marker = _marker_factory(torch)
+        methods = {**TENSOR_METHODS, **(INDEX_METHODS if self.index_reads else {})}
         targets: list[tuple[Any, str, str, tuple[str, str]]] = [
-            (torch.Tensor, name, f"Tensor.{name}", spec) for name, spec in TENSOR_METHODS.items()
+            (torch.Tensor, name, f"Tensor.{name}", spec) for name, spec in methods.items()
         ]
         targets += [(torch, name, f"torch.{name}", spec) for name, spec in TORCH_FUNCTIONS.items()]
         targets += [(torch.cuda, name, f"torch.cuda.{name}", spec) for name, spec in CUDA_FUNCTIONS.items()]

@@ -9,10 +9,23 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_files_cap,
+)
 from bubblescope.errors import ConfigError
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "csv")
+
+
+class Executor(str, Enum):
+    """The values `--executor` accepts."""
+
+    local = "local"
+    dask = "dask"
 
 
 class AnalyzeFormat(str, Enum):
@@ -21,9 +34,19 @@ class AnalyzeFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    csv = "csv"
 
 
-FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
+FORMAT_HELP = (
+    "table (rich summary), json (bubblescope.analysis/1), markdown, or csv (one table, named by --table, "
+    "raw values: ns, fractions, full names)."
+)
+TOP_HELP = "Rows per table: kernels, host ops, blocking-read sites and gaps (all formats; JSON too)."
+MIN_GAP_HELP = "List only idle gaps at least this long (µs); per-class idle totals still count every gap."
+TABLE_HELP = (
+    "With --format csv, the table to print: steps, kernels, kernel-categories, host-ops, reads, gaps or "
+    "devices."
+)
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
     "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. "
@@ -38,6 +61,19 @@ BANDWIDTH_HELP = (
 ANNOTATE_HELP = (
     "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
     "opens in ui.perfetto.dev). Several ranks: OUT.rankN.json.gz."
+)
+JOBS_HELP = "Worker processes for a folder of ranks (default: every core; 1 = one after another)."
+EXECUTOR_HELP = (
+    "local (a process pool on this machine) or dask (a Dask cluster: pip install 'bubblescope[dask]'). "
+    "Each worker analyses whole ranks; the cross-rank summary is reduced here."
+)
+SCHEDULER_HELP = (
+    "Address of a running Dask scheduler (tcp://HOST:8786) for --executor dask; without it a local "
+    "Dask cluster of --jobs workers is started. Workers must see the trace paths."
+)
+TIMELINE_HELP = (
+    "Put the drawing timeline (one step's slices, gaps and syncs; most of the JSON's bytes) into "
+    "--format json, for `bubblescope report`."
 )
 
 
@@ -59,6 +95,18 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help=JOBS_HELP)] = None,
+        executor: Annotated[Executor, typer.Option("--executor", help=EXECUTOR_HELP)] = Executor.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP)
+        ] = None,
+        timeline: Annotated[bool, typer.Option("--timeline", help=TIMELINE_HELP)] = False,
+        top: Annotated[int | None, typer.Option("--top", metavar="N", min=1, help=TOP_HELP)] = None,
+        min_gap_us: Annotated[
+            float | None, typer.Option("--min-gap", metavar="US", min=0, help=MIN_GAP_HELP)
+        ] = None,
+        table: Annotated[str | None, typer.Option("--table", metavar="NAME", help=TABLE_HELP)] = None,
     ) -> None:
         """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
 
@@ -68,7 +116,6 @@ def register(app: typer.Typer) -> None:
         idle breakdown in Holistic Trace Analysis' terms (host wait, kernel wait, other), in exact ns.
         Exit 0 on success, 2 on a bad trace or option.
         """
-        from bubblescope.analysis import analysis_dict, analyze_ranks
         from bubblescope.cli.outputs import check_out_file
         from bubblescope.trace_floor import trace_floor
 
@@ -78,24 +125,55 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--max-decompressed-mb must be positive")
         if annotate is not None:
             check_out_file(annotate, option="--annotate")
-        ranks = analyze_ranks(
-            traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
-        )
-        result = analysis_dict(ranks)
+        if output_format == "csv":
+            from bubblescope.report.csv_tables import ANALYSIS_TABLES, pick_table
+
+            # Refused before any trace is read: a bad --table must not cost a minute of analysis.
+            pick_table(ANALYSIS_TABLES, table, "analyze")
+        elif table is not None:
+            raise ConfigError("--table goes with --format csv")
+        pool = {
+            "step_marker": step_marker,
+            "max_decompressed_bytes": max_decompressed_mb << 20,
+            "jobs": jobs,
+            "executor": executor.value,
+            "scheduler": scheduler,
+        }
+        with trace_files_cap(max_files):
+            draws = timeline and output_format == "json"
+            if annotate is not None or draws:
+                from bubblescope.analysis import analysis_dict
+                from bubblescope.rank_pool import rank_analyses
+
+                ranks = rank_analyses(traces, **pool)
+                result = analysis_dict(ranks, timeline=draws)
+                if annotate is not None:
+                    _write_annotations(ranks, annotate, max_decompressed_mb << 20)
+                del ranks
+            else:
+                from bubblescope.rank_pool import rank_results
+                from bubblescope.rank_reduce import reduce_results
+
+                result = reduce_results(rank_results(traces, **pool))
         result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
-        if annotate is not None:
-            _write_annotations(ranks, annotate, max_decompressed_mb << 20)
-        if output_format == "json":
+        from bubblescope.report.views import limit_views
+
+        result = limit_views(result, top, min_gap_us)
+        if output_format == "csv":
+            from bubblescope.report.csv_tables import analysis_csv
+
+            typer.echo(analysis_csv(result, table), nl=False)
+        elif output_format == "json":
             typer.echo(json.dumps(result, indent=1, allow_nan=False))
         elif output_format == "markdown":
             from bubblescope.report.analysis_markdown import render_analysis_markdown
 
-            typer.echo(render_analysis_markdown(result), nl=False)
+            typer.echo(render_analysis_markdown(result, top), nl=False)
         else:
             from bubblescope.report.analysis_console import print_analysis
             from bubblescope.report.console import make_console
 
-            print_analysis(make_console(), result, notes=make_console(stderr=True))
+            print_analysis(make_console(), result, top, notes=make_console(stderr=True))
 
 
 def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:

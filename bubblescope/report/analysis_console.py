@@ -12,6 +12,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bubblescope.report.bandwidth_rows import (
+    BANDWIDTH_TITLE,
+    bandwidth_rows,
+    bandwidth_sentence,
+    console_bandwidth_rows,
+)
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
@@ -75,9 +81,12 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
         console.print(f"[green]{console_text(nothing_to_fix_text(analysis))}[/green]")
 
 
-def print_analysis(console: Console, analysis: dict, *, notes: Console | None = None) -> None:
-    """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`;
-    its warnings go to `notes` (the CLI's stderr console) when given."""
+def print_analysis(
+    console: Console, analysis: dict, top: int | None = None, *, notes: Console | None = None
+) -> None:
+    """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`,
+    then utilisation, kernel categories and host ops (report/views_console.py); `top` (--top) sets the
+    rows of the kernel, gap and host op tables; warnings go to `notes` (the CLI's stderr) when given."""
     summary = analysis["summary"]
     print_fix_first(console, analysis)
     steps, ranks = steps_and_ranks(analysis)
@@ -117,10 +126,18 @@ def print_analysis(console: Console, analysis: dict, *, notes: Console | None = 
     kernels = analysis.get("kernels") or []
     if kernels:
         headers, rows = console_kernel_rows(kernel_rows(kernels, name_chars=CONSOLE_KERNEL_NAME_CHARS))
-        shown = f"Top {min(len(rows), TOP_KERNELS_SHOWN)} of {plural(len(rows), 'kernel')} by GPU time"
-        print_table(console, shown, (headers, rows[:TOP_KERNELS_SHOWN]))
+        limit = top or TOP_KERNELS_SHOWN
+        shown = f"Top {min(len(rows), limit)} of {plural(len(rows), 'kernel')} by GPU time"
+        print_table(console, shown, (headers, rows[:limit]))
+    breakdown = bandwidth_rows(analysis)
+    if breakdown[1]:
+        print_table(console, BANDWIDTH_TITLE, console_bandwidth_rows(breakdown))
+        console.print(console_text(bandwidth_sentence(analysis)))
     if analysis["gaps_top"] and analysis.get("gpu_measured", True):
-        console.print(_gaps_table(analysis["gaps_top"][:TOP_GAPS_SHOWN]))
+        console.print(_gaps_table(analysis["gaps_top"][: top or TOP_GAPS_SHOWN]))
+    from bubblescope.report.views_console import print_views
+
+    print_views(console, analysis, top)
 
 
 def _per_step_classes(summary: dict) -> Table:

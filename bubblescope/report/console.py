@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import errno
-import re
 from collections.abc import Sequence
 from typing import IO
 
@@ -22,14 +21,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bubblescope.report.cells import numeric_columns
 from bubblescope.report.escape import console_text
 
 # A column whose cells are all this short (numbers with units, counts, ranks) is never wrapped.
 SHORT_CELL_CHARS = 14
 # The narrowest a text column (names, sites, hints) is drawn before the table becomes blocks.
 TEXT_COLUMN_MIN_CHARS = 16
-# A cell that is a number, maybe signed, with a unit or percent after it ("12.3 µs", "24.4%", "-0.5").
-_NUMBER_RE = re.compile(r"[-+−≥≤~]?\s?[0-9][0-9.,]*(\s?[A-Za-zµ%×/]+)?|—|-")
 # Indent of the `header: value` lines of a row drawn as a block.
 BLOCK_INDENT = 4
 
@@ -74,15 +72,12 @@ def print_rows(
 
     Args:
         title: shown above; headers: one per column; rows: cells as plain text (never markup).
-        right_aligned: headers of columns to right-align; default: the short columns whose every cell
-            is a number (with or without a unit).
+        right_aligned: headers of columns to right-align; default: the columns whose every cell is a
+            number (`cells.numeric_columns`).
     """
     if right_aligned is None:
-        right_aligned = [
-            header
-            for index, header in enumerate(headers)
-            if rows and all(_NUMBER_RE.fullmatch(str(row[index]).strip()) for row in rows)
-        ]
+        numeric = numeric_columns([[str(cell) for cell in row] for row in rows])
+        right_aligned = [header for header, is_number in zip(headers, numeric, strict=False) if is_number]
     if table_min_width(headers, rows) > console.width:
         _print_blocks(console, title, headers, rows)
         return

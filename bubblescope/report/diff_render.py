@@ -14,6 +14,7 @@ from bubblescope.report.cells import (
     num,
     plain,
 )
+from bubblescope.trace.kernel_names import short_kernel_name
 
 CHANGE_WORDS = {
     "improvement": "improvement (faster beyond the noise)",
@@ -80,13 +81,25 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         for label, key in (("added", "added"), ("removed", "removed"))
         for r in reads.get(key) or []
     ]
-    out.append(("Blocking reads added / removed, by site", (read_headers, read_rows), "no read site changed"))
+    # Same read, another line number (code above it changed): shown, never counted as added or removed.
+    read_rows += [
+        [
+            "moved",
+            f"{plain(r['from_site'])} ⇒ {plain(r['site'])}",
+            plain(r["op"]),
+            _per_step(r["baseline_per_step"]),
+            _per_step(r["current_per_step"]),
+        ]
+        for r in reads.get("moved") or []
+    ]
+    by = "by exact line" if reads.get("compared_by") == "exact line" else "by site"
+    out.append((f"Blocking reads added / removed, {by}", (read_headers, read_rows), "no read site changed"))
     kernels = diff.get("kernels")
     if kernels is not None:
         kernel_rows = [
             [
                 "added",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 "—",
                 _per_step(k["count_per_step"]),
                 "—",
@@ -97,7 +110,7 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         kernel_rows += [
             [
                 "removed",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 _per_step(k["count_per_step"]),
                 "—",
                 fmt_duration_ns(k["ns_per_step"]),
@@ -108,7 +121,7 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         kernel_rows += [
             [
                 "slower" if k["delta_ns_per_step"] > 0 else "faster",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 _per_step(k["baseline_count_per_step"]),
                 _per_step(k["current_count_per_step"]),
                 fmt_duration_ns(k["baseline_ns_per_step"]),

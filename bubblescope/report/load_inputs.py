@@ -1,8 +1,9 @@
 """Decide what each `bubblescope report` argument is and load it into plain dicts.
 
 An argument can be a run folder (`record.json`, or a single `<key>.json` RunRecord), a RunRecord
-file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, an analysis/1
-JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
+file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, a `bubblescope
+profile` folder or any of its files (profile.json, analysis.json, trace: `profiling/load.py`), an
+analysis/1 JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
 `bubblescope.analysis.analyze_traces` (several files are the ranks of one run). Nothing here imports
 torch; rendering lives in html.py / markdown.py.
 """
@@ -17,7 +18,8 @@ from typing import Any
 
 from bubblescope.errors import BubblescopeError, RecordError
 from bubblescope.records import validate_record
-from bubblescope.validate import check_depth, contained_path
+from bubblescope.trace import json_scan
+from bubblescope.validate import MAX_DOCUMENT_DEPTH, check_depth, contained_path
 
 RUN_SCHEMA = "bubblescope.run/1"
 ABLATION_SCHEMA = "bubblescope.ablation/1"
@@ -61,6 +63,15 @@ class TraceInput:
     analysis: dict[str, Any]
 
 
+@dataclass
+class ProfileInput(TraceInput):
+    """A `bubblescope profile` folder: its analysis (exact read lines) and its `bubblescope.profile/1`
+    record (settings, timed steps). Renders as a trace plus the profile's own sections."""
+
+    record: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
 ReportInput = RunInput | AblationInput | TraceInput
 
 
@@ -82,6 +93,12 @@ def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[
                 raw = handle.read(MAX_DOCUMENT_BYTES + 1)
             if len(raw) > MAX_DOCUMENT_BYTES:
                 raise RecordError(f"{path}: decompresses past {MAX_DOCUMENT_BYTES >> 20} MiB")
+        # Depth from the text (numpy, ~1 s per 100 MB): a walk of the parsed document took 5 s per
+        # 8 M elements, and a parser would recurse first.
+        if json_scan.max_depth(raw) > MAX_DOCUMENT_DEPTH:
+            raise RecordError(
+                f"{path}: nested deeper than {MAX_DOCUMENT_DEPTH} levels; not a bubblescope document"
+            )
         doc = json.loads(raw)
     except FileNotFoundError:
         raise RecordError(f"{path}: file not found") from None
@@ -95,7 +112,6 @@ def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[
         ) from None
     if not isinstance(doc, dict):
         raise RecordError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    check_depth(doc, str(path))
     if expect_schema is not None and doc.get("schema") != expect_schema:
         raise RecordError(f"{path}: schema is {doc.get('schema')!r}, expected {expect_schema!r}")
     return doc
@@ -255,6 +271,10 @@ def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> l
     loaded: list[ReportInput] = []
     traces: list[Path] = []
     for raw in paths:
+        profile = _profile_input(Path(raw))
+        if profile is not None:
+            loaded.append(profile)
+            continue
         kind, file = classify_path(Path(raw))
         if kind == "run":
             loaded.append(load_run(file))
@@ -269,6 +289,21 @@ def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> l
     if traces:
         loaded.append(_analyze_bare_traces(traces, step_marker))
     return loaded
+
+
+def _profile_input(path: Path) -> ProfileInput | None:
+    """The profile `path` belongs to (folder, profile.json, its analysis or trace), or None."""
+    from bubblescope.profiling.load import load_profile, profile_folder
+
+    if profile_folder(path) is None:
+        return None
+    loaded = load_profile(path)
+    if loaded.analysis is None:
+        notices = "; ".join(loaded.warnings) or "no trace was recorded"
+        raise ReportInputError(f"{path}: the profile has no analysis ({notices})")
+    return ProfileInput(
+        paths=[path], analysis=loaded.analysis, record=loaded.record, warnings=loaded.warnings
+    )
 
 
 # ---- Conforming documents to the container shapes the renderers rely on ----
