@@ -133,14 +133,17 @@ def _print_table(listing: dict[str, Any]) -> None:
     machine = listing["machine"]
     cpu = machine["kind"] == "cpu"
     where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f} GB each"
+    # No column rules and one space between columns: at 80 columns every name and number fits whole
+    # ("ling3-flash-e256" folded to "ling3-flash" + "-e256" read as another preset).
     table = Table(
         title=f"presets (fit judged on {where})",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
+        title_justify="left",
+        box=None,
         padding=(0, 0, 0, 1),
         pad_edge=False,
+        header_style="bold underline",
     )
-    table.add_column("preset", overflow="fold")
+    table.add_column("preset", no_wrap=True)
     headers = ("layers", "experts", "params", "active", "weights", "bytes/tok", "step ≥" if cpu else "fits")
     for column in headers:
         table.add_column(column, justify="right", no_wrap=True)
