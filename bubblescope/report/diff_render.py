@@ -81,7 +81,19 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         for label, key in (("added", "added"), ("removed", "removed"))
         for r in reads.get(key) or []
     ]
-    out.append(("Blocking reads added / removed, by site", (read_headers, read_rows), "no read site changed"))
+    # Same read, another line number (code above it changed): shown, never counted as added or removed.
+    read_rows += [
+        [
+            "moved",
+            f"{plain(r['from_site'])} ⇒ {plain(r['site'])}",
+            plain(r["op"]),
+            _per_step(r["baseline_per_step"]),
+            _per_step(r["current_per_step"]),
+        ]
+        for r in reads.get("moved") or []
+    ]
+    by = "by exact line" if reads.get("compared_by") == "exact line" else "by site"
+    out.append((f"Blocking reads added / removed, {by}", (read_headers, read_rows), "no read site changed"))
     kernels = diff.get("kernels")
     if kernels is not None:
         kernel_rows = [

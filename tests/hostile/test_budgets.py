@@ -69,3 +69,24 @@ def test_nested_metadata_and_big_args_are_read(tmp_path: Path) -> None:
         large_inputs.args_bytes(tmp_path / "args.json", 2 << 20, as_list=False),
     ):
         _fine(_analyze(str(path)))
+
+
+@pytest.mark.parametrize("command", ["gate", "diff", "report"])
+def test_record_over_the_sample_cap_is_refused_before_statistics(tmp_path: Path, command: str) -> None:
+    record = large_inputs.record_repeats(tmp_path / "record.json", 40)
+    samples = 40 * len(large_inputs.real_record()["samples_ns"][0])
+    args = {
+        "gate": ["gate", "--baseline", str(record), "--current", str(record)],
+        "diff": ["diff", str(record), str(record), "--format", "json"],
+        "report": ["report", str(record), "--format", "markdown"],
+    }[command]
+    line = _one_line_error(run_in_process([*args, "--max-samples", str(samples - 1)]))
+    assert f"holds {samples} samples (40 repeats)" in line and "--max-samples" in line
+    _fine(run_in_process([*args, "--max-samples", str(samples)]))
+
+
+def test_document_depth_is_refused_from_the_text(tmp_path: Path) -> None:
+    deep = tmp_path / "analysis.json"
+    deep.write_text('{"schema": "bubblescope.analysis/1", "x": ' + "[" * 70 + "]" * 70 + "}")
+    line = _one_line_error(run_in_process(["report", str(deep), "--format", "markdown"]))
+    assert "nested deeper than 64 levels" in line

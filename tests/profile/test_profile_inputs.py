@@ -112,3 +112,29 @@ def test_rows_without_a_captured_line_fall_back_to_the_trace_site() -> None:
         ("model.py(20): forward", "aten::item"): 0.5,
     }
     assert fallbacks == 2
+
+
+def test_a_read_that_only_moved_is_neither_added_nor_removed() -> None:
+    """An edit above the generate() call shifts its line: the same read at the same library line, moved."""
+    from bubblescope.diff import compute_diff, side_from
+    from bubblescope.gate import GateInput, evaluate_gate
+
+    def row(site: str, op: str) -> dict:
+        return {"site": site, "line_exact": site, "read_at": "utils.py(383): __call__", "line": "exact",
+                "op": op, "per_step": 1.0}  # fmt: skip
+
+    before = [row("hf.py(56): main", "Tensor.__bool__")]
+    after = [row("hf.py(72): main", "Tensor.__bool__"), row("hf.py(47): __call__", "Tensor.item")]
+    analyses = [{"syncs": s, "summary": {"blocking_reads_per_step": float(len(s))}} for s in (before, after)]
+    reads = compute_diff(
+        side_from("a", "analysis", None, analyses[0]), side_from("b", "analysis", None, analyses[1])
+    )
+    reads = reads["reads"]
+    assert [r["site"] for r in reads["added"]] == ["hf.py(47): __call__ → utils.py(383): __call__"]
+    assert reads["removed"] == []
+    assert [(m["from_site"], m["site"]) for m in reads["moved"]] == [
+        ("hf.py(56): main → utils.py(383): __call__", "hf.py(72): main → utils.py(383): __call__")
+    ]
+    sides = [GateInput(str(i), "analysis", len(s), s) for i, s in enumerate((before, after))]
+    increased = evaluate_gate(*sides, n_boot=10)["checks"][0]["increased_sites"]
+    assert [s["site"] for s in increased] == ["hf.py(47): __call__ → utils.py(383): __call__ [Tensor.item]"]
