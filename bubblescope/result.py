@@ -56,7 +56,8 @@ class AnalysisResult:
         tokens_per_step: float = 1.0,
         source: str | None = None,
     ) -> None:
-        """
+        """Wrap an analysis dict (`analyze`, `load_analysis` and `prof.result` make these for you).
+
         Args:
             analysis: a `bubblescope.analysis/1` dict.
             ranks: the `analysis.RankAnalysis` list it was built from, when in memory. Default None.
