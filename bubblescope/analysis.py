@@ -23,6 +23,7 @@ from bubblescope.detect.idle_gaps import (
 from bubblescope.detect.registry import detector
 from bubblescope.errors import TraceError
 from bubblescope.kernel_table import kernel_entries
+from bubblescope.not_measured import null_unmeasured_analysis
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
 from bubblescope.trace.steps import (
@@ -266,7 +267,7 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         offset += len(entries)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
     syncs = _sync_entries(ranks, n_steps=max(len(steps_out), 1))
-    return {
+    document = {
         "schema": SCHEMA,
         "inputs": [
             {
@@ -290,6 +291,8 @@ def analysis_dict(ranks: list[RankAnalysis]) -> dict:
         "timeline": build_timeline(ranks[0], lambda window: gap_blames(ranks[0], window)) if ranks else None,
         "rank_timelines": build_rank_timelines(ranks, gap_blames),
     }
+    # A trace without GPU activity measured no GPU time: null there, never 0 (bubblescope.not_measured).
+    return null_unmeasured_analysis(document)
 
 
 def _step_entries(rank: RankAnalysis) -> list[dict]:

@@ -23,7 +23,10 @@ CHAIN_HEADERS = [
 
 
 def _us(value: Any) -> str:
-    return f"{(value or 0) / 1000:.1f} µs" if isinstance(value, (int, float)) else "—"
+    if value is None:
+        # null: not measured (a CPU run; bubblescope.not_measured)
+        return "not measured"
+    return f"{value / 1000:.1f} µs" if isinstance(value, (int, float)) else "—"
 
 
 def read_chain_rows(analysis: dict[str, Any]) -> list[list[str]]:

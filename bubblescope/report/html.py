@@ -421,7 +421,7 @@ def _ablation_config_sections(
             }
         )
         stats = record.get("analysis") or {}
-        if stats.get("idle_by_class_ns_per_step"):
+        if stats.get("idle_by_class_ns_per_step") and stats.get("gpu_measured") is not False:
             idle_rows.append(
                 {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
             )

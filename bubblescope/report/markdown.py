@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.ablation_cells import REMOVED_IDLE_HEADER, removed_idle_text
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -23,6 +24,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     fmt_duration_ms,
     fmt_duration_ns,
     fmt_interval,
+    fmt_measured_ns,
     fmt_ms,
     fmt_number,
     fmt_range,
@@ -141,23 +143,13 @@ def shown_estimators(shapley_method: Any = None) -> list[tuple[str, str]]:
     return [(key, label) for key, label in ESTIMATORS if not (single_ordering and key == "shapley_ms")]
 
 
-def removed_idle_text(idle_us: dict[str, Any] | None) -> str:
-    """`sync −886.0 µs; host +12.0 µs` style text of idle removed per step (removed = positive)."""
-    parts = [
-        f"{cls} {fmt_duration_ns(value * 1e3)}"
-        for cls, us in (idle_us or {}).items()
-        if (value := num(us)) and abs(value) >= 0.05
-    ]
-    return "; ".join(parts) or "—"
-
-
 def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = None) -> Rows:
     """Per-switch attribution: each estimator `est [lo, hi]` in ms (two-level bootstrap 95% CI; marked
     `not resolved` when the interval holds zero or is wider than the effect), and what the switch removed
     *alone vs the baseline* (the same comparison as the `alone` column)."""
     estimators = shown_estimators(shapley_method)
     headers = ["switch"] + [label for _, label in estimators]
-    headers += ["alone: removed reads/step", "alone: removed GPU idle/step"]
+    headers += ["alone: removed reads/step", REMOVED_IDLE_HEADER]
     rows = []
     for sw in switches or []:
         reads = sw.get("removed_reads_per_step") or {}
@@ -166,7 +158,7 @@ def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = Non
             + [fmt_interval(sw.get(key)) for key, _ in estimators]
             + [
                 "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
-                removed_idle_text(sw.get("removed_idle_us_per_step")),
+                removed_idle_text(sw),
             ]
         )
     return headers, rows
@@ -364,11 +356,11 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
             if reads_undetectable(analysis)
             else plain(summary.get("blocking_reads_per_step")),
         ),
-        ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
-        ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
+        ("GPU busy/step", fmt_measured_ns(summary.get("gpu_busy_ns_per_step"))),
+        ("GPU idle/step", fmt_measured_ns(summary.get("idle_ns_per_step"))),
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
-    items += [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    items += [(f"idle/step: {cls}", fmt_measured_ns(ns)) for cls, ns in by_class.items()]
     return items + [("speed-of-light floor", floor_line(analysis))]
 
 
