@@ -70,17 +70,28 @@ def dump(out: Path, real: Path) -> None:
         print(shown, len(text), flush=True)
 
 
-def compare(old: Path, new: Path) -> int:
-    """Number of files that differ or are missing on one side (each named on stdout)."""
+def compare(old: Path, new: Path, added: tuple[str, ...] = ()) -> int:
+    """Number of files that differ or are missing on one side (each named on stdout). Top-level keys
+    in `added` (new fields of the new code) are dropped from the new side first."""
     names = sorted({p.name for p in old.iterdir()} | {p.name for p in new.iterdir()})
     bad = 0
     for name in names:
         a, b = old / name, new / name
-        if not (a.is_file() and b.is_file()) or a.read_bytes() != b.read_bytes():
+        if not (a.is_file() and b.is_file()) or a.read_bytes() != _without(b.read_bytes(), added):
             print(f"DIFFERS: {name}")
             bad += 1
     print(f"{len(names) - bad} of {len(names)} identical")
     return bad
+
+
+def _without(text: bytes, keys: tuple[str, ...]) -> bytes:
+    """The dumped JSON with top-level `keys` removed, written as `dump` writes it."""
+    if not keys:
+        return text
+    doc = json.loads(text)
+    for key in keys:
+        doc.pop(key, None)
+    return json.dumps(doc, sort_keys=True, default=str).encode()
 
 
 def main() -> None:
@@ -92,11 +103,12 @@ def main() -> None:
     compare_parser = sub.add_parser("compare")
     compare_parser.add_argument("old")
     compare_parser.add_argument("new")
+    compare_parser.add_argument("--added", nargs="*", default=[], help="top-level keys only the new code has")
     args = parser.parse_args()
     if args.command == "dump":
         dump(Path(args.out), Path(args.real))
     else:
-        sys.exit(1 if compare(Path(args.old), Path(args.new)) else 0)
+        sys.exit(1 if compare(Path(args.old), Path(args.new), tuple(args.added)) else 0)
 
 
 if __name__ == "__main__":

@@ -77,10 +77,15 @@ def _idle_medians(analysis: dict[str, Any] | None, record_stats: dict[str, Any])
 def side_from(
     label: str, kind: str, record: dict[str, Any] | None, analysis: dict[str, Any] | None
 ) -> DiffSide:
+    from bubblescope.profiling.load import PROFILE_SCHEMA, timed_per_token_ns
+
     record = record or {}
     stats = record.get("analysis") if isinstance(record.get("analysis"), dict) else {}
     per_token = None
-    if record.get("samples_ns") and record.get("tokens_per_step"):
+    if record.get("schema") == PROFILE_SCHEMA:
+        # A profile: TPOT from its timed steps (`profile --timed`), everything else from its analysis.
+        per_token = timed_per_token_ns(record)
+    elif record.get("samples_ns") and record.get("tokens_per_step"):
         per_token = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
     own_syncs = stats.get("syncs") if isinstance(stats.get("syncs"), list) else None
     syncs = own_syncs or (analysis or {}).get("syncs") or []
@@ -110,12 +115,16 @@ def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide
     Raises:
         BubblescopeError: unreadable input (one line naming the path).
     """
-    from bubblescope.report.load_inputs import AblationInput, RunInput, load_inputs
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, load_inputs
 
     (item,) = load_inputs([path], step_marker=step_marker)
     label = str(path)
     if isinstance(item, RunInput):
         return side_from(label, "run", item.record, item.analysis)
+    if isinstance(item, ProfileInput):
+        side = side_from(label, "profile", item.record, item.analysis)
+        side.notes.extend(f"{path}: {w}" for w in item.warnings)
+        return side
     if isinstance(item, AblationInput):
         from bubblescope.report.markdown import config_key_with_role
 
@@ -132,7 +141,10 @@ def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide
 
 def _tpot(base: DiffSide, cur: DiffSide, n_boot: int, seed: int) -> dict[str, Any]:
     if base.per_token_ns is None or cur.per_token_ns is None:
-        return {"status": "skipped", "reason": "only timed runs have a TPOT (a trace or analysis has none)"}
+        return {
+            "status": "skipped",
+            "reason": "only timed runs have a TPOT (a trace, an analysis, a profile without --timed: none)",
+        }
     base_reps = bootstrap_medians(base.per_token_ns, n_boot=n_boot, seed=seed, hierarchical=True) / 1e6
     cur_reps = bootstrap_medians(cur.per_token_ns, n_boot=n_boot, seed=seed + 1, hierarchical=True) / 1e6
     base_ms = float(np.median(np.concatenate(base.per_token_ns))) / 1e6
@@ -155,16 +167,81 @@ def _tpot(base: DiffSide, cur: DiffSide, n_boot: int, seed: int) -> dict[str, An
     }
 
 
-def _reads_by_site(syncs: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    sites: dict[tuple[str, str], float] = {}
+def _line_key(line_exact: Any, read_at: Any) -> str:
+    """`your.py(12): main`, or `your.py(12): main → lib.py(80): f` when the read happened in a library."""
+    return str(line_exact) if read_at in (None, line_exact) else f"{line_exact} → {read_at}"
+
+
+def _exact_parts(sync: dict[str, Any]) -> list[tuple[str, float]]:
+    """(exact line, reads per step) of one syncs[] row: `lines_exact[]` (run / ablate rows), or the row's
+    own `line_exact` when the whole row was tied to one line (profile rows); [] when none was captured."""
+    entries = sync.get("lines_exact")
+    if isinstance(entries, list) and entries:
+        return [
+            (_line_key(e.get("line_exact"), e.get("read_at")), _num(e.get("per_step")) or 0.0)
+            for e in entries
+            if isinstance(e, dict) and e.get("line_exact")
+        ]
+    if sync.get("line") == "exact" and sync.get("line_exact"):
+        return [(_line_key(sync["line_exact"], sync.get("read_at")), _num(sync.get("per_step")) or 0.0)]
+    return []
+
+
+def has_exact_lines(syncs: list[dict[str, Any]]) -> bool:
+    """True when the read tap tied at least one of these reads to its exact line."""
+    return any(_exact_parts(s) for s in syncs if isinstance(s, dict))
+
+
+def reads_by_line(
+    syncs: list[dict[str, Any]], *, exact: bool = True
+) -> tuple[dict[tuple[str, str], float], int]:
+    """Reads per step keyed by (where, op), and how many rows fell back to the trace's site.
+
+    `where` is the exact line the read tap captured (your line, then `→ library line` when the read
+    happened inside a library); reads with no captured line (made in C++ or a compiled graph, or a run
+    without the tap) keep the trace's `site`. `exact=False` keys every row by the trace's site.
+    """
+    keyed: dict[tuple[str, str], float] = {}
+    fallbacks = 0
     for sync in syncs:
-        key = (str(sync.get("site", "unknown")), str(sync.get("op") or sync.get("api") or "?"))
-        sites[key] = sites.get(key, 0.0) + (_num(sync.get("per_step")) or 0.0)
-    return sites
+        if not isinstance(sync, dict):
+            continue
+        op = str(sync.get("op") or sync.get("api") or "?")
+        per_step = _num(sync.get("per_step")) or 0.0
+        parts = _exact_parts(sync) if exact else []
+        for where, part in parts:
+            keyed[(where, op)] = keyed.get((where, op), 0.0) + part
+        rest = per_step - sum(part for _, part in parts)
+        if not parts or rest > 1e-9:
+            fallbacks += 1
+            key = (str(sync.get("site", "unknown")), op)
+            keyed[key] = keyed.get(key, 0.0) + (rest if parts else per_step)
+    return keyed, fallbacks
 
 
-def _reads(base: DiffSide, cur: DiffSide) -> dict[str, Any]:
-    before, after = _reads_by_site(base.syncs), _reads_by_site(cur.syncs)
+def compared_reads(
+    baseline: list[dict[str, Any]], current: list[dict[str, Any]]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], list[str]]:
+    """Both sides' reads keyed the same way: by exact line when both sides captured lines, else by the
+    trace's site (a side recorded without the read tap has no line to match). Notes say which."""
+    exact = has_exact_lines(baseline) and has_exact_lines(current)
+    (before, base_fallbacks), (after, cur_fallbacks) = (
+        reads_by_line(baseline, exact=exact),
+        reads_by_line(current, exact=exact),
+    )
+    notes = []
+    if not exact and (has_exact_lines(baseline) or has_exact_lines(current)):
+        notes.append("reads compared by the trace's site: one side has no exact lines (no read tap)")
+    elif exact and base_fallbacks + cur_fallbacks:
+        notes.append(
+            f"reads compared by exact line; {base_fallbacks + cur_fallbacks} site(s) with no captured line "
+            "(made in C++ or a compiled graph) compared by the trace's site"
+        )
+    return before, after, notes
+
+
+def _reads(base: DiffSide, cur: DiffSide) -> tuple[dict[str, Any], list[str]]:
+    before, after, notes = compared_reads(base.syncs, cur.syncs)
     added, removed = [], []
     for key in sorted(set(before) | set(after)):
         b, a = before.get(key, 0.0), after.get(key, 0.0)
@@ -176,9 +253,10 @@ def _reads(base: DiffSide, cur: DiffSide) -> dict[str, Any]:
     return {
         "baseline_per_step": base.reads_per_step,
         "current_per_step": cur.reads_per_step,
+        "compared_by": "exact line" if has_exact_lines(base.syncs) and has_exact_lines(cur.syncs) else "site",
         "added": added,
         "removed": removed,
-    }
+    }, notes
 
 
 def _idle(base: DiffSide, cur: DiffSide) -> dict[str, Any] | None:
@@ -262,7 +340,8 @@ def compute_diff(
             "current_ns": cur.gpu_step_ns,
             "delta_ns": cur.gpu_step_ns - base.gpu_step_ns,
         }
-    notes = base.notes + cur.notes
+    reads, read_notes = _reads(base, cur)
+    notes = base.notes + cur.notes + read_notes
     if base.idle_ns_per_step is None or cur.idle_ns_per_step is None:
         notes.append("GPU idle is compared only where both sides measured GPU activity")
     return {
@@ -270,7 +349,7 @@ def compute_diff(
         "baseline": {"path": base.label, "kind": base.kind},
         "current": {"path": cur.label, "kind": cur.kind},
         "tpot": _tpot(base, cur, n_boot, seed),
-        "reads": _reads(base, cur),
+        "reads": reads,
         "idle_per_step": _idle(base, cur),
         "kernels": _kernels(base, cur),
         "gpu_step": gpu_step,

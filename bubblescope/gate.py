@@ -75,6 +75,11 @@ def _is_trace(path: Path) -> bool:
     return b'"traceEvents"' in head or (b'"schema"' not in head and path.name.endswith("trace.json"))
 
 
+def _is_analysis(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return b'"bubblescope.analysis/1"' in handle.read(1 << 12)
+
+
 def _trace_input(path: Path) -> GateInput:
     """A trace side: the full analysis when the trace has GPU events, else readback ops counted.
 
@@ -113,13 +118,67 @@ def _trace_input(path: Path) -> GateInput:
     )
 
 
+def _profile_input(target: Path) -> GateInput:
+    """A `bubblescope profile` folder (or its profile.json, analysis or trace: one answer for each)."""
+    from bubblescope.profiling.load import load_profile, timed_per_token_ns
+
+    loaded = load_profile(target)
+    if loaded.analysis is None:
+        notices = "; ".join(loaded.warnings) or "no trace was recorded"
+        raise RecordError(f"{target}: the profile has no analysis ({notices})")
+    summary = loaded.analysis.get("summary") or {}
+    timed = loaded.record.get("timed") or {}
+    return GateInput(
+        str(target),
+        "profile",
+        float(summary.get("blocking_reads_per_step") or 0.0),
+        list(loaded.analysis.get("syncs") or []),
+        timed_per_token_ns(loaded.record),
+        {
+            # On CPU the read tap counts the calls that read the device; on a GPU, the trace's syncs.
+            "source": "analysis" if loaded.on_gpu else "read tap on CPU",
+            "device": loaded.record["environment"].get("device"),
+            "timing": timed.get("timing"),
+            "tpot_ms": timed.get("tpot_ms"),
+        },
+        record=loaded.record,
+        analysis=loaded.analysis,
+        warnings=loaded.warnings,
+    )
+
+
+def _analysis_input(target: Path) -> GateInput:
+    """A bare analysis/1 JSON (`analyze --format json`, a copied analysis.json): its reads only."""
+    from bubblescope.profiling.load import ANALYSIS_SCHEMA, read_document
+
+    analysis = read_document(target, ANALYSIS_SCHEMA)
+    summary = analysis.get("summary") if isinstance(analysis.get("summary"), dict) else {}
+    gpu = analysis.get("gpu_measured") is not False
+    return GateInput(
+        str(target),
+        "analysis",
+        float(summary.get("blocking_reads_per_step") or 0.0),
+        [s for s in analysis.get("syncs") or [] if isinstance(s, dict)],
+        meta={"source": "analysis" if gpu else "read tap on CPU"},
+        analysis=analysis,
+        warnings=[str(w) for w in analysis.get("warnings") or []],
+    )
+
+
 def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
-    """A RunRecord (file or run folder) or a trace, as the gate sees it."""
+    """A RunRecord (file or run folder), a profile (folder or any of its files), an analysis or a trace,
+    as the gate sees it."""
+    from bubblescope.profiling.load import profile_folder
+
     target = Path(path)
     if not target.exists():
         raise RecordError(f"not found: {target}")
+    if profile_folder(target) is not None:
+        return _profile_input(target)
     if target.is_file() and _is_trace(target):
         return _trace_input(target)
+    if target.is_file() and _is_analysis(target):
+        return _analysis_input(target)
     record = load_record(target)
     analysis = record.get("analysis")
     if analysis is None:
@@ -144,20 +203,15 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
     )
 
 
-def _reads_by_site(syncs: list[dict[str, Any]]) -> dict[str, float]:
-    sites: dict[str, float] = {}
-    for sync in syncs:
-        label = f"{sync.get('site', 'unknown')} [{sync.get('op', '?')}]"
-        sites[label] = sites.get(label, 0.0) + float(sync.get("per_step", 0.0))
-    return sites
-
-
 def _reads_check(baseline: GateInput, current: GateInput) -> dict[str, Any]:
-    before, after = _reads_by_site(baseline.syncs), _reads_by_site(current.syncs)
+    from bubblescope.diff import compared_reads
+
+    before, after, notes = compared_reads(baseline.syncs, current.syncs)
+    labels = {key: f"{key[0]} [{key[1]}]" for key in set(before) | set(after)}
     increased = [
-        {"site": s, "baseline": before.get(s, 0.0), "current": after[s]}
-        for s in sorted(after)
-        if after[s] > before.get(s, 0.0) + 1e-9
+        {"site": labels[key], "baseline": before.get(key, 0.0), "current": after[key]}
+        for key in sorted(after)
+        if after[key] > before.get(key, 0.0) + 1e-9
     ]
     failed = current.reads_per_step > baseline.reads_per_step + 1e-9
     return {
@@ -166,6 +220,7 @@ def _reads_check(baseline: GateInput, current: GateInput) -> dict[str, Any]:
         "baseline_per_step": baseline.reads_per_step,
         "current_per_step": current.reads_per_step,
         "increased_sites": increased,
+        "notes": notes,
     }
 
 
@@ -175,7 +230,10 @@ def _tpot_check(
     resampling = "repeats, then steps within them" if hierarchical else "steps within repeats"
     check: dict[str, Any] = {"name": "tpot", "threshold": threshold, "resampling": resampling}
     if baseline.per_token_ns is None or current.per_token_ns is None:
-        return {**check, "status": "skipped", "reason": "a trace has no timed samples; only reads are gated"}
+        reason = (
+            "a trace, an analysis or a profile without --timed has no timed samples; only reads are gated"
+        )
+        return {**check, "status": "skipped", "reason": reason}
     ratio, lo, hi = ratio_of_medians_ci(
         baseline.per_token_ns, current.per_token_ns, n_boot=n_boot, seed=seed, hierarchical=hierarchical
     )
@@ -221,7 +279,8 @@ def _warnings(baseline: GateInput, current: GateInput) -> list[str]:
         f"{side}: {note}" for side, g in (("baseline", baseline), ("current", current)) for note in g.warnings
     ]
     for key in ("preset", "device", "gpu"):
-        if baseline.meta.get(key) != current.meta.get(key) and baseline.kind == current.kind == "record":
+        same_kind = baseline.kind == current.kind and baseline.kind in ("record", "profile")
+        if baseline.meta.get(key) != current.meta.get(key) and same_kind:
             notes.append(
                 f"{key} differs: baseline {baseline.meta.get(key)!r}, current {current.meta.get(key)!r}"
             )
@@ -260,7 +319,7 @@ def evaluate_gate(
         "exit_code": 1 if failed else 0,
         "max_regression": max_regression,
         "checks": checks,
-        "warnings": _warnings(baseline, current) + _noise_warning(checks[1]),
+        "warnings": _warnings(baseline, current) + checks[0]["notes"] + _noise_warning(checks[1]),
         "baseline": {"path": baseline.path, "kind": baseline.kind, **baseline.meta},
         "current": {"path": current.path, "kind": current.kind, **current.meta},
     }

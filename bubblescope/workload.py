@@ -40,6 +40,11 @@ class Workload(Protocol):
     `prepare(enabled)` rebuilds only what the switches change (never the weights); `step()` runs one
     decode step exactly as a serving loop would, host work included, and returns the number of tokens
     it emitted; `bytes_per_token(enabled)` is the HBM traffic per emitted token used for the floor.
+
+    Optional: `kernel_bytes(enabled)` returns the bytes each kernel family of one step must read, as
+    rules `[{family, kernels: [name prefix, ...], grid_x: int | None, bytes_per_step, launches}]`; with
+    it every run's report shows achieved TB/s per kernel and where the step's time goes against the
+    floor (`bubblescope/kernel_bandwidth.py`; the reference decoder's rules: reference_model/kernel_bytes.py).
     """
 
     name: str

@@ -82,6 +82,10 @@ class OnTopWorkload:
     def bytes_per_token(self, enabled: frozenset[str]) -> int:
         return self.inner.bytes_per_token(frozenset(enabled) | self.fixed_on)
 
+    def kernel_bytes(self, enabled: frozenset[str]) -> list[dict[str, object]] | None:
+        rules = getattr(self.inner, "kernel_bytes", None)
+        return rules(frozenset(enabled) | self.fixed_on) if callable(rules) else None
+
     def describe(self) -> dict[str, object]:
         return {**self.inner.describe(), "fixed_on": sorted(self.fixed_on), "studied": list(self.studied)}
 

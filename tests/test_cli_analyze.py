@@ -21,7 +21,7 @@ def _trace(tmp_path: Path) -> Path:
 
 
 def test_json_output_is_the_schema(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["analyze", str(_trace(tmp_path)), "--format", "json"])
+    result = runner.invoke(app, ["analyze", str(_trace(tmp_path)), "--format", "json", "--timeline"])
     assert result.exit_code == 0, result.output
     analysis = json.loads(result.stdout)
     assert analysis["schema"] == "bubblescope.analysis/1"
@@ -45,6 +45,18 @@ def test_json_output_is_the_schema(tmp_path: Path) -> None:
     timeline = analysis["timeline"]
     assert {s["cat"] for s in timeline["slices"]} >= {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy"}
     assert [g["class"] for g in timeline["gaps"]].count("sync") == 1
+
+
+def test_json_leaves_the_drawing_timeline_out_unless_asked(tmp_path: Path) -> None:
+    trace = _trace(tmp_path)
+    plain = json.loads(runner.invoke(app, ["analyze", str(trace), "--format", "json"]).stdout)
+    drawn = json.loads(runner.invoke(app, ["analyze", str(trace), "--format", "json", "--timeline"]).stdout)
+    assert plain["timeline"] is None and plain["rank_timelines"] == []
+    assert drawn["timeline"]["slices"]
+    # Everything else is the same analysis.
+    for key in ("timeline", "rank_timelines"):
+        plain.pop(key), drawn.pop(key)
+    assert plain == drawn
 
 
 def test_table_output_names_the_site_and_fix(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_markdown_names_the_new_read_site_and_escapes_it() -> None:
 def test_bad_inputs_are_record_errors(tmp_path: Path) -> None:
     with pytest.raises(RecordError):
         run_gate(BASE, str(tmp_path / "missing.json"))
-    (tmp_path / "other.json").write_text(json.dumps({"schema": "bubblescope.analysis/1"}))
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "bubblescope.diff/1"}))
     with pytest.raises(RecordError, match="schema"):
         run_gate(BASE, str(tmp_path / "other.json"))
 

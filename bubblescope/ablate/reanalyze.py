@@ -77,7 +77,7 @@ def reanalyze_record(record: RunRecord, record_path: Path, root: Path | None = N
     if trace_path.is_symlink() or not trace_path.is_file():
         raise RecordError(f"{record_path}: its trace {trace_name} is missing; cannot re-analyse")
     on_cuda = record.get("environment", {}).get("device") == "cuda"
-    record["analysis"], full = analysis_block(trace_path, on_cuda)
+    record["analysis"], full = analysis_block(trace_path, on_cuda, record.get("kernel_bytes"))
     add_profiled_ratio(record["analysis"], full, record.get("samples_ns") or [])
     if full is not None:
         write_json_atomic(analysis_path, full)

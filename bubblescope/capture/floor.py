@@ -36,3 +36,21 @@ def compute_floor(
         "floor_ms": floor_ms,
         "tpot_over_floor": tpot_ms / floor_ms,
     }
+
+
+def kernel_bytes_block(
+    workload: Any, enabled: frozenset[str], bandwidth: tuple[float, str] | None
+) -> dict[str, Any] | None:
+    """The RunRecord `kernel_bytes` block: the workload's bytes per kernel family and the ceiling they
+    are judged against ({rules, ceiling_gbps, ceiling_source, model}), or None when the workload does not
+    model its kernels' bytes (`kernel_bytes(enabled)` absent or None)."""
+    rules_of = getattr(workload, "kernel_bytes", None)
+    rules = rules_of(frozenset(enabled)) if callable(rules_of) else None
+    if not rules:
+        return None
+    return {
+        "rules": rules,
+        "ceiling_gbps": bandwidth[0] if bandwidth else None,
+        "ceiling_source": bandwidth[1] if bandwidth else None,
+        "model": type(workload).__module__,
+    }

@@ -413,8 +413,8 @@ def analyze_all(
 
 
 def _move_read_calls(old_trace: Path, new_trace: Path) -> None:
-    """The read tap's calls follow their trace's new name (`profile_run_sites.read_calls_path`)."""
-    from bubblescope.profile_run_sites import read_calls_path
+    """The read tap's calls follow their trace's new name (`profiling.run_sites.read_calls_path`)."""
+    from bubblescope.profiling.run_sites import read_calls_path
 
     old_calls = read_calls_path(old_trace)
     if old_calls.is_file():

@@ -15,12 +15,12 @@ from typing import Any
 
 from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.environment import capture_environment
-from bubblescope.capture.floor import compute_floor
+from bubblescope.capture.floor import compute_floor, kernel_bytes_block
 from bubblescope.capture.profiled import profile_window
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
-from bubblescope.profile_run_sites import read_calls_path
+from bubblescope.profiling.run_sites import read_calls_path
 from bubblescope.readbacks import count_readbacks
 from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples, tpot_seed
 from bubblescope.step_samples import idle_step_samples
@@ -56,7 +56,7 @@ def _analyze_full(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """The full analysis/1 of a trace (steps found by their `bubblescope.step` annotations), or a warning.
 
-    With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profile_run_sites`).
+    With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profiling.run_sites`).
     """
     try:
         from bubblescope.analysis import analyze_traces
@@ -64,7 +64,7 @@ def _analyze_full(
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
     try:
         if calls is not None:
-            from bubblescope.profile_run_sites import analyze_run_trace
+            from bubblescope.profiling.run_sites import analyze_run_trace
 
             return analyze_run_trace(trace_path, calls, cuda_run=on_cuda), None
         return analyze_traces([str(trace_path)]), None
@@ -74,20 +74,29 @@ def _analyze_full(
         return None, f"trace analysis failed ({type(exc).__name__}: {exc}); readbacks counted from ATen ops"
 
 
-def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def analysis_block(
+    trace_path: Path, on_cuda: bool, kernel_bytes: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The RunRecord `analysis` block, and the full analysis/1 dict when there is one.
+
+    With the workload's `kernel_bytes` block (capture/floor.kernel_bytes_block), the full analysis also
+    gets achieved bandwidth per kernel and the `bandwidth` breakdown (bubblescope/kernel_bandwidth.py).
 
     On CPU the readbacks come from counting ATen readback ops per step (a CPU trace has no CUDA sync
     to see); on CUDA from the analysis' sync detection, falling back to the same count without it.
     When the read tap's calls lie beside the trace (`<stem>.read_calls.json.gz`), each syncs row also
-    names the exact line that read (`bubblescope.profile_run_sites`; `site` itself is unchanged).
+    names the exact line that read (`bubblescope.profiling.run_sites`; `site` itself is unchanged).
     """
-    from bubblescope.profile_run_sites import annotate_counted_syncs, load_read_calls
+    from bubblescope.profiling.run_sites import annotate_counted_syncs, load_read_calls
 
     calls, calls_warning = load_read_calls(trace_path)
     full, warning = _analyze_full(trace_path, calls, on_cuda)
     if calls_warning and full is not None:
         full["warnings"].append(calls_warning)
+    if full is not None and kernel_bytes:
+        from bubblescope.kernel_bandwidth import attach_kernel_bandwidth
+
+        attach_kernel_bandwidth(full, trace_path, kernel_bytes)
     read_sites = (full or {}).get("read_sites") if calls is not None else None
     if on_cuda and full is not None:
         summary = full.get("summary", {})
@@ -129,7 +138,12 @@ def analysis_block(trace_path: Path, on_cuda: bool) -> tuple[dict[str, Any], dic
 
 
 def _profile_and_analyse(
-    workload: Any, settings: RunSettings, folder: Path, prefix: str, on_cuda: bool
+    workload: Any,
+    settings: RunSettings,
+    folder: Path,
+    prefix: str,
+    on_cuda: bool,
+    kernel_bytes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Profiled window → trace file → analysis; names relative to `folder` (all None without a window)."""
     result: dict[str, Any] = {"trace": None, "analysis_file": None, "analysis": None, "full": None}
@@ -146,7 +160,7 @@ def _profile_and_analyse(
         read_calls_path=calls_path if settings.read_sites else None,
     )
     result["trace"] = trace_path.name
-    result["analysis"], result["full"] = analysis_block(trace_path, on_cuda)
+    result["analysis"], result["full"] = analysis_block(trace_path, on_cuda, kernel_bytes)
     if result["full"] is not None:
         result["analysis_file"] = f"{prefix}analysis.json"
         write_json_atomic(folder / result["analysis_file"], result["full"])
@@ -212,7 +226,8 @@ def measure_config(
     )
     folder, stem = record_path.parent, record_path.name.removesuffix(".json")
     prefix = "" if stem == "record" else f"{stem}."
-    profiled = _profile_and_analyse(workload, settings, folder, prefix, on_cuda)
+    kernel_bytes = kernel_bytes_block(workload, frozenset(enabled), bandwidth) if on_cuda else None
+    profiled = _profile_and_analyse(workload, settings, folder, prefix, on_cuda, kernel_bytes)
     analysis, full = profiled["analysis"], profiled["full"]
     if analysis and analysis.get("note"):
         notices.append(analysis["note"])
@@ -240,6 +255,7 @@ def measure_config(
         "tokens": timed.tokens,
         "summary": summary,
         "floor": compute_floor(workload, frozenset(enabled), summary["tpot_ms"], bandwidth),
+        "kernel_bytes": kernel_bytes,
         "analysis": analysis,
         "trace": profiled["trace"],
         "analysis_file": profiled["analysis_file"],

@@ -7,7 +7,7 @@ feed TPOT.
 
 With `read_calls_path`, the read tap (`capture/user_reads.py`, the one `bubblescope profile` uses) is
 installed for the window only and records the exact Python stack of every call that reads a device
-value during the recorded steps; the calls are written beside the trace (`bubblescope.profile_run_sites`
+value during the recorded steps; the calls are written beside the trace (`bubblescope.profiling.run_sites`
 merges them into the analysis). The tap is never installed during timed runs.
 """
 
@@ -135,7 +135,7 @@ def profile_window(
             tap.uninstall()
     if tap is not None:
         from bubblescope.atomic import write_json_atomic
-        from bubblescope.profile_output import call_dicts
+        from bubblescope.profiling.outputs import call_dicts
 
         write_json_atomic(Path(read_calls_path), call_dicts(tap.state.calls), indent=None)
     target = Path(trace_path)

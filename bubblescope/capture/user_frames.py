@@ -1,7 +1,7 @@
 """Classify Python source files: the user's code, a library, torch, torch's compiler, or bubblescope.
 
 No torch import: the read tap calls this on the hot path (cached per file name) and the site merge
-(`bubblescope.profile_sites`) calls it on recorded stacks.
+(`bubblescope.profiling.read_sites`) calls it on recorded stacks.
 """
 
 from __future__ import annotations

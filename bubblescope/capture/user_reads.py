@@ -7,7 +7,7 @@ captures, the tap replaces the few torch entry points that read device values (`
 `output_size`, `equal`, `allclose`, `torch.cuda.synchronize`/`empty_cache`, `Stream.synchronize`,
 `Event.synchronize`) with a wrapper that takes the caller's stack (code objects and exact line
 numbers) and, while the profiler records, wraps the call in `record_function("bubblescope.read#<id>")`
-so the trace's blocking runtime call can be tied to its stack by nesting (`bubblescope.profile_sites`).
+so the trace's blocking runtime call can be tied to its stack by nesting (`bubblescope.profiling.read_sites`).
 
 Why wrappers and not a TorchDispatchMode/TorchFunctionMode: a dispatch mode makes torch.compile fall
 back to eager, a function mode puts a Python call on every torch call and joins Dynamo's guards; the
@@ -85,6 +85,8 @@ class ReadCall:
     kind: str
     step: int
     frames: list[tuple[CodeType, int]]
+    # `threading.get_ident()` of the calling thread (`bubblescope.read_guard` can keep to one thread).
+    thread_id: int = 0
 
 
 @dataclass
@@ -159,7 +161,7 @@ def _caller_frames() -> list[tuple[CodeType, int]] | None:
     belongs to torch.compile's machinery (Dynamo, Inductor, FX poking tensors while compiling).
 
     The walk ends at the first standard-library or bubblescope frame past the user's code (runpy, the
-    CLI, `run`'s measurement loop): nothing beyond names the read, and `profile_sites` ends the caller
+    CLI, `run`'s measurement loop): nothing beyond names the read, and `profiling.read_sites` ends the caller
     chain there too. Under the profiler's Python tracer every step costs (it also records each call of
     a C function such as `dict.get`, `list.append`, `len`), so the loop uses operators only and a
     per-code-object cache of the frame's class.
@@ -202,7 +204,7 @@ def _wrap(
         if frames is None:
             state.dropped_in_compiler += 1
             return original(*args, **kwargs)
-        call = ReadCall(len(state.calls), op, kind, state.step, frames)
+        call = ReadCall(len(state.calls), op, kind, state.step, frames, threading.get_ident())
         state.calls.append(call)
         _LOCAL.depth = 1
         try:

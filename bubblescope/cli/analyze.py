@@ -16,6 +16,13 @@ from bubblescope.errors import ConfigError
 FORMATS = ("table", "json", "markdown")
 
 
+class Executor(str, Enum):
+    """The values `--executor` accepts."""
+
+    local = "local"
+    dask = "dask"
+
+
 class AnalyzeFormat(str, Enum):
     """The values `--format` accepts (shown as choices in --help)."""
 
@@ -39,6 +46,19 @@ ANNOTATE_HELP = (
     "Also write the trace with bubblescope's findings on their own tracks (OUT.json.gz; "
     "opens in ui.perfetto.dev). Several ranks: OUT.rankN.json.gz."
 )
+JOBS_HELP = "Worker processes for a folder of ranks (default: every core; 1 = one after another)."
+EXECUTOR_HELP = (
+    "local (a process pool on this machine) or dask (a Dask cluster: pip install 'bubblescope[dask]'). "
+    "Each worker analyses whole ranks; the cross-rank summary is reduced here."
+)
+SCHEDULER_HELP = (
+    "Address of a running Dask scheduler (tcp://HOST:8786) for --executor dask; without it a local "
+    "Dask cluster of --jobs workers is started. Workers must see the trace paths."
+)
+TIMELINE_HELP = (
+    "Put the drawing timeline (one step's slices, gaps and syncs; most of the JSON's bytes) into "
+    "--format json, for `bubblescope report`."
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +79,12 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help=JOBS_HELP)] = None,
+        executor: Annotated[Executor, typer.Option("--executor", help=EXECUTOR_HELP)] = Executor.local,
+        scheduler: Annotated[
+            str | None, typer.Option("--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP)
+        ] = None,
+        timeline: Annotated[bool, typer.Option("--timeline", help=TIMELINE_HELP)] = False,
     ) -> None:
         """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
 
@@ -68,20 +94,35 @@ def register(app: typer.Typer) -> None:
         idle breakdown in Holistic Trace Analysis' terms (host wait, kernel wait, other), in exact ns.
         Exit 0 on success, 2 on a bad trace or option.
         """
-        from bubblescope.analysis import analysis_dict, analyze_ranks
         from bubblescope.trace_floor import trace_floor
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
         if max_decompressed_mb <= 0:
             raise ConfigError("--max-decompressed-mb must be positive")
-        ranks = analyze_ranks(
-            traces, step_marker=step_marker, max_decompressed_bytes=max_decompressed_mb << 20
-        )
-        result = analysis_dict(ranks)
+        pool = {
+            "step_marker": step_marker,
+            "max_decompressed_bytes": max_decompressed_mb << 20,
+            "jobs": jobs,
+            "executor": executor.value,
+            "scheduler": scheduler,
+        }
+        draws = timeline and output_format == "json"
+        if annotate is not None or draws:
+            from bubblescope.analysis import analysis_dict
+            from bubblescope.rank_pool import rank_analyses
+
+            ranks = rank_analyses(traces, **pool)
+            result = analysis_dict(ranks, timeline=draws)
+            if annotate is not None:
+                _write_annotations(ranks, annotate, max_decompressed_mb << 20)
+            del ranks
+        else:
+            from bubblescope.rank_pool import rank_results
+            from bubblescope.rank_reduce import reduce_results
+
+            result = reduce_results(rank_results(traces, **pool))
         result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
-        if annotate is not None:
-            _write_annotations(ranks, annotate, max_decompressed_mb << 20)
         if output_format == "json":
             typer.echo(json.dumps(result, indent=1, allow_nan=False))
         elif output_format == "markdown":

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         report.html and profile.json under --out, even when the script raises. Exit status: the
         script's; 2 for a bad option.
         """
-        from bubblescope.profile_script import profile_script
+        from bubblescope.profiling.script import empty_selection, profile_script
 
         if active < 1 or warmup < 0:
             raise ConfigError("need --active >= 1 and --warmup >= 0")
@@ -67,6 +67,7 @@ def register(app: typer.Typer) -> None:
         )
         for notice in session.outputs.get("notices", []):
             typer.echo(f"bubblescope: {notice}", err=True)
-        if session.error:
-            typer.echo(f"bubblescope: the script raised {session.error}", err=True)
+        problem = empty_selection(session, step_frame, step_marker)
+        if status == 0 and problem:
+            raise ConfigError(f"{problem} (files kept under {out})")
         raise typer.Exit(status)

@@ -39,15 +39,15 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
 
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
-    from bubblescope.report.cells import fmt_duration_ms, plural, tpot_noise_note
+    from bubblescope.report.cells import fmt_ms_estimate, plural, tpot_noise_note
     from bubblescope.report.markdown import tpot_interval_ms
     from bubblescope.stats import INTERVAL_LABEL
 
     summary = record["summary"]
     lo, hi = tpot_interval_ms(summary)
+    tpot_text, range_text = fmt_ms_estimate(summary["tpot_ms"], lo, hi)
     typer.echo(
-        f"TPOT {fmt_duration_ms(summary['tpot_ms'])} ({INTERVAL_LABEL} {fmt_duration_ms(lo)} – "
-        f"{fmt_duration_ms(hi)}){tpot_noise_note(summary['tpot_ms'], lo, hi)}, "
+        f"TPOT {tpot_text} ({INTERVAL_LABEL} {range_text}){tpot_noise_note(summary['tpot_ms'], lo, hi)}, "
         f"{plural(summary['tokens'], 'token')}"
     )
     analysis = record.get("analysis")

@@ -11,6 +11,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from bubblescope.report.bandwidth_rows import (
+    BANDWIDTH_TITLE,
+    bandwidth_rows,
+    bandwidth_sentence,
+    console_bandwidth_rows,
+)
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
@@ -135,6 +141,10 @@ def print_analysis(console: Console, analysis: dict) -> None:
         headers, rows = console_kernel_rows(kernel_rows(kernels, name_chars=CONSOLE_KERNEL_NAME_CHARS))
         shown = f"Top {min(len(rows), TOP_KERNELS_SHOWN)} of {plural(len(rows), 'kernel')} by GPU time"
         print_table(console, shown, (headers, rows[:TOP_KERNELS_SHOWN]))
+    breakdown = bandwidth_rows(analysis)
+    if breakdown[1]:
+        print_table(console, BANDWIDTH_TITLE, console_bandwidth_rows(breakdown))
+        console.print(console_text(bandwidth_sentence(analysis)))
     if analysis["gaps_top"] and analysis.get("gpu_measured", True):
         console.print(_gaps_table(analysis["gaps_top"][:TOP_GAPS_SHOWN]))
 

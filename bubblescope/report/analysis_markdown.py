@@ -6,6 +6,7 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
+from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
@@ -43,7 +44,7 @@ def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str
     if not rows:
         return []
     title = f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})"
-    return [title, "", md_table((headers, rows[:limit])), ""]
+    return [title, "", md_table((headers, rows[:limit])), "", *bandwidth_markdown(analysis)]
 
 
 def render_analysis_markdown(analysis: dict) -> str:

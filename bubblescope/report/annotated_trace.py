@@ -14,7 +14,7 @@ from bubblescope.atomic import write_json_atomic
 from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES, load_raw_trace
 
 if TYPE_CHECKING:
-    from bubblescope.analysis import RankAnalysis
+    from bubblescope.rank_analysis import RankAnalysis
 
 FINDINGS_PID = 7_770_000
 MAX_BLAMED_GAPS = 2000

@@ -4,6 +4,7 @@ Markdown table cells. Plain strings out; escaping for each surface lives in repo
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -103,10 +104,13 @@ def fmt_delta_ms(value: Any) -> str:
     return "—" if number is None else f"{number:+.3f}{NBSP}ms"
 
 
-def fmt_range(lo: Any, hi: Any) -> str:
-    """`lo – hi` with three decimals, or — when either end is missing."""
+def fmt_range(lo: Any, hi: Any, max_decimals: int = 3) -> str:
+    """`lo – hi` to the interval's resolution (`interval_decimals`), or — when either end is missing."""
     lo_num, hi_num = num(lo), num(hi)
-    return "—" if lo_num is None or hi_num is None else f"{lo_num:.3f} – {hi_num:.3f}"
+    if lo_num is None or hi_num is None:
+        return "—"
+    decimals = interval_decimals(lo_num, hi_num, max_decimals)
+    return f"{fmt_decimals(lo_num, decimals)} – {fmt_decimals(hi_num, decimals)}"
 
 
 def fmt_bytes(value: Any) -> str:
@@ -120,14 +124,75 @@ def fmt_bytes(value: Any) -> str:
     return f"{number:.0f} B"
 
 
+# Decimals of an estimate without an interval (ms: to the µs).
+DEFAULT_DECIMALS = 3
+
+
+def interval_decimals(lo: Any, hi: Any, max_decimals: int = DEFAULT_DECIMALS) -> int:
+    """Decimals that match an interval's resolution: two significant digits of its half-width.
+
+    `[642.627, 1183.688]` (half-width 271) gives -1 (tens), `[3.498, 3.510]` gives 3 (capped at
+    `max_decimals`); no interval or a zero-width one gives `max_decimals`.
+    """
+    lo_num, hi_num = num(lo), num(hi)
+    if lo_num is None or hi_num is None or not math.isfinite(hi_num - lo_num) or hi_num <= lo_num:
+        return max_decimals
+    return min(max_decimals, 1 - math.floor(math.log10((hi_num - lo_num) / 2)))
+
+
+def fmt_decimals(value: float, decimals: int, signed: bool = False) -> str:
+    """`value` rounded to `decimals` (negative: to tens, hundreds), never printed with more."""
+    # `or 0.0` turns a rounded -0.0 into 0.0: "-0.00" would claim a sign the estimate does not have.
+    rounded = round(value, decimals) or 0.0
+    return f"{rounded:{'+' if signed else ''}.{max(decimals, 0)}f}"
+
+
+def fmt_estimate(est: Any, lo: Any = None, hi: Any = None, unit: str = "", signed: bool = False) -> str:
+    """`est unit [lo, hi]` with every number to the interval's resolution (`interval_decimals`).
+
+    The one spelling of an estimate with its interval on every surface: `TPOT 930 ms [640, 1180]`, not
+    `931.563 ms [642.627, 1183.688]` for a ±29% interval. Without an interval: DEFAULT_DECIMALS.
+    """
+    est_num, lo_num, hi_num = num(est), num(lo), num(hi)
+    if est_num is None:
+        return "—"
+    decimals = interval_decimals(lo_num, hi_num)
+    text = fmt_decimals(est_num, decimals, signed) + (NBSP + unit if unit else "")
+    if lo_num is None or hi_num is None:
+        return text
+    return f"{text} [{fmt_decimals(lo_num, decimals, signed)}, {fmt_decimals(hi_num, decimals, signed)}]"
+
+
+def fmt_at_resolution(
+    value: Any, lo: Any, hi: Any, unit: str = "", signed: bool = False, max_decimals: int = DEFAULT_DECIMALS
+) -> str:
+    """`value` alone, to the resolution of the interval [lo, hi] (a table with the interval in its own
+    column)."""
+    number = num(value)
+    if number is None:
+        return "—"
+    decimals = interval_decimals(lo, hi, max_decimals)
+    return fmt_decimals(number, decimals, signed) + (NBSP + unit if unit else "")
+
+
+def fmt_ms_estimate(value_ms: Any, lo_ms: Any, hi_ms: Any) -> tuple[str, str]:
+    """(value, `lo – hi unit`) of a duration in ms at its interval's resolution, in µs below 1 ms (as
+    `fmt_duration_ns` switches units); the range is `—` without an interval."""
+    value = num(value_ms)
+    # At most 0.1 µs or 1 µs (3 decimals of ms): what `fmt_duration_ns` shows.
+    scale, unit, most = (1e3, "µs", 1) if value is not None and abs(value) < 1 else (1.0, "ms", 3)
+    lo, hi = (None if num(v) is None else num(v) * scale for v in (lo_ms, hi_ms))  # type: ignore[operator]
+    shown = fmt_at_resolution(None if value is None else value * scale, lo, hi, unit, max_decimals=most)
+    return shown, "—" if lo is None or hi is None else f"{fmt_range(lo, hi, most)}{NBSP}{unit}"
+
+
 def fmt_interval(interval: Any) -> str:
     """`est [lo, hi]` of an {est, lo, hi} dict (ms), marked `not resolved` when it is noise."""
     if not isinstance(interval, dict) or num(interval.get("est")) is None:
         return "—"
-    est, lo, hi = float(interval["est"]), num(interval.get("lo")), num(interval.get("hi"))
-    bounds = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    text = f"{est:.3f}{bounds}"
-    if not bounds or interval_resolved(interval):
+    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
+    text = fmt_estimate(interval["est"], lo, hi)
+    if lo is None or hi is None or interval_resolved(interval):
         return text
     return f"not resolved (noise): {text}"
 
@@ -183,12 +248,49 @@ def md_cell(value: Any) -> str:
     return md_text(plain(value))
 
 
+# A cell is numeric when it is a number with an optional unit, interval (`930 ms [640, 1180]`), range
+# (`640 – 1180`) or ratio (`0/1`); HTML right-aligns such columns, Markdown marks them `---:`.
+_NUMBER = r"[+\-−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+_UNIT = r"(?:%|×|µs|ms|ns|s|GB/s|GB|MB|kB|B|/step)"
+_QUANTITY = rf"{_NUMBER}(?:/{_NUMBER})?(?:[ \u00a0]?{_UNIT})?"
+NUMERIC_CELL_RE = re.compile(
+    rf"^{_QUANTITY}(?:[ \u00a0]\[{_QUANTITY},[ \u00a0]{_QUANTITY}\])?(?:[ \u00a0]–[ \u00a0]{_QUANTITY})?$"
+)
+EMPTY_CELL = "—"
+
+
+def is_numeric_cell(cell: str) -> bool:
+    return bool(NUMERIC_CELL_RE.match(cell.strip()))
+
+
+def numeric_columns(body: list[list[str]]) -> list[bool]:
+    """Per column: every cell a number or `—`, and at least one a number."""
+    if not body:
+        return []
+    flags = []
+    for col in range(len(body[0])):
+        cells = [row[col] for row in body if row[col] != EMPTY_CELL]
+        flags.append(bool(cells) and all(is_numeric_cell(cell) for cell in cells))
+    return flags
+
+
+def shown_columns(body: list[list[str]], n_columns: int) -> list[int]:
+    """Indexes of the columns to show: a column that is `—` in every row says nothing and is left out
+    (an "achieved GB/s" no kernel has)."""
+    if not body:
+        return list(range(n_columns))
+    return [i for i in range(n_columns) if any(row[i] != "—" for row in body)]
+
+
 def md_table(rows: Rows, empty: str = "none") -> str:
     headers, body = rows
     if not body:
         return f"_{md_cell(empty)}_"
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + " --- |" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
+    keep = shown_columns(body, len(headers))
+    numeric = numeric_columns(body)
+    rule = "|" + "".join(" ---: |" if numeric[i] else " --- |" for i in keep)
+    lines = ["| " + " | ".join(md_cell(headers[i]) for i in keep) + " |", rule]
+    lines += ["| " + " | ".join(md_cell(row[i]) for i in keep) + " |" for row in body]
     return "\n".join(lines)
 
 

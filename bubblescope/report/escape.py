@@ -1,4 +1,4 @@
-"""Escaping for every surface bubblescope writes: console (rich), Markdown, HTML and plotly text.
+"""Escaping for every surface bubblescope writes: console (rich), terminal, Markdown, HTML, CSV, plotly.
 
 Names of kernels, ops, frames, files and annotations come from traces, and traces are untrusted input
 (colleagues' files, CI artifacts, public bug reports). Every string from a trace or record passes through
@@ -6,10 +6,14 @@ one of the functions here before it reaches a surface:
 
 * `console_text`  rich markup (`[bold]`, `[/x]`) escaped, control characters made visible: an ESC, BEL
   or C1 sequence in a kernel name must not set the window title or clear the screen.
+* `plain_console_text` the same for text printed without rich (`typer.echo`, one-line errors).
 * `md_text`       one line of inline CommonMark/GFM text: raw HTML, backticks, emphasis, links, table
-  pipes and line breaks all shown literally, so nothing pasted into `$GITHUB_STEP_SUMMARY` can open a
-  tag, a new block or a new table row.
+  pipes, `#`, GitHub's `$…$` math and line breaks all shown literally, so nothing pasted into
+  `$GITHUB_STEP_SUMMARY` can open a tag, a heading, a formula, a new block or a new table row.
 * `html_text`     text or attribute context of the HTML report.
+* `csv_cell`      one CSV field: a text starting with `=`, `+`, `-`, `@`, tab or CR gets a leading `'`
+  (OWASP's CSV-injection rule), so a spreadsheet shows it instead of evaluating it as a formula;
+  numbers stay numbers. Quoting of `,`, `"` and line breaks is the `csv` module's job.
 * `plot_text`     plotly's hover/label text (a small HTML subset), truncated: plotly copies a label into
   every point, so a 1 MB name would make the page a hundred times larger. Tables keep names whole.
 
@@ -26,13 +30,19 @@ from typing import Any
 from rich.markup import escape as _rich_escape
 
 # C0 controls (tab and newline handled by each surface), DEL, C1 controls, lone surrogates, and the
-# bidirectional overrides that can reorder what a terminal or browser shows.
-_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
-_WHITESPACE_RE = re.compile(r"[\t\n\r\v\f]+")
+# bidirectional overrides, isolates and marks that can reorder what a terminal or browser shows
+# ("Trojan Source", CVE-2021-42574).
+_CONTROL_RE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+# Everything that ends a line somewhere: Unicode's line and paragraph separators too.
+_WHITESPACE_RE = re.compile("[\t\n\r\v\f\u2028\u2029]+")
 # ASCII punctuation CommonMark/GFM interprets inside a line (code spans, emphasis, links and images,
-# strikethrough, table cells; `@` for GFM's e-mail autolinks). Trace text never starts a line on any
-# surface (every cell, item and heading has a prefix), so block markers need no escape.
-_MD_PUNCTUATION = set("\\`*_[]|~@")
+# strikethrough, table cells; `@` for GFM's e-mail autolinks; `$` for GitHub's math; `#` in case a
+# text ever starts a line). Line breaks become spaces, so no other block marker can start a line.
+_MD_PUNCTUATION = set("\\`*_[]|~@$#")
+# A CSV field starting with one of these is a formula to Excel, LibreOffice and Google Sheets (OWASP).
+_CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # GFM's bare-URL autolinks start at `www.` or `scheme://`; an escaped `.`/`:` there stops them.
 _AUTOLINK_RE = re.compile(r"(www)\.|(:)(?=//)", re.IGNORECASE)
 # A label in a figure shows this many characters (tables show the whole name).
@@ -106,3 +116,17 @@ def plot_text(value: Any, limit: int = PLOT_CHARS_SHOWN) -> str:
     label text into an attribute).
     """
     return html.escape(truncate(visible_controls(as_text(value)), limit), quote=False)
+
+
+def csv_cell(value: Any) -> Any:
+    """One CSV field a spreadsheet shows as text: a string starting like a formula gets a leading `'`.
+
+    Numbers (int, float, bool) are returned as they are, so a negative number stays a number; None is
+    an empty field. Control characters other than tab and line breaks are made visible.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        return value
+    text = visible_controls(as_text(value))
+    return "'" + text if text.startswith(_CSV_FORMULA_START) else text

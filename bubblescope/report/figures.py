@@ -13,7 +13,14 @@ import plotly.graph_objects as go
 
 from bubblescope.report import escape
 from bubblescope.report.ablation_cells import removed_idle_text
-from bubblescope.report.cells import ESTIMATORS, blame_text, interval_resolved
+from bubblescope.report.cells import (
+    ESTIMATORS,
+    blame_text,
+    fmt_at_resolution,
+    fmt_estimate,
+    fmt_range,
+    interval_resolved,
+)
 from bubblescope.report.markdown import shown_estimators
 
 GAP_COLORS = {
@@ -96,11 +103,14 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
         _num(row.get("delta_ms"), tpot_ms[i + 1] - tpot_ms[i]) for i, row in enumerate(waterfall[1:])
     ]
     texts = [
-        f"{v:.3f}" if i == 0 else f"{v:+.3f}" + ("" if i == 0 else _noise_mark(waterfall[i]))
+        fmt_at_resolution(v, lo_ms[0], hi_ms[0])
+        if i == 0
+        else fmt_at_resolution(v, waterfall[i].get("delta_lo"), waterfall[i].get("delta_hi"), signed=True)
+        + _noise_mark(waterfall[i])
         for i, v in enumerate(values_ms)
     ]
     hover = [
-        f"{label}<br>TPOT {tpot:.3f} ms<br>95% CI {lo:.3f} – {hi:.3f} ms"
+        f"{label}<br>TPOT {fmt_at_resolution(tpot, lo, hi, 'ms')}<br>95% CI {fmt_range(lo, hi)} ms"
         for label, tpot, lo, hi in zip(labels, tpot_ms, lo_ms, hi_ms, strict=True)
     ]
     bar_labels = list(labels)
@@ -109,7 +119,7 @@ def waterfall_figure(waterfall: list[dict[str, Any]]) -> go.Figure:
         bar_labels.append("all on")
         measures.append("total")
         values_ms.append(tpot_ms[-1])
-        texts.append(f"{tpot_ms[-1]:.3f}")
+        texts.append(fmt_at_resolution(tpot_ms[-1], lo_ms[-1], hi_ms[-1]))
         hover.append(hover[-1])
     fig = go.Figure()
     fig.add_trace(
@@ -196,7 +206,7 @@ def switch_deltas_figure(switches: list[dict[str, Any]], shapley_method: Any = N
         hi = [max(_num(row.get("hi"), e) - e, 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
         lo = [max(e - _num(row.get("lo"), e), 0.0) if row else 0.0 for row, e in zip(rows, est, strict=True)]
         hover = [
-            f"<b>{name}</b> · {label}<br>saves {e:.3f} ms (95% CI {e - minus:.3f} – {e + plus:.3f})"
+            f"<b>{name}</b> · {label}<br>saves {fmt_estimate(e, e - minus, e + plus, 'ms')} (95% CI)"
             + (f"<br>alone vs baseline: {_removed_text(sw)}" if key == "alone_ms" else "")
             for name, e, minus, plus, sw in zip(names, est, lo, hi, switches, strict=True)
         ]
@@ -239,7 +249,7 @@ def speed_of_light_figure(rows: list[dict[str, Any]], floor_ms: float | None) ->
         err_hi.append(max(_num(row.get("hi"), tpot) - tpot, 0.0))
         err_lo.append(max(tpot - _num(row.get("lo"), tpot), 0.0))
         ratio = f" · {tpot / own_floor:.2f}× floor" if own_floor else ""
-        texts.append(f"{tpot:.3f} ms{ratio}")
+        texts.append(fmt_at_resolution(tpot, row.get("lo"), row.get("hi"), "ms") + ratio)
     fig = go.Figure(
         go.Bar(
             y=labels,

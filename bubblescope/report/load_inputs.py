@@ -1,8 +1,9 @@
 """Decide what each `bubblescope report` argument is and load it into plain dicts.
 
 An argument can be a run folder (`record.json`, or a single `<key>.json` RunRecord), a RunRecord
-file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, an analysis/1
-JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
+file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, a `bubblescope
+profile` folder or any of its files (profile.json, analysis.json, trace: `profiling/load.py`), an
+analysis/1 JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
 `bubblescope.analysis.analyze_traces` (several files are the ranks of one run). Nothing here imports
 torch; rendering lives in html.py / markdown.py.
 """
@@ -60,6 +61,15 @@ class TraceInput:
 
     paths: list[Path]
     analysis: dict[str, Any]
+
+
+@dataclass
+class ProfileInput(TraceInput):
+    """A `bubblescope profile` folder: its analysis (exact read lines) and its `bubblescope.profile/1`
+    record (settings, timed steps). Renders as a trace plus the profile's own sections."""
+
+    record: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 ReportInput = RunInput | AblationInput | TraceInput
@@ -256,6 +266,10 @@ def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> l
     loaded: list[ReportInput] = []
     traces: list[Path] = []
     for raw in paths:
+        profile = _profile_input(Path(raw))
+        if profile is not None:
+            loaded.append(profile)
+            continue
         kind, file = classify_path(Path(raw))
         if kind == "run":
             loaded.append(load_run(file))
@@ -270,6 +284,21 @@ def load_inputs(paths: list[str | Path], *, step_marker: str | None = None) -> l
     if traces:
         loaded.append(_analyze_bare_traces(traces, step_marker))
     return loaded
+
+
+def _profile_input(path: Path) -> ProfileInput | None:
+    """The profile `path` belongs to (folder, profile.json, its analysis or trace), or None."""
+    from bubblescope.profiling.load import load_profile, profile_folder
+
+    if profile_folder(path) is None:
+        return None
+    loaded = load_profile(path)
+    if loaded.analysis is None:
+        notices = "; ".join(loaded.warnings) or "no trace was recorded"
+        raise ReportInputError(f"{path}: the profile has no analysis ({notices})")
+    return ProfileInput(
+        paths=[path], analysis=loaded.analysis, record=loaded.record, warnings=loaded.warnings
+    )
 
 
 # ---- Conforming documents to the container shapes the renderers rely on ----

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bubblescope.report.ablation_cells import REMOVED_IDLE_HEADER, removed_idle_text
+from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -19,10 +20,12 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     READS_NOT_DETECTABLE,
     Rows,
     blame_text,
+    fmt_at_resolution,
     fmt_bytes,
     fmt_delta_ms,
     fmt_duration_ms,
     fmt_duration_ns,
+    fmt_estimate,
     fmt_interval,
     fmt_measured_ns,
     fmt_ms,
@@ -171,8 +174,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
         record = records.get(str(config.get("key"))) or {}
         summary = record.get("summary") or {}
         lo_ms, hi_ms = tpot_interval_ms(summary)
-        ci_text = f"{lo_ms:.3f} – {hi_ms:.3f}" if lo_ms is not None and hi_ms is not None else "—"
-        ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
+        ci_text = fmt_range(lo_ms, hi_ms) + tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
         reads = (record.get("analysis") or {}).get("blocking_reads_per_step")
         ratio = (record.get("floor") or {}).get("tpot_over_floor")
         rows.append(
@@ -181,7 +183,7 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
                 plain(config.get("enabled")),
                 plain(config.get("roles")),
                 plain(config.get("status")),
-                fmt_ms(summary.get("tpot_ms")),
+                fmt_at_resolution(summary.get("tpot_ms"), lo_ms, hi_ms, "ms"),
                 ci_text,
                 plain(reads),
                 f"{ratio:.2f}×" if num(ratio) is not None and floor_measured(record) else "—",
@@ -195,15 +197,15 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     summary = record.get("summary") or {}
     floor = record.get("floor") or {}
     lo_ms, hi_ms = tpot_interval_ms(summary)
-    ci_text = f" [{lo_ms:.3f}, {hi_ms:.3f}]" if lo_ms is not None and hi_ms is not None else ""
-    ci_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
+    tpot_text = fmt_estimate(summary.get("tpot_ms"), lo_ms, hi_ms, "ms")
+    tpot_text += tpot_noise_note(summary.get("tpot_ms"), lo_ms, hi_ms)
     stats = record.get("analysis") or (analysis or {}).get("summary") or {}
     ratio = num(floor.get("tpot_over_floor"))
     gpu_measured = stats.get("gpu_measured", (analysis or {}).get("gpu_measured")) is not False
     idle_text = fmt_duration_ns(stats.get("idle_ns_per_step")) if gpu_measured else NOT_MEASURED_NO_GPU
     measured = floor_measured(record)
     items = [
-        ("TPOT (95% CI)", fmt_ms(summary.get("tpot_ms")) + ci_text),
+        ("TPOT (95% CI)", tpot_text),
         ("tokens/s", fmt_number(summary.get("tokens_per_s"), 1)),
         (
             "speed-of-light floor",
@@ -440,6 +442,7 @@ def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
     return [
         f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
         md_table((headers, rows[:limit])),
+        *bandwidth_markdown(analysis),
     ]
 
 
@@ -485,8 +488,11 @@ def ablation_markdown(
     waterfall = [
         [
             plain(row.get("step")),
-            fmt_ms(row.get("tpot_ms")),
-            fmt_delta_ms(row.get("delta_ms")) + waterfall_noise_note(row),
+            fmt_at_resolution(row.get("tpot_ms"), row.get("lo"), row.get("hi"), "ms"),
+            fmt_at_resolution(
+                row.get("delta_ms"), row.get("delta_lo"), row.get("delta_hi"), "ms", signed=True
+            )
+            + waterfall_noise_note(row),
             fmt_range(row.get("lo"), row.get("hi")),
         ]
         for row in attribution.get("waterfall") or []
@@ -524,7 +530,8 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
 
 def render_inputs_markdown(inputs: list[Any]) -> str:
     """Markdown for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.profiling.page import profile_markdown
+    from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     sections = []
     for item in inputs:
@@ -534,4 +541,8 @@ def render_inputs_markdown(inputs: list[Any]) -> str:
             sections.append(ablation_markdown(item.ablation, item.records, item.warnings))
         elif isinstance(item, TraceInput):
             sections.append(trace_markdown(item.analysis))
+            profile = item if isinstance(item, ProfileInput) else None
+            sections.append(
+                profile_markdown(item.analysis, profile and profile.record, profile and profile.warnings)
+            )
     return "\n".join(sections)

@@ -40,10 +40,14 @@ def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, no
         f"[bold]{escape(str(record.get('preset')))}[/] switches {escape(enabled)}"
     )
     print_fix_first(console, findings_analysis(record, None), tokens_per_step(record))
-    interval = f" ({INTERVAL_LABEL} {fmt_duration_ms(lo)} – {fmt_duration_ms(hi)})" if lo is not None else ""
+    from bubblescope.report.cells import fmt_ms_estimate
+
+    # Digits to the interval's resolution (cells.interval_decimals), as on every other surface.
+    tpot_text, range_text = fmt_ms_estimate(summary["tpot_ms"], lo, hi)
+    interval = f" ({INTERVAL_LABEL} {range_text})" if lo is not None else ""
     interval += tpot_noise_note(summary["tpot_ms"], lo, hi)
     console.print(
-        f"TPOT [bold]{fmt_duration_ms(summary['tpot_ms'])}[/]{escape(interval)} · "
+        f"TPOT [bold]{tpot_text}[/]{escape(interval)} · "
         f"{summary['tokens_per_s']:.1f} tok/s · {plural(summary['tokens'], 'token')} in "
         f"{plural(summary['repeats'], 'repeat')}"
     )

@@ -31,6 +31,9 @@ class Args(msgspec.Struct, gc=False):
     device: Any = None
     stream: Any = None
     bytes: Any = None
+    # Kernels' launch grid [x, y, z]: tells apart launches of one kernel at different shapes (a GEMV's
+    # rows), which is how bytes per launch are attached to the reference workload's kernels.
+    grid: Any = None
     python_id: Any = msgspec.field(default=None, name="Python id")
     python_parent_id: Any = msgspec.field(default=None, name="Python parent id")
 

@@ -75,6 +75,11 @@ class NestingIndex:
         return j
 
 
+def nesting_parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """[n] index of each range's parent (-1 for none); ranges sorted by start, longest first."""
+    return _parents(starts, ends)
+
+
 def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Parent of each range (sorted by start, longest first), vectorised.
 

@@ -9,7 +9,8 @@ the 1.7 M-event benchmark file). Tables:
 - `frames`   Python frames (`with_stack=True`)               name, tid, start_ns, end_ns, py_id, parent_id
 - `runtime`  CUDA runtime / driver calls                     name, api, tid, start_ns, end_ns, correlation
 - `gpu`      kernels, memcpys, memsets                       name, kind, device, stream, start_ns, end_ns,
-                                                             correlation, bytes
+                                                             correlation, bytes, grid_x
+                                                             (the launch grid's x; -1 unknown)
 - `waits`    cuda_sync rows (GPU side of a sync)             name, device, stream, start_ns, end_ns,
                                                              correlation
 - `gpu_annotations`  gpu_user_annotation rows                name, device, stream, start_ns, end_ns
@@ -29,6 +30,7 @@ from pandas.api.types import union_categoricals
 from bubblescope.errors import TraceError
 from bubblescope.trace.buckets import Fields, bucket_events, describe_bad_field, fields_of_dicts
 from bubblescope.trace.events import Event
+from bubblescope.trace.text import META_MEMBERS_READ
 
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
@@ -173,7 +175,8 @@ def _finish(
         end_ns=0,
         event_count=event_count,
         format=_format_of(meta, legacy),
-        meta={k: v for k, v in meta.items() if k != "traceEvents"},
+        # Only the members read here (the streamed reader skips the others without building them).
+        meta={k: v for k, v in meta.items() if k in META_MEMBERS_READ},
         **tables,
     )
     _set_extent(result)
@@ -314,6 +317,7 @@ _ARG_OF: dict[str, Callable[[Any], list[Any]]] = {
     "device": lambda events: [e.args.device for e in events],
     "stream": lambda events: [e.args.stream for e in events],
     "bytes": lambda events: [e.args.bytes for e in events],
+    "grid": lambda events: [e.args.grid for e in events],
     "python_id": lambda events: [e.args.python_id for e in events],
     "python_parent_id": lambda events: [e.args.python_parent_id for e in events],
 }
@@ -394,7 +398,22 @@ def _gpu_table(fields: Fields, kind: str, base_us: int, path: Path) -> Columns:
         "end_ns": end_ns,
         "correlation": _int_column(args, "correlation", -1, path),
         "bytes": _int_column(args, "bytes", 0, path),
+        "grid_x": _grid_x(args),
     }
+
+
+def _grid_x(events: Any) -> np.ndarray:
+    """[n] int64: the first member of `args.grid` where it is a non-negative integer, else -1.
+
+    Lenient on purpose: the grid only refines the per-kernel bytes of known workloads, so a trace
+    with odd grids keeps every other number instead of being refused."""
+    values = _arg_values(events, "grid", None)
+    column = np.full(len(values), -1, dtype=np.int64)
+    for index, grid in enumerate(values):
+        first = grid[0] if isinstance(grid, list) and grid else None
+        if type(first) is int and 0 <= first < 2**62:
+            column[index] = first
+    return column
 
 
 def _waits_table(fields: Fields, base_us: int, path: Path) -> Columns:

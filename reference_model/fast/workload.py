@@ -14,6 +14,7 @@ from bubblescope.workload import SwitchInfo
 
 from ..config import LingConfig
 from ..generate import prefill
+from ..kernel_bytes import rules_for
 from ..switches import SWITCH_INFO, LingSwitches, require_implemented
 from ..workload import FAST_SWITCHES, LingWorkload
 from .decoder import FastDecoder
@@ -89,6 +90,12 @@ class FastLingWorkload(FastDecoderSteps, LingWorkload):
         self.decoder.configure(switches)
         self.enabled = switches.enabled()
         self.reset()
+
+    def kernel_bytes(self, enabled: frozenset[str]) -> list[dict[str, object]] | None:
+        """HBM bytes per step of each kernel family of this path's decode step (kernel_bytes.rules_for),
+        at the context length the profiled window starts from."""
+        context_len = max(self.context_length(), int(self.prompt_ids.shape[1]))
+        return rules_for(self.config, LingSwitches.from_names(enabled), context_len=context_len)
 
     @torch.no_grad()
     def reset(self) -> None:

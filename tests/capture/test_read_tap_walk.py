@@ -1,7 +1,7 @@
 """The read tap's stack walk ends at the plumbing past the user's code (runpy, the CLI, `run`'s loop).
 
 Under the profiler every frame walked costs; the frames past the first bubblescope or standard-library
-frame that follows a user frame never name a read (profile_sites ends the caller chain there too).
+frame that follows a user frame never name a read (profiling.read_sites ends the caller chain there too).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from bubblescope.capture.measure import RunSettings, measure_config
 from bubblescope.capture.profiled import profile_window
 from bubblescope.examples.toy_workload import make_workload
 from bubblescope.gate import evaluate_gate, gate_diff, load_gate_input
-from bubblescope.profile_run_sites import load_read_calls, read_calls_path
+from bubblescope.profiling.run_sites import load_read_calls, read_calls_path
 from bubblescope.readbacks import count_readbacks
 from tests.capture.toy_lines import EXPECTED, PLANTED, TOKEN_READ
 

@@ -38,7 +38,7 @@ def test_outputs_written(with_form) -> None:
     for name in ("trace.json.gz", "analysis.json", "report.html", "profile.json", "read_calls.json.gz"):
         assert (out / name).is_file(), name
     assert record["schema"] == "bubblescope.profile/1"
-    assert record["steps"] == {"started": 6, "recorded": 3}
+    assert record["steps"] == {"started": 6, "recorded": 3, "trailing_step_dropped": False}
     assert record["files"] == {"trace": "trace.json.gz", "analysis": "analysis.json", "report": "report.html"}
     assert analysis["schema"] == "bubblescope.analysis/1"
     assert not list(out.glob(".*.tmp")), "temporary files left behind"

@@ -1,4 +1,4 @@
-"""`profile_output.reanalyze`: a committed H200 profile folder re-analysed in a copy; profile.json's
+"""`profiling.outputs.reanalyze`: a committed H200 profile folder re-analysed in a copy; profile.json's
 analysis-derived fields follow the new analysis.json, everything the run recorded is kept."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bubblescope.profile_output import TOP_READS, reanalyze
+from bubblescope.profiling.outputs import TOP_READS, reanalyze
 
 SAMPLE = Path(__file__).resolve().parents[2] / "reports" / "samples" / "profile-gpt-fast-compiled-h200"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bubblescope.profile_sites import analyze_with_read_sites, describe_call
+from bubblescope.profiling.read_sites import analyze_with_read_sites, describe_call
 from tests.trace import scenarios
 from tests.trace.builder import US
 
@@ -38,7 +38,7 @@ USER_FRAMES = [
     _frame("/home/user/app.py", 14, "step", "user"),
     _frame("/home/user/app.py", 40, "<module>", "user"),
     _frame("<frozen runpy>", 88, "_run_code", "stdlib"),
-    _frame("/work/bubblescope/profile_script.py", 70, "run_in_process", "bubblescope"),
+    _frame("/work/bubblescope/profiling/script.py", 70, "run_in_process", "bubblescope"),
     _frame("/home/user/app.py", 99, "outer_caller_below_plumbing", "user"),
 ]
 CALLS = [

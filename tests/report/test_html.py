@@ -117,7 +117,7 @@ def test_plotly_own_to_html_cannot_break_out_of_its_script() -> None:
 
 def test_run_page_sections_and_numbers(hostile_run_page: str) -> None:
     for text in (
-        "7.590 ms",
+        "7.590\u00a0ms",
         "2.465 ms",
         "3.08×",
         "Host-blocking reads",

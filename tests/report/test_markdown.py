@@ -36,7 +36,8 @@ def test_md_cell_escapes_markup_and_pipes() -> None:
 def test_md_table_shape() -> None:
     table = md_table((["a", "b"], [["1", "x|y"], ["2", "z"]]))
     lines = table.splitlines()
-    assert lines[0] == "| a | b |" and lines[1] == "| --- | --- |"
+    # A numeric column is right-aligned (`---:`).
+    assert lines[0] == "| a | b |" and lines[1] == "| ---: | --- |"
     assert lines[2] == "| 1 | x\\|y |"
     assert md_table((["a"], []), "nothing here") == "_nothing here_"
 
@@ -91,5 +92,5 @@ def test_number_formats() -> None:
     assert fmt_interval({"est": 0.2, "lo": -0.1, "hi": 0.5}).startswith("not resolved (noise)")
     assert fmt_interval({"est": 500.0, "lo": 56.0, "hi": 2002.0}).startswith("not resolved (noise)")
     assert fmt_bytes(10_207_000_000) == "10.21 GB" and fmt_bytes(512) == "512 B"
-    assert fmt_interval({"est": 1.6, "lo": 1.5, "hi": 1.7}) == "1.600 [1.500, 1.700]"
+    assert fmt_interval({"est": 1.6, "lo": 1.5, "hi": 1.7}) == "1.60 [1.50, 1.70]"
     assert fmt_interval({"est": 1.6}) == "1.600" and fmt_interval(None) == "—"

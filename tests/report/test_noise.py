@@ -83,7 +83,7 @@ def test_waterfall_marks_unresolved_steps() -> None:
     ]
     assert waterfall_noise_note(rows[1]) == "" and waterfall_noise_note(rows[2]) == " (not resolved: noise)"
     texts = list(waterfall_figure(rows).data[0].text)
-    assert texts[1] == "-3.000" and texts[2] == "-0.100 (noise)"
+    assert texts[1] == "-3.00" and texts[2] == "-0.10 (noise)"
 
 
 def test_a_wide_tpot_interval_is_called_noisy() -> None:

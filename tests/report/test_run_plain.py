@@ -23,7 +23,9 @@ def test_plain_line_flags_a_noisy_tpot(capsys: pytest.CaptureFixture[str], tmp_p
     # The CPU debug run of the README walk: 67.28 ms in [45.97, 99.86].
     _print_plain(_record(67.28, 45.97, 99.86, 192), tmp_path, [])
     first = capsys.readouterr().out.splitlines()[0]
-    assert "45.97\u00a0ms – 99.86\u00a0ms" in first and "(noisy: ±" in first and first.endswith("192 tokens")
+    # Digits to the interval's resolution (±27 ms): whole milliseconds, one unit after the range.
+    assert first.startswith("TPOT 67\u00a0ms (")
+    assert "46 – 100\u00a0ms" in first and "(noisy: ±" in first and first.endswith("192 tokens")
 
 
 def test_plain_line_of_a_tight_tpot_has_no_noise_note(

@@ -65,3 +65,16 @@ def test_console_kernel_table_shows_names_at_terminal_widths(width: int) -> None
         name_cell = row.split("│")[2].strip()
         assert len(name_cell) >= 10, row
     assert all(len(line) <= width for line in text.splitlines())
+
+
+def test_estimates_carry_the_digits_their_interval_resolves() -> None:
+    """Issue 25: "TPOT 931.563 ms [642.627, 1183.688]" printed six digits of a ±29% estimate."""
+    from bubblescope.report.cells import NBSP, fmt_estimate, fmt_range, interval_decimals
+
+    assert fmt_estimate(931.563, 642.627, 1183.688, "ms") == f"930{NBSP}ms [640, 1180]"
+    assert fmt_estimate(3.504, 3.498, 3.510, "ms") == f"3.504{NBSP}ms [3.498, 3.510]"
+    assert fmt_estimate(0.288, 0.1, 0.45, signed=True) == "+0.29 [+0.10, +0.45]"
+    assert fmt_estimate(-0.004, -0.2, 0.2) == "0.00 [-0.20, 0.20]"
+    assert fmt_estimate(7.59) == "7.590" and fmt_estimate(None) == "—"
+    assert fmt_range(642.627, 1183.688) == "640 – 1180"
+    assert interval_decimals(1.0, 1.0) == 3 and interval_decimals(None, 2.0) == 3

@@ -12,7 +12,7 @@ steps are recorded; later steps run unprofiled. Each step is a `record_function(
 annotation and an NVTX range (domain `bubblescope`). While steps are recorded, the read tap
 (`capture/user_reads.py`) takes the Python stack of every host-blocking read. On exit the trace, the
 analysis with exact read lines, the HTML report and a `bubblescope.profile/1` record are written
-atomically under `out` (`bubblescope.profile_output`).
+atomically under `out` (`bubblescope.profiling.outputs`).
 
 torch is imported when the session starts, never by `import bubblescope`.
 """
@@ -26,10 +26,13 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bubblescope.errors import ConfigError
 from bubblescope.markers import OWN_SYNC_MARKER
+
+if TYPE_CHECKING:
+    from bubblescope.result import AnalysisResult
 
 STEP_MARKER = "bubblescope.step"
 _CURRENT: list[ProfileSession] = []
@@ -51,7 +54,17 @@ class StepHandle:
 
 
 class ProfileSession:
-    """One profiled window over the user's loop (see the module docstring).
+    """Profile your own decode loop (`bubblescope.profile` is this class); use it as a context manager.
+
+        with bubblescope.profile(out="runs/mine", active=8, warmup=2) as prof:
+            for _ in range(n_tokens):
+                with prof.step():        # or a bare prof.step() / bubblescope.step() per iteration
+                    tok = model(tok).argmax(-1)
+        prof.result.reads                # each blocking read at its exact line, as a DataFrame
+
+    On exit writes trace.json.gz, analysis.json (each blocking read at its exact line), report.html and
+    profile.json under `out`; `prof.result` is the analysis as an `AnalysisResult` (docs/api.md).
+    torch is imported when the session is entered.
 
     Args:
         out: output folder (created).
@@ -91,6 +104,7 @@ class ProfileSession:
         self.error: str | None = None
         self.exit_code: int | None = None
         self.outputs: dict[str, Any] = {}
+        self._result: AnalysisResult | None = None
         self._open_index: int | None = None
         self._annotation: Any = None
         self._nvtx: Any = None
@@ -100,6 +114,26 @@ class ProfileSession:
         self._started_s = 0.0
 
     # -- public ------------------------------------------------------------------------------------------
+    @property
+    def result(self) -> AnalysisResult | None:
+        """The analysis as DataFrames (`bubblescope.AnalysisResult`: `reads`, `steps`, `findings`, …),
+        built on first access after the session exited; None when nothing was analysed (no step
+        recorded, or the analysis refused the trace: `outputs["notices"]` says why).
+
+        Raises:
+            ConfigError: read before the `with` block exited.
+        """
+        if not self.outputs:
+            raise ConfigError("prof.result exists once the `with bubblescope.profile(...)` block has exited")
+        analysis = self.outputs.get("analysis")
+        if analysis is None:
+            return None
+        if self._result is None:
+            from bubblescope.result import AnalysisResult
+
+            self._result = AnalysisResult(analysis, source=str(self.out))
+        return self._result
+
     def __enter__(self) -> ProfileSession:
         import torch
 
@@ -140,8 +174,8 @@ class ProfileSession:
             if _CURRENT and _CURRENT[-1] is self:
                 _CURRENT.pop()
         if exc is not None and self.error is None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            self.error = _one_line_error(exc, tb)
-        from bubblescope.profile_output import write_outputs
+            self.error = one_line_error(exc, tb)
+        from bubblescope.profiling.outputs import write_outputs
 
         self.outputs = write_outputs(self)
         self._say(self.outputs.get("summary_line", ""))
@@ -271,7 +305,7 @@ def _exported_trace(prof: Any, folder: Path) -> bytes:
         Path(raw_name).unlink(missing_ok=True)
 
 
-def _one_line_error(exc: BaseException, tb: Any) -> str:
+def one_line_error(exc: BaseException, tb: Any) -> str:
     """`ValueError: bad token (my_loop.py:41)`: the exception and the innermost user line it left."""
     import traceback
 

@@ -8,7 +8,7 @@ blocks, so the annotations themselves are the reads: each is a call that reads t
 same code runs on a GPU; they are counted per step, with no blocked time or bubble.
 
 Each syncs[] row then carries `site` and `line_exact` (both the innermost frame outside torch, libraries
-and bubblescope: the user's line; `run`/`ablate` keep `site` as the trace's, see `profile_run_sites`),
+and bubblescope: the user's line; `run`/`ablate` keep `site` as the trace's, see `profiling.run_sites`),
 `read_at` (the innermost frame outside torch and bubblescope, which may be in a library
 such as transformers), `stack` (the caller chain, innermost first) and `line` ("exact" or "def").
 No torch import.
@@ -45,7 +45,7 @@ def describe_call(call: dict[str, Any]) -> dict[str, Any]:
 
     Args:
         call: {"read_id", "op", "kind", "step", "frames": [{"file", "line", "function", "class"}]}
-            innermost frame first (`bubblescope.profile_output.call_dicts`).
+            innermost frame first (`bubblescope.profiling.outputs.call_dicts`).
     Returns:
         {"site", "read_at", "stack", "display"}; site/read_at are `file.py(LINE): function`.
     """
@@ -103,7 +103,7 @@ def analyze_with_read_sites(
         ranks = [_without_last_step(ranks[0], step_marker)]
     rank = ranks[0]
     described = {int(c["read_id"]): {**describe_call(c), "op": c["op"], "kind": c["kind"]} for c in calls}
-    markers = _read_markers(rank.tables.ops)
+    markers = read_markers(rank.tables.ops)
     own = _named_ranges(rank.tables.ops, OWN_SYNC_MARKER)
     stats = {"source": "bubblescope read tap", "tapped_calls": len(calls), "covered": COVERAGE}
     if cuda_run:
@@ -134,7 +134,7 @@ def _without_last_step(rank: Any, step_marker: str | None) -> Any:
     return analysed
 
 
-def _read_markers(ops: pd.DataFrame) -> pd.DataFrame:
+def read_markers(ops: pd.DataFrame) -> pd.DataFrame:
     """`bubblescope.read#<id>` annotations: read_id, tid (str), start_ns, end_ns."""
     names = ops["name"].astype(str)
     marks = ops[names.str.startswith(READ_MARKER_PREFIX).to_numpy()]
@@ -179,13 +179,13 @@ def _merge_trace_reads(
     for row, (tid, start, end) in enumerate(
         zip(reads["tid"].astype(str), reads["start_ns"].tolist(), reads["end_ns"].tolist(), strict=True)
     ):
-        read_id = _enclosing_marker(by_tid.get(tid), int(start), int(end))
+        read_id = enclosing_marker(by_tid.get(tid), int(start), int(end))
         info = described.get(read_id) if read_id is not None else None
         if info is not None:
             sites[row] = info["display"]
             matched += 1
             blocked_ids.add(int(read_id))
-        elif _enclosing_marker(own_by_tid.get(tid), int(start), int(end)) is not None or (
+        elif enclosing_marker(own_by_tid.get(tid), int(start), int(end)) is not None or (
             stop_ns is not None and int(start) >= stop_ns
         ):
             keep[row] = False
@@ -215,7 +215,7 @@ def _not_blocking(markers: pd.DataFrame, blocked_ids: set[int], described: dict[
     return sorted(rows.values(), key=lambda r: -r["count"])
 
 
-def _enclosing_marker(group: pd.DataFrame | None, start_ns: int, end_ns: int) -> int | None:
+def enclosing_marker(group: pd.DataFrame | None, start_ns: int, end_ns: int) -> int | None:
     if group is None:
         return None
     inside = group[(group["start_ns"].to_numpy() <= start_ns) & (group["end_ns"].to_numpy() >= end_ns)]

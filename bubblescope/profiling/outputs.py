@@ -1,7 +1,7 @@
 """What a `bubblescope.profile` session leaves under `out`, each file written atomically:
 
 - `trace.json.gz`   the recorded window (Kineto/Chrome trace; opens in Perfetto)
-- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (`profile_sites`)
+- `analysis.json`   `bubblescope.analysis/1` with the read tap's exact lines merged in (read_sites.py)
 - `report.html`     the trace report plus a table of where each blocking read is called from
 - `profile.json`    the `bubblescope.profile/1` record (docs/SCHEMAS.md): settings, steps, exit, files
 - `read_calls.json.gz` the read tap's calls with their stacks (to redo the analysis from the trace)
@@ -51,7 +51,7 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     and refresh the analysis-derived fields of `profile.json` (`summary`, `step_source`, `reads`; a
     notice says when). Run, session and environment fields are kept.
 
-        python -c "import sys; from bubblescope.profile_output import reanalyze; reanalyze(sys.argv[1])" DIR
+    python -c "import sys; from bubblescope.profiling.outputs import reanalyze; reanalyze(sys.argv[1])" DIR
 
     Args:
         folder: the profile folder (`bubblescope profile --out`).
@@ -60,43 +60,26 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     Returns:
         the new analysis/1 dict.
     """
-    import gzip
     import json
 
-    from bubblescope.profile_report import render_profile_html
-    from bubblescope.profile_sites import analyze_with_read_sites
+    from bubblescope.profiling.load import analysis_from_trace
+    from bubblescope.profiling.page import render_profile_html
 
     out = Path(folder)
     record = json.loads((out / "profile.json").read_text())
-    with gzip.open(out / "read_calls.json.gz", "rt") as handle:
-        calls = json.load(handle)
-    analysis = analyze_with_read_sites(
-        out / "trace.json.gz",
-        calls,
-        cuda_run=record["environment"]["device"] != "cpu",
-        step_marker=record["settings"]["step_marker"],
-        drop_last_step=any("last step ran until" in w for w in _previous_warnings(out)),
-    )
+    notices: list[str] = []
+    analysis = analysis_from_trace(out, record, notices)
     write_json_atomic(out / "analysis.json", analysis)
-    write_text_atomic(out / "report.html", render_profile_html(analysis, timeline=timeline))
+    write_text_atomic(out / "report.html", render_profile_html(analysis, record, timeline=timeline))
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     record.update(
         summary=analysis.get("summary"),
         step_source=analysis.get("step_source"),
         reads=_read_entries(analysis.get("syncs") or []),
-        notices=[*(record.get("notices") or []), f"re-analysed from trace.json.gz at {when}"],
+        notices=[*(record.get("notices") or []), *notices, f"re-analysed from trace.json.gz at {when}"],
     )
     write_json_atomic(out / "profile.json", record)
     return analysis
-
-
-def _previous_warnings(out: Path) -> list[str]:
-    import json
-
-    try:
-        return list(json.loads((out / "analysis.json").read_text()).get("warnings") or [])
-    except (OSError, ValueError):
-        return []
 
 
 def write_outputs(session: Any) -> dict[str, Any]:
@@ -132,7 +115,7 @@ def write_outputs(session: Any) -> dict[str, Any]:
 
 
 def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, Any] | None:
-    from bubblescope.profile_sites import analyze_with_read_sites
+    from bubblescope.profiling.read_sites import analyze_with_read_sites
 
     calls = call_dicts(session._tap.state.calls) if session._tap is not None else []
     # Kept beside the trace so the analysis can be redone later (`analyze_with_read_sites`).
@@ -153,7 +136,7 @@ def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, A
 
 
 def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | None:
-    from bubblescope.profile_report import render_profile_html
+    from bubblescope.profiling.page import render_profile_html
 
     try:
         html = render_profile_html(analysis)
@@ -181,7 +164,11 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
             "record_all": session.record_all,
             "step_marker": session.step_marker,
         },
-        "steps": {"started": session.steps_started, "recorded": session.steps_recorded},
+        "steps": {
+            "started": session.steps_started,
+            "recorded": session.steps_recorded,
+            "trailing_step_dropped": session.trailing_step_dropped,
+        },
         "exit": {"code": session.exit_code, "error": session.error},
         "files": files,
         "summary": (analysis or {}).get("summary"),
@@ -227,7 +214,11 @@ def read_lines(record: dict[str, Any]) -> list[str]:
 def _summary_line(record: dict[str, Any], out: Path) -> str:
     summary = record.get("summary") or {}
     reads = record["reads"]
-    text = f"bubblescope: {record['steps']['recorded']} steps recorded"
+    recorded = record["steps"]["recorded"]
+    if record["settings"].get("record_all") and summary.get("steps"):
+        # The whole run was recorded; the analysis cut it into steps (markers, or one whole-run step).
+        recorded = summary["steps"]
+    text = f"bubblescope: {recorded} steps recorded"
     if summary:
         text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
     if reads:

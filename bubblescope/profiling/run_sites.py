@@ -100,13 +100,13 @@ def _is_frame(frame: Any) -> bool:
 
 
 def _described(calls: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    from bubblescope.profile_sites import describe_call
+    from bubblescope.profiling.read_sites import describe_call
 
     return {int(c["read_id"]): describe_call(c) for c in calls}
 
 
 def _stats(calls: list[dict[str, Any]], matched: int, reads: int) -> dict[str, Any]:
-    from bubblescope.profile_sites import COVERAGE
+    from bubblescope.profiling.read_sites import COVERAGE
 
     return {
         "source": SOURCE,
@@ -158,7 +158,8 @@ def analyze_run_trace(
     so `syncs` stay as they are (the record's readbacks get theirs from `annotate_counted_syncs`).
     """
     from bubblescope.analysis import _sync_entries, analysis_dict, analyze_ranks
-    from bubblescope.profile_sites import _enclosing_marker, _read_markers
+    from bubblescope.profiling.read_sites import enclosing_marker, read_markers
+    from bubblescope.rank_reduce import typical_steps
 
     ranks = analyze_ranks([trace_path])
     analysis = analysis_dict(ranks)
@@ -167,7 +168,7 @@ def analyze_run_trace(
         return analysis
     rank = ranks[0]
     described = _described(calls)
-    by_tid = {tid: group for tid, group in _read_markers(rank.tables.ops).groupby("tid", sort=False)}
+    by_tid = {tid: group for tid, group in read_markers(rank.tables.ops).groupby("tid", sort=False)}
     reads = rank.reads.copy()
     keyed, matched = [], 0
     for site, tid, start, end in zip(
@@ -177,7 +178,7 @@ def analyze_run_trace(
         reads["end_ns"].tolist(),
         strict=True,
     ):
-        read_id = _enclosing_marker(by_tid.get(tid), int(start), int(end))
+        read_id = enclosing_marker(by_tid.get(tid), int(start), int(end))
         info = described.get(read_id) if read_id is not None else None
         matched += info is not None
         keyed.append(f"{site}{_JOIN}{info['display']}" if info is not None else site)
@@ -186,7 +187,7 @@ def analyze_run_trace(
     by_display = {info["display"]: info for info in described.values()}
     # The rows again with the exact line joined to the site: the analysis' own sums per exact line.
     parts: dict[tuple, tuple[list[dict[str, Any]], int]] = {}
-    for sub in _sync_entries(ranks, n_steps=max(len(analysis["steps"]), 1)):
+    for sub in _sync_entries(ranks, max(len(analysis["steps"]), 1), typical_steps(analysis["steps"])):
         site, _, display = str(sub["site"]).partition(_JOIN)
         lines, unmatched = parts.get((site, sub["op"], sub["kind"], sub["api"]), ([], 0))
         if display and display in by_display:

@@ -1,0 +1,53 @@
+"""reference_model/kernel_bytes.py: the bytes per kernel family add up to the floor's bytes."""
+
+from __future__ import annotations
+
+import pytest
+from bubblescope.reference_model.accounting import bytes_per_token, dtype_bytes
+from bubblescope.reference_model.config import get_preset
+from bubblescope.reference_model.kernel_bytes import rules_for
+from bubblescope.reference_model.switches import LingSwitches
+
+pytest.importorskip("triton")
+
+SWITCH_SETS = [
+    LingSwitches(),
+    LingSwitches(fused_moe=True, bf16_gate=True, bf16_lm_head=True, pdl=True),
+    LingSwitches(fused_moe=True, fused_mla_glue=True, deep_experts=True),
+]
+
+
+@pytest.mark.parametrize("preset", ["ling3-flash-e256", "ling3-tiny", "debug"])
+@pytest.mark.parametrize("switches", SWITCH_SETS, ids=lambda s: "+".join(s.enabled()) or "off")
+def test_rules_add_up_to_the_floor_bytes(preset: str, switches: LingSwitches) -> None:
+    config = get_preset(preset)
+    rules = rules_for(config, switches, context_len=77)
+    assert rules is not None
+    floor = bytes_per_token(
+        config, context_len=77, router_bf16=switches.bf16_gate, lm_head_bf16=switches.bf16_lm_head
+    )
+    # Read by no kernel of the list: the embedding row (a PyTorch index op) and the MLA latent norms
+    # (read inside mla_prep / add_rmsnorm launches, too small to model).
+    mla_norms = len(config.mla_layers) * (config.kv_lora_rank + (config.q_lora_rank or 0))
+    unmodelled = floor.components["embedding_row"] + mla_norms * dtype_bytes(config)
+    assert sum(rule["bytes_per_step"] for rule in rules) == floor.total - unmodelled
+
+
+def test_fused_and_unfused_moe_name_their_own_kernels() -> None:
+    config = get_preset("ling3-flash-e256")
+    unfused = {r["family"]: r for r in rules_for(config, LingSwitches(), context_len=1)}
+    fused = {r["family"]: r for r in rules_for(config, LingSwitches(fused_moe=True), context_len=1)}
+    assert unfused["MoE experts gate/up"]["kernels"] == ["gate_up_kernel"]
+    assert "GEMV router gate" in unfused and "GEMV router gate" not in fused
+    assert fused["MoE experts (routed + shared)"]["kernels"] == [
+        "fused_experts_kernel",
+        "deep_experts_kernel",
+    ]
+    # The GEMV grids are the launcher's: the H200 trace of this preset has grids 2564, 640, 844, 1536, 256.
+    assert {r["grid_x"] for r in unfused.values() if r["grid_x"]} == {2564, 640, 844, 1536, 256}
+
+
+def test_paths_and_tp_not_modelled_say_so() -> None:
+    config = get_preset("debug")
+    assert rules_for(config, LingSwitches(), context_len=1, path="eager") is None
+    assert rules_for(config, LingSwitches(), context_len=1, tp=2) is None
