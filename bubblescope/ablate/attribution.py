@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from bubblescope.ablate.plan import AblationPlan
+from bubblescope.ablate.predicted_vs_measured import predicted_vs_measured
 from bubblescope.ablate.removed_idle import removed_idle
 from bubblescope.errors import RecordError
 from bubblescope.records import RunRecord, record_tpot_replicates_ns, tpot_interval_of
@@ -96,9 +97,18 @@ def _waterfall(plan: AblationPlan, tpot: _Tpot) -> list[dict[str, Any]]:
 
 
 def attribute(
-    plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int = DEFAULT_BOOTSTRAP
+    plan: AblationPlan,
+    records: dict[str, RunRecord],
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    base_analysis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `attribution` block of `bubblescope.ablation/1` from a complete set of records."""
+    """The `attribution` block of `bubblescope.ablation/1` from a complete set of records.
+
+    Args:
+        base_analysis: the baseline's full analysis/1 (its kernel table feeds the launch predictions of
+            `predicted_vs_measured`); None predicts from the records alone.
+    """
     tpot = _Tpot(plan, records, n_boot)
     everything = frozenset(plan.toggles)
     by_set = plan.by_set()
@@ -154,4 +164,5 @@ def attribute(
             "resampling": "repeats, then steps within them; each config once, shared by all statistics",
         },
         "waterfall": _waterfall(plan, tpot),
+        "predicted_vs_measured": predicted_vs_measured(plan, records, switches, base_analysis),
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.cells import NOT_MEASURED, fmt_duration_ns, num, plain
+from bubblescope.report.cells import NBSP, NOT_MEASURED, fmt_duration_ns, num, plain
 
 REMOVED_IDLE_HEADER = "alone: removed GPU idle per profiled step (95% CI)"
 # Below this an idle difference is printed as nothing: 0.05 µs is under the trace's resolution.
@@ -15,8 +15,9 @@ _SHOWN_US = 0.05
 
 
 def _us_interval(cls: str, row: dict[str, Any]) -> str:
+    # µs throughout (not fmt_duration_ns, which switches to ms): the interval shares the estimate's unit.
     est, lo, hi = (num(row.get(k)) for k in ("est", "lo", "hi"))
-    text = f"{cls} {fmt_duration_ns((est or 0.0) * 1e3)}"
+    text = f"{cls} {est or 0.0:.1f}{NBSP}µs"
     return text + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
 
 

@@ -56,6 +56,7 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
@@ -350,6 +351,10 @@ def add_ablation_sections(
             "no per-switch attribution",
         )
     )
+    if attribution.get("predicted_vs_measured"):
+        page.add(f"<h2>{esc(PREDICTED_TITLE)}</h2>")
+        page.add(f'<p class="sub">{esc(PREDICTED_NOTE)}</p>')
+        page.add(table_html(predicted_rows(attribution["predicted_vs_measured"])))
     all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):

@@ -339,9 +339,18 @@ ABLATION_SHAPE: Shape = {
                 **{key: dict for key in INTERVAL_KEYS},
                 "removed_reads_per_step": dict,
                 "removed_idle_us_per_step": dict,
+                "removed_idle_per_step": {"by_class_us": dict},
             }
         ],
         "waterfall": [dict],
+        "predicted_vs_measured": [
+            {
+                "predicted_ms": dict,
+                "measured_alone_ms": dict,
+                "measured_removed_from_all_ms": dict,
+                "reasons": list,
+            }
+        ],
     },
 }
 _MISSING = object()

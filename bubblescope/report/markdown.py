@@ -45,6 +45,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.trace_floor import floor_line
 
@@ -485,6 +486,9 @@ def ablation_markdown(
     parts += ["### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
     switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
     parts.append(md_table(switches, "no per-switch attribution"))
+    if attribution.get("predicted_vs_measured"):
+        parts += [f"### {PREDICTED_TITLE}", f"_{md_cell(PREDICTED_NOTE)}_"]
+        parts.append(md_table(predicted_rows(attribution["predicted_vs_measured"])))
     waterfall = [
         [
             plain(row.get("step")),
