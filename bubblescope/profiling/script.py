@@ -146,6 +146,7 @@ def profile_script(
     out: str | os.PathLike[str],
     active: int,
     warmup: int,
+    timed: int = 0,
     step_frame: str | None = None,
     step_marker: str | None = None,
     read_sites: bool = True,
@@ -156,14 +157,22 @@ def profile_script(
 
     if step_frame and step_marker:
         raise ConfigError("use either --step-frame or --step-marker, not both")
+    if timed and step_marker:
+        raise ConfigError(
+            "--timed needs step boundaries while the loop runs (--step-frame, or bubblescope.step() in the "
+            "script); --step-marker cuts steps only after recording"
+        )
     script = parse_command(command)
     pattern = compile_step_frame(step_frame) if step_frame else None
     session = ProfileSession(
         out,
         active=active,
         warmup=warmup,
+        timed=timed,
         read_sites=read_sites,
-        record_all=pattern is None,
+        # Without --step-frame, steps come from the script's bubblescope.step() calls or a marker regex;
+        # timing needs them live, so with --timed only the script's own calls can cut steps.
+        record_all=pattern is None and not timed,
         step_marker=step_marker,
         command=list(command),
     )

@@ -67,6 +67,7 @@ from bubblescope.report.tp_rows import (
     tp_of,
     tp_summary_items,
 )
+from bubblescope.report.views_html import views_html
 
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
@@ -294,6 +295,7 @@ def add_run_sections(
         )
     )
     kernels_html(page, analysis)
+    views_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
         page.add(table_html(gap_rows(analysis["gaps_top"])))
@@ -428,6 +430,7 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
         table_html(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
     )
     kernels_html(page, analysis)
+    views_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
     page.add("<h2>Devices</h2>")

@@ -34,7 +34,9 @@ def test_session_step_close_without_its_marker_is_the_tools(tmp_path: Path) -> N
     user = b.frame("/home/user/app.py(30): main", 0, 300 * US)
     b.frame("/home/user/app.py(40): drain", 20 * US, 30 * US, parent=user)
     b.device_synchronize(21 * US, 29 * US)
-    close = b.frame("/venv/site-packages/bubblescope/profile/session.py(190): _close_step", 100 * US, 140 * US)
+    close = b.frame(
+        "/venv/site-packages/bubblescope/profile/session.py(190): _close_step", 100 * US, 140 * US
+    )
     b.frame("torch/cuda/__init__.py(1000): synchronize", 105 * US, 135 * US, parent=close)
     b.device_synchronize(110 * US, 130 * US)
     result = analyze_traces([b.write(tmp_path / "t.json.gz")])
@@ -139,7 +141,9 @@ REAL_STOPS = [
 def _raw_event(path: Path, ts: str) -> dict:
     with gzip.open(path, "rt") as handle:
         events = json.load(handle, parse_float=Decimal)["traceEvents"]
-    (event,) = [e for e in events if e.get("ph") == "X" and str(e.get("ts")) == ts and "ynchronize" in e["name"]]
+    (event,) = [
+        e for e in events if e.get("ph") == "X" and str(e.get("ts")) == ts and "ynchronize" in e["name"]
+    ]
     return event
 
 
