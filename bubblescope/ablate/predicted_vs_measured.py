@@ -9,11 +9,16 @@ the runs themselves show are given:
   * interaction: alone and removed-from-all-on disagree (disjoint intervals): the saving depends on the
     other switches; when the baseline blocks on reads and the switch saves less alone, the host-bound
     step turns the GPU time saved into idle until the reads are gone;
-  * kernel speed: the switch's own run shows GPU busy per step moving by more than the rule models (it
-    made kernels faster, or slower), which a launch-gap or bytes rule cannot predict;
+  * kernel speed: a launch rule's switch moved GPU busy per step by a large part of its saving (it made
+    kernels faster or slower, which a launch-gap rule cannot predict);
+  * bandwidth: a bytes rule's switch moved GPU busy by much less or more than the bytes take at the
+    measured bandwidth (the kernels reading them do not run at it);
+  * run-ahead: the reads' saving exceeds their bounded cost: they also kept the host's following work on
+    the critical path, which the host hides once it runs ahead;
   * other idle: the switch also removed resolved idle of a class its rule does not count;
   * tracing: the prediction exceeds the saving and the baseline's profiled steps ran much longer than
     its timed ones, so the profiled idle it was read from is inflated by tracing.
+Where none of these shows, the row says the reason was not identified and gives the rule's basis.
 """
 
 from __future__ import annotations
@@ -88,38 +93,64 @@ def _reasons(
         return reasons
     predicted = float((prediction.get("predicted_ms") or {}).get("est") or 0.0)
     rule = RULES.get(str(switch.get("name")))
-    busy_before, busy_after = _gpu_busy_us(base), _gpu_busy_us(alone)
-    if rule and rule.kind != "idle" and busy_before is not None and busy_after is not None:
-        busy_ms = (busy_before - busy_after) / 1e3
-        if abs(busy_ms - predicted) > max(AGREEMENT * abs(busy_ms), 0.005):
-            reasons.append(
-                f"kernel speed: GPU busy per profiled step fell {busy_ms * 1e3:.1f} µs in its own run where "
-                f"the rule ({rule.removes}) predicts {predicted * 1e3:.1f} µs: "
-                + (
-                    "the kernels got faster or slower in ways the rule does not model"
-                    if rule.kind == "launches"
-                    else "the kernels do not read those bytes at the measured bandwidth"
-                )
-            )
+    measured_best = max((r.get("est", 0.0) for r in (alone_ms, removed_ms) if r), default=0.0)
+    reasons += _kernel_speed(rule, predicted, measured_best, _gpu_busy_us(base), _gpu_busy_us(alone))
+    if rule and rule.kind == "idle" and rule.idle_class == "sync" and measured_best > predicted:
+        host_us = float(
+            ((base.get("analysis") or {}).get("idle_by_class_ns_per_step") or {}).get("host") or 0
+        )
+        reasons.append(
+            f"run-ahead: the reads also kept the host's following work on the critical path (baseline host "
+            f"idle {host_us / 1e3:.1f} µs per profiled step); with them gone the host runs ahead and hides "
+            "it, and the reads' bounded cost counts only the GPU's wait for them (sync idle)"
+        )
     block = switch.get("removed_idle_per_step") or {}
     counted = rule.idle_class if rule and rule.kind == "idle" else "launch"
-    # Idle removed in the window counts only where the timed steps agree (the removed-idle note is empty).
     extra = [
         f"{cls} {row['est']:.1f} µs"
         for cls, row in (block.get("by_class_us") or {}).items()
-        if cls != counted and isinstance(row, dict) and row.get("resolved") and row["est"] > 0
+        if cls not in (counted, "host" if counted == "sync" else "")
+        and isinstance(row, dict)
+        and row.get("resolved")
+        and row["est"] > 0
     ]
-    if extra and not block.get("note"):
-        reasons.append(f"other idle: alone it also removed {', '.join(extra)} per profiled step")
+    if extra and measured_best > predicted:
+        reasons.append(
+            f"other idle: alone it also removed {', '.join(extra)} per profiled step"
+            + (" (profiled steps; the timed saving is smaller)" if block.get("note") else "")
+        )
     ratio = (base.get("analysis") or {}).get("profiled_step_over_timed")
-    measured_best = max((r.get("est", 0.0) for r in (alone_ms, removed_ms) if r), default=0.0)
     from_idle = rule is not None and rule.kind != "bytes"
     if from_idle and isinstance(ratio, int | float) and ratio > TRACING_RATIO and predicted > measured_best:
         reasons.append(
             f"tracing: the baseline's profiled steps ran {ratio:.2f}x its timed ones, inflating the idle "
             "the prediction is read from"
         )
+    if not reasons:
+        reasons.append(f"not identified from the runs (the rule's basis: {prediction.get('basis')})")
     return reasons
+
+
+def _kernel_speed(
+    rule: Any, predicted: float, measured: float, busy_before: float | None, busy_after: float | None
+) -> list[str]:
+    """A launch rule whose switch changed GPU busy by a large part of its saving, or a bytes rule whose
+    kernels did not save the bytes' time at the measured bandwidth (profiled runs, GPU busy per step)."""
+    if rule is None or rule.kind == "idle" or busy_before is None or busy_after is None:
+        return []
+    busy_ms = (busy_before - busy_after) / 1e3
+    if rule.kind == "launches" and abs(busy_ms) >= max(0.005, AGREEMENT * abs(measured)):
+        return [
+            f"kernel speed: GPU busy per profiled step fell {busy_ms * 1e3:.1f} µs in its own run; the rule "
+            f"({rule.removes}) predicts launch gaps only, not kernels becoming faster or slower"
+        ]
+    if rule.kind == "bytes" and abs(busy_ms - predicted) > max(0.002, AGREEMENT * abs(predicted)):
+        return [
+            f"bandwidth: GPU busy per profiled step fell {busy_ms * 1e3:.1f} µs in its own run where the "
+            f"bytes at the measured bandwidth take {predicted * 1e3:.1f} µs: the kernels reading them do not "
+            "run at that bandwidth"
+        ]
+    return []
 
 
 def predicted_vs_measured(
