@@ -16,6 +16,7 @@ import numpy as np
 
 from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
+from bubblescope.record_budget import check_sample_budget
 from bubblescope.stats import (
     DEFAULT_BOOTSTRAP,
     bootstrap_medians,
@@ -137,14 +138,23 @@ def _check_identity_fields(record: RunRecord, source: str) -> None:
             raise RecordError(f"{source}: settings.{key} must be an integer >= 0")
 
 
-def validate_record(record: Any, *, source: str = "record") -> RunRecord:
+def validate_record(record: Any, *, source: str = "record", budget: bool = True) -> RunRecord:
     """Check a RunRecord's schema, required fields and sample shapes; return it unchanged.
+
+    Args:
+        record: the parsed JSON.
+        source: the file, for messages.
+        budget: also refuse more samples than `check_sample_budget` allows (records read for
+            statistics; a record being saved is checked without it).
 
     Raises:
         RecordError: one line naming the first problem.
     """
     if not isinstance(record, dict):
         raise RecordError(f"{source}: not a JSON object")
+    # Before the depth walk, which visits every sample.
+    if budget:
+        check_sample_budget(record, source)
     check_depth(record, source)
     schema = record.get("schema")
     if schema != RUN_SCHEMA:
@@ -197,5 +207,5 @@ def load_record(path: str | os.PathLike[str]) -> RunRecord:
 
 def save_record(record: RunRecord, path: str | os.PathLike[str]) -> Path:
     """Validate then write a RunRecord atomically."""
-    validate_record(record, source=str(path))
+    validate_record(record, source=str(path), budget=False)
     return write_json_atomic(path, record)

@@ -10,11 +10,13 @@ import typer
 
 from bubblescope.cli.trace_cap import (
     DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TRACE_FILES,
     MAX_DECOMPRESSED_HELP,
     MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
     trace_cap_mb,
-    trace_files_cap,
 )
 from bubblescope.errors import BubblescopeError
 
@@ -157,6 +159,9 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
         max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        max_samples: Annotated[
+            int, typer.Option("--max-samples", help=MAX_SAMPLES_HELP)
+        ] = DEFAULT_MAX_SAMPLES,
         top: Annotated[
             int | None,
             typer.Option(
@@ -171,7 +176,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         try:
-            with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
+            with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
                 text, written = write_report(
                     paths or [],
                     output,

@@ -113,6 +113,13 @@ class Page:
         )
         self.parts.append(f'<div class="figure" id="{fig_id}"></div>')
 
+    def figure_or_note(self, fig: go.Figure, note: str) -> None:
+        """The figure, or `note` in its place when it would draw nothing (bare axes say nothing)."""
+        if figures.draws_something(fig):
+            self.figure(fig)
+        else:
+            self.add(f'<p class="muted">{esc(note)}</p>')
+
     def render(self) -> str:
         scripts = ""
         if self.figure_specs:
@@ -346,7 +353,11 @@ def add_ablation_sections(
         page.figure(figures.waterfall_figure(attribution["waterfall"]))
     page.add("<h2>Per-switch ΔTPOT and what it removed</h2>")
     if attribution.get("switches"):
-        page.figure(figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")))
+        page.figure_or_note(
+            figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")),
+            "no switch's ΔTPOT is resolved: every interval holds zero or is wider than the effect "
+            "(the table below has the estimates)",
+        )
     page.add(
         table_html(
             switch_rows(attribution.get("switches"), attribution.get("shapley_method")),
@@ -404,10 +415,16 @@ def _ablation_config_sections(
     base_record = records.get(base_key or "") or {}
     floor_ms = (base_record.get("floor") or {}).get("floor_ms") if floor_measured(base_record) else None
     page.add("<h2>Speed of light per configuration</h2>")
-    if rows:
+    if rows and (floor_ms is not None or any(row["floor_ms"] is not None for row in rows)):
         page.figure(figures.speed_of_light_figure(rows, num(floor_ms)))
+    elif rows:
+        # Bars without a floor compare nothing with the speed of light; the table has every TPOT.
+        page.add(f'<p class="muted">no floor: {esc(floor_unmeasured_text(base_record))}</p>')
     if idle_rows:
-        page.figure(figures.idle_by_class_figure(idle_rows))
+        page.figure_or_note(
+            figures.idle_by_class_figure(idle_rows),
+            "no GPU idle measured in any configuration (no GPU events in their traces)",
+        )
     page.add(table_html(config_rows(ablation, records), "no configurations"))
     tp_rows = ablation_tp_rows(ablation, records)
     if tp_rows[1]:

@@ -48,6 +48,7 @@ from bubblescope.report.load_inputs import conform_ablation, conform_analysis, c
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
+from bubblescope.trace.kernel_names import short_kernel_name
 from bubblescope.trace_floor import floor_line
 
 # Said under every headline TPOT so a reader knows which interval every surface shows.
@@ -121,7 +122,7 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
             fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
             blame_text(g.get("blame")),
-            shorten(plain(g.get("next_op"))),
+            short_kernel_name(plain(g.get("next_op"))) if g.get("next_op") else "—",
         ]
         for g in largest[:limit]
     ]
