@@ -149,6 +149,21 @@ class AblationStore:
                 notices.append(f"re-measuring {config.key}: its record is of another configuration")
         return done, notices
 
+    def baseline_analysis(self, plan: AblationPlan, done: dict[str, RunRecord]) -> dict[str, Any] | None:
+        """The baseline's full analysis/1 beside its record (for predictions), or None when absent."""
+        key = plan.by_set()[frozenset()].key
+        name = (done.get(key) or {}).get("analysis_file")
+        if not isinstance(name, str) or "/" in name or "\\" in name or not name.endswith(".analysis.json"):
+            return None
+        path = self.root / "runs" / name
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST_BYTES:
+            return None
+        try:
+            analysis = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return analysis if isinstance(analysis, dict) else None
+
     def _make_room(self, key: str) -> list[str]:
         """Clear the way for re-measuring `key`: links and non-regular files at its artifact paths."""
         notices = []

@@ -1,0 +1,60 @@
+"""Cells of the ablation tables that carry their own interval and reason: removed idle, predictions.
+
+Shared by every surface (console, HTML, Markdown) so one estimate reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bubblescope.report.cells import NBSP, NOT_MEASURED, fmt_duration_ns, num, plain
+
+REMOVED_IDLE_HEADER = "alone: removed GPU idle per profiled step (95% CI)"
+# Below this an idle difference is printed as nothing: 0.05 µs is under the trace's resolution.
+_SHOWN_US = 0.05
+
+
+def _us_interval(cls: str, row: dict[str, Any]) -> str:
+    # µs throughout (not fmt_duration_ns, which switches to ms): the interval shares the estimate's unit.
+    est, lo, hi = (num(row.get(k)) for k in ("est", "lo", "hi"))
+    text = f"{cls} {est or 0.0:.1f}{NBSP}µs"
+    return text + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+
+
+def removed_idle_text(switch: dict[str, Any]) -> str:
+    """What a switch removed alone, per profiled step: `host 972.0 µs [930.1, 1010.2]`, classes whose
+    interval holds zero listed as `not resolved`, then why the removal is not a timed saving, if so.
+
+    A record without a GPU says `not measured`; an ablation written before the intervals existed shows
+    its point values and says that they have none.
+    """
+    block = switch.get("removed_idle_per_step")
+    if not isinstance(block, dict):
+        return _legacy_text(switch.get("removed_idle_us_per_step"))
+    if block.get("measured") is False:
+        return NOT_MEASURED
+    by_class = block.get("by_class_us")
+    if not isinstance(by_class, dict):
+        return plain(block.get("note"))
+    shown, unresolved = [], []
+    for cls, row in by_class.items():
+        if not isinstance(row, dict) or num(row.get("est")) is None:
+            continue
+        if row.get("resolved"):
+            shown.append(_us_interval(cls, row))
+        elif abs(num(row.get("est")) or 0.0) >= _SHOWN_US:
+            unresolved.append(cls)
+    parts = shown + ([f"not resolved: {', '.join(unresolved)}"] if unresolved else [])
+    text = "; ".join(parts) or "none"
+    return text + (f" ({block['note']})" if block.get("note") else "")
+
+
+def _legacy_text(idle_us: Any) -> str:
+    if not isinstance(idle_us, dict):
+        return "—"
+    parts = [
+        f"{cls} {fmt_duration_ns(value * 1e3)}"
+        for cls, us in idle_us.items()
+        if (value := num(us)) and abs(value) >= _SHOWN_US
+    ]
+    return ("; ".join(parts) + " (no interval: re-analyse with `ablate --reanalyze`)") if parts else "—"
