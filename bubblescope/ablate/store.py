@@ -42,8 +42,8 @@ def _size_text(size_bytes: int) -> str:
 def remove_leftovers(folder: Path) -> list[str]:
     """Delete the temporary files an interrupted run left in `folder` (not below it); notices say what.
 
-    Only regular files matching the temporary names bubblescope writes are touched; two processes
-    writing into one ablation folder at once are not supported, so none of these can be in use.
+    Only regular files matching the temporary names bubblescope writes are touched; `ablate` holds the
+    folder's writer lock (`out_lock`), so none of these can be in use by another process.
     """
     if not folder.is_dir():
         return []

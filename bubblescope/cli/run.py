@@ -159,17 +159,19 @@ def register(app: typer.Typer) -> None:
             "factory": built.factory,
             "preset": built.preset,
         }
-        record, run_notices = measure_config(
-            built.workload,
-            enabled,
-            settings=settings,
-            record_path=out_dir / "record.json",
-            workload_info=workload_info,
-            bandwidth=resolve_floor_bandwidth(),
-        )
+        from bubblescope.out_lock import out_lock
         from bubblescope.report.run_page import write_run_report
 
-        record, notice = write_run_report(out_dir / "record.json")
+        with out_lock(out_dir, "run"):
+            record, run_notices = measure_config(
+                built.workload,
+                enabled,
+                settings=settings,
+                record_path=out_dir / "record.json",
+                workload_info=workload_info,
+                bandwidth=resolve_floor_bandwidth(),
+            )
+            record, notice = write_run_report(out_dir / "record.json")
         notices += run_notices + ([notice] if notice else [])
         if output_format == "json":
             typer.echo(json.dumps(record, indent=1))
