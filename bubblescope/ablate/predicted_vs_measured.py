@@ -126,8 +126,12 @@ def _reasons(
             f"tracing: the baseline's profiled steps ran {ratio:.2f}x its timed ones, inflating the idle "
             "the prediction is read from"
         )
-    if not reasons:
-        reasons.append(f"not identified from the runs (the rule's basis: {prediction.get('basis')})")
+    explained = ("kernel speed", "bandwidth", "run-ahead", "other idle", "tracing")
+    if not any(reason.startswith(explained) for reason in reasons):
+        reasons.append(
+            f"prediction vs the measured savings: not identified from the runs (the rule's basis: "
+            f"{prediction.get('basis')})"
+        )
     return reasons
 
 

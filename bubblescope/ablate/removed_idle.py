@@ -80,7 +80,8 @@ def removed_idle(
         baseline, switched: the two RunRecords (their analysis blocks and `idle_steps`).
         alone_ms: the timed saving of the same comparison ({est, lo, hi}, ms; positive = faster).
     Returns:
-        {"measured": bool, "by_class_us": {class: {est, lo, hi, resolved} | None}, "steps": text,
+        {"measured": bool, "by_class_us": {class: {est, lo, hi, resolved} | None},
+         "steps": {"baseline": text, "switched": text} (which profiled steps the samples are),
          "note": why a removal is not a timed saving, or why there is no interval (None otherwise)}.
     """
     if not (_measured(baseline) and _measured(switched)):
@@ -98,7 +99,7 @@ def removed_idle(
         c: _class_estimate(before["by_class_ns"][c], after["by_class_ns"][c], seed + 2 * i, n_boot)
         for i, c in enumerate(IDLE_CLASSES)
     }
-    steps = f"baseline {_window_text(before, baseline)}; switch on {_window_text(after, switched)}"
+    steps = {"baseline": _window_text(before, baseline), "switched": _window_text(after, switched)}
     return {"measured": True, "by_class_us": by_class, "steps": steps, "note": _note(by_class, alone_ms)}
 
 

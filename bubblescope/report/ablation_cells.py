@@ -58,3 +58,16 @@ def _legacy_text(idle_us: Any) -> str:
         if (value := num(us)) and abs(value) >= _SHOWN_US
     ]
     return ("; ".join(parts) + " (no interval: re-analyse with `ablate --reanalyze`)") if parts else "—"
+
+
+def removed_idle_note(switches: list[dict[str, Any]] | None) -> str | None:
+    """Which steps the removed-idle column describes (the baseline's window), said once under the table."""
+    for switch in switches or []:
+        steps = (switch.get("removed_idle_per_step") or {}).get("steps")
+        if isinstance(steps, dict) and steps.get("baseline"):
+            return (
+                f"Removed GPU idle: baseline median − switched median per profiled step, each run's typical "
+                f"profiled steps (baseline: {plain(steps['baseline'])}); window-to-window spread is not in "
+                "the interval. It is a timed saving only where ΔTPOT alone agrees; the cell says why not."
+            )
+    return None

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
@@ -364,6 +365,8 @@ def add_ablation_sections(
             "no per-switch attribution",
         )
     )
+    if idle_note := removed_idle_note(attribution.get("switches")):
+        page.add(f'<p class="sub">{esc(idle_note)}</p>')
     if attribution.get("predicted_vs_measured"):
         page.add(f"<h2>{esc(PREDICTED_TITLE)}</h2>")
         page.add(f'<p class="sub">{esc(PREDICTED_NOTE)}</p>')

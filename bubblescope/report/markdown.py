@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.ablation_cells import REMOVED_IDLE_HEADER, removed_idle_text
+from bubblescope.report.ablation_cells import REMOVED_IDLE_HEADER, removed_idle_note, removed_idle_text
 from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
@@ -490,6 +490,8 @@ def ablation_markdown(
     parts += ["### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
     switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
     parts.append(md_table(switches, "no per-switch attribution"))
+    if idle_note := removed_idle_note(attribution.get("switches")):
+        parts.append(f"_{md_cell(idle_note)}_")
     if attribution.get("predicted_vs_measured"):
         parts += [f"### {PREDICTED_TITLE}", f"_{md_cell(PREDICTED_NOTE)}_"]
         parts.append(md_table(predicted_rows(attribution["predicted_vs_measured"])))

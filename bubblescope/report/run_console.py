@@ -128,6 +128,10 @@ def print_ablation_summary(
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     console.print(table)
+    from bubblescope.report.ablation_cells import removed_idle_note
+
+    if idle_note := removed_idle_note(attribution["switches"]):
+        console.print(escape(idle_note))
     console.print(
         f"interaction (all-on saving − sum of single savings): {_interval(attribution['interaction_ms'])}"
     )
