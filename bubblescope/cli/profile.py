@@ -74,8 +74,10 @@ def register(app: typer.Typer) -> None:
                 step_marker=step_marker,
                 read_sites=read_sites,
             )
+        from bubblescope.report.escape import plain_console_text
+
         for notice in session.outputs.get("notices", []):
-            typer.echo(f"bubblescope: {notice}", err=True)
+            typer.echo(f"bubblescope: {plain_console_text(notice)}", err=True)
         problem = empty_selection(session, step_frame, step_marker)
         if status == 0 and problem:
             raise ConfigError(f"{problem} (files kept under {out})")

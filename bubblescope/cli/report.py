@@ -200,4 +200,6 @@ def register(app: typer.Typer) -> None:
         if written is None:
             typer.echo(text, nl=False)
         else:
-            typer.echo(f"wrote {written}")
+            from bubblescope.report.escape import plain_console_text
+
+            typer.echo(f"wrote {plain_console_text(written)}")

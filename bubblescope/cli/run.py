@@ -40,6 +40,7 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
     from bubblescope.report.cells import fmt_ms_estimate, plural, tpot_noise_note
+    from bubblescope.report.escape import plain_console_text
     from bubblescope.report.markdown import tpot_interval_ms
     from bubblescope.stats import INTERVAL_LABEL
 
@@ -54,8 +55,8 @@ def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> N
     if analysis:
         typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
     for notice in notices:
-        typer.echo(f"note: {notice}")
-    typer.echo(f"written to {out_dir}")
+        typer.echo(f"note: {plain_console_text(notice)}")
+    typer.echo(f"written to {plain_console_text(out_dir)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -345,7 +345,10 @@ class ProfileSession:
 
     def _say(self, text: str) -> None:
         if self.progress and text:
-            print(text, file=sys.stderr, flush=True)
+            from bubblescope.report.escape import plain_console_text
+
+            # The summary names the script's files and functions: control characters shown, not sent.
+            print(plain_console_text(text), file=sys.stderr, flush=True)
 
 
 def _exported_trace(prof: Any, folder: Path) -> bytes:
