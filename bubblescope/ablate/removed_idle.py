@@ -80,16 +80,24 @@ def removed_idle(
         baseline, switched: the two RunRecords (their analysis blocks and `idle_steps`).
         alone_ms: the timed saving of the same comparison ({est, lo, hi}, ms; positive = faster).
     Returns:
-        {"measured": bool, "by_class_us": {class: {est, lo, hi, resolved} | None},
+        {"measured": bool, "timed_us": `timed_removal`, "by_class_us": {class: {est, lo, hi, resolved}},
          "steps": {"baseline": text, "switched": text} (which profiled steps the samples are),
          "note": why a removal is not a timed saving, or why there is no interval (None otherwise)}.
     """
     if not (_measured(baseline) and _measured(switched)):
-        return {"measured": False, "by_class_us": None, "steps": None, "note": "not measured (no GPU)"}
+        return {
+            "measured": False,
+            "timed_us": None,
+            "by_class_us": None,
+            "steps": None,
+            "note": "not measured (no GPU)",
+        }
+    timed = timed_removal(baseline, switched, alone_ms)
     before, after = _samples(baseline), _samples(switched)
     if before is None or after is None:
         return {
             "measured": True,
+            "timed_us": timed,
             "by_class_us": _means_only(baseline, switched),
             "steps": None,
             "note": "no per-step idle in these records, so no interval: re-analyse (`ablate --reanalyze`)",
@@ -100,7 +108,46 @@ def removed_idle(
         for i, c in enumerate(IDLE_CLASSES)
     }
     steps = {"baseline": _window_text(before, baseline), "switched": _window_text(after, switched)}
-    return {"measured": True, "by_class_us": by_class, "steps": steps, "note": _note(by_class, alone_ms)}
+    return {
+        "measured": True,
+        "timed_us": timed,
+        "by_class_us": by_class,
+        "steps": steps,
+        "note": _note(by_class, alone_ms),
+    }
+
+
+def _tokens_per_step(record: RunRecord) -> float:
+    summary = record.get("summary") or {}
+    tokens, steps, repeats = (summary.get(k) for k in ("tokens", "steps", "repeats"))
+    if all(isinstance(v, int | float) and v for v in (tokens, steps, repeats)):
+        return float(tokens) / (float(steps) * float(repeats))
+    return 1.0
+
+
+def timed_removal(
+    baseline: RunRecord, switched: RunRecord, alone_ms: dict[str, float]
+) -> dict[str, Any] | None:
+    """GPU idle per *timed* step the switch removed (µs): Δ(timed step − GPU busy), with the TPOT interval.
+
+    The timed step holds `TPOT × tokens per step − GPU busy` of idle (GPU busy from the profiled window:
+    tracing adds host time, not kernel time). Its change is the timed saving per step minus the GPU busy
+    the switch removed, so the interval is the saving's (two-level bootstrap of both runs' TPOT) shifted
+    by the busy change. None without both runs' GPU busy.
+    """
+    busy = [(r.get("analysis") or {}).get("gpu_busy_ns_per_step") for r in (baseline, switched)]
+    if not all(isinstance(b, int | float) for b in busy) or not isinstance(alone_ms.get("lo"), int | float):
+        return None
+    tokens = _tokens_per_step(baseline)
+    busy_removed_us = (float(busy[0]) - float(busy[1])) / 1e3
+    est, lo, hi = (alone_ms[k] * tokens * 1e3 - busy_removed_us for k in ("est", "lo", "hi"))
+    return {
+        "est": est,
+        "lo": lo,
+        "hi": hi,
+        "resolved": is_resolved(est, lo, hi),
+        "gpu_busy_removed_us": busy_removed_us,
+    }
 
 
 def _note(by_class: dict[str, dict[str, Any]], alone_ms: dict[str, float]) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 from bubblescope.report.cells import NBSP, NOT_MEASURED, fmt_duration_ns, num, plain
 
 REMOVED_IDLE_HEADER = "alone: removed GPU idle per profiled step (95% CI)"
+TIMED_IDLE_HEADER = "alone: removed GPU idle per timed step (µs, 95% CI)"
 # Below this an idle difference is printed as nothing: 0.05 µs is under the trace's resolution.
 _SHOWN_US = 0.05
 
@@ -19,6 +20,22 @@ def _us_interval(cls: str, row: dict[str, Any]) -> str:
     est, lo, hi = (num(row.get(k)) for k in ("est", "lo", "hi"))
     text = f"{cls} {est or 0.0:.1f}{NBSP}µs"
     return text + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+
+
+def timed_idle_text(switch: dict[str, Any]) -> str:
+    """Idle per timed step the switch removed alone: `120.3 µs [40.1, 300.2]`, `not resolved (noise): ...`
+    where the interval holds zero, `not measured` without a GPU (ablate.removed_idle.timed_removal)."""
+    block = switch.get("removed_idle_per_step")
+    if not isinstance(block, dict):
+        return "—"
+    if block.get("measured") is False:
+        return NOT_MEASURED
+    timed = block.get("timed_us")
+    if not isinstance(timed, dict) or num(timed.get("est")) is None:
+        return "—"
+    est, lo, hi = (num(timed.get(k)) for k in ("est", "lo", "hi"))
+    text = f"{est:.1f}{NBSP}µs" + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+    return text if timed.get("resolved") else f"not resolved (noise): {text}"
 
 
 def removed_idle_text(switch: dict[str, Any]) -> str:
@@ -66,8 +83,10 @@ def removed_idle_note(switches: list[dict[str, Any]] | None) -> str | None:
         steps = (switch.get("removed_idle_per_step") or {}).get("steps")
         if isinstance(steps, dict) and steps.get("baseline"):
             return (
-                f"Removed GPU idle: baseline median − switched median per profiled step, each run's typical "
-                f"profiled steps (baseline: {plain(steps['baseline'])}); window-to-window spread is not in "
-                "the interval. It is a timed saving only where ΔTPOT alone agrees; the cell says why not."
+                "Removed GPU idle per timed step: the change of (TPOT × tokens per step − GPU busy), with "
+                "the TPOT interval. Per profiled step, by class: baseline median − switched median over each "
+                f"run's typical profiled steps (baseline: {plain(steps['baseline'])}); window-to-window "
+                "spread is not in that interval, and it is a timed saving only where ΔTPOT alone agrees (the "
+                "cell says why not)."
             )
     return None

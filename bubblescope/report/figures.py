@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import escape
-from bubblescope.report.ablation_cells import removed_idle_text
+from bubblescope.report.ablation_cells import removed_idle_text, timed_idle_text
 from bubblescope.report.cells import (
     ESTIMATORS,
     fmt_at_resolution,
@@ -146,6 +146,7 @@ def _removed_text(switch: dict[str, Any]) -> str:
     reads = switch.get("removed_reads_per_step") or {}
     parts = [f"−{_num(n):g} read/step at {plot_text(site)}" for site, n in reads.items() if _num(n)]
     # The same text as the tables' column: intervals, `not resolved`, and why it is not a timed saving.
+    parts.append(f"GPU idle per timed step: {plot_text(timed_idle_text(switch))}")
     parts.append(f"GPU idle per profiled step: {plot_text(removed_idle_text(switch))}")
     return "<br>".join(parts)
 

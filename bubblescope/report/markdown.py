@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.ablation_cells import REMOVED_IDLE_HEADER, removed_idle_note, removed_idle_text
+from bubblescope.report.ablation_cells import (
+    REMOVED_IDLE_HEADER,
+    TIMED_IDLE_HEADER,
+    removed_idle_note,
+    removed_idle_text,
+    timed_idle_text,
+)
 from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
@@ -155,7 +161,7 @@ def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = Non
     *alone vs the baseline* (the same comparison as the `alone` column)."""
     estimators = shown_estimators(shapley_method)
     headers = ["switch"] + [label for _, label in estimators]
-    headers += ["alone: removed reads/step", REMOVED_IDLE_HEADER]
+    headers += ["alone: removed reads/step", TIMED_IDLE_HEADER, REMOVED_IDLE_HEADER]
     rows = []
     for sw in switches or []:
         reads = sw.get("removed_reads_per_step") or {}
@@ -164,6 +170,7 @@ def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = Non
             + [fmt_interval(sw.get(key)) for key, _ in estimators]
             + [
                 "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
+                timed_idle_text(sw),
                 removed_idle_text(sw),
             ]
         )

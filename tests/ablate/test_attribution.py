@@ -86,6 +86,12 @@ def test_attribution_recovers_known_savings() -> None:
     assert rows["a"]["removed_idle_us_per_step"]["sync"] == idle["sync"]["est"]
     # Host idle is the same in every configuration: its difference is noise, never a removal.
     assert not idle["host"]["resolved"]
+    # Idle per timed step: the timed saving per step less the GPU busy removed (the fixture's busy is
+    # the same everywhere), with the saving's interval.
+    timed = rows["a"]["removed_idle_per_step"]["timed_us"]
+    alone = rows["a"]["alone_ms"]
+    assert timed["est"] == pytest.approx(alone["est"] * 1e3)
+    assert (timed["lo"], timed["hi"]) == pytest.approx((alone["lo"] * 1e3, alone["hi"] * 1e3))
     assert rows["b"]["removed_reads_per_step"] == {}
     steps = [w["step"] for w in result["waterfall"]]
     assert steps == ["baseline", "+c", "+b", "+a"]

@@ -61,6 +61,8 @@ def test_a_removal_beside_a_slower_switch_carries_its_reason(surfaces) -> None:
     assert "host " in gate[-1] and "slower" in gate[-1], gate[-1]
     assert re.search(r"host [\d.]+\s?µs \[[\d.]+, [\d.]+\]", gate[-1]), "an interval beside the removal"
     assert "steps 0, 1, 2, 3" in surfaces["markdown"], "which profiled steps the column describes"
+    # Per timed step, the slower switch shows idle added, not removed.
+    assert gate[-2].startswith("-") and "µs" in gate[-2], gate[-2]
 
 
 def test_predicted_vs_measured_reads_the_same_on_every_surface(surfaces) -> None:
