@@ -122,4 +122,6 @@ def register(app: typer.Typer) -> None:
             written = write_text_atomic(output, text)
         except OSError as exc:
             raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
-        typer.echo(f"wrote {written}")
+        from bubblescope.report.escape import plain_console_text
+
+        typer.echo(f"wrote {plain_console_text(written)}")

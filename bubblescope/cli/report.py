@@ -54,6 +54,12 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+def _format_for(output: Path | None) -> ReportFormat:
+    """`-o notes.md` without --format writes Markdown (an HTML page in a .md file renders as raw text)."""
+    markdown = output is not None and output.suffix.lower() in (".md", ".markdown")
+    return ReportFormat.markdown if markdown else ReportFormat.html
+
+
 def write_report(
     paths: list[Path],
     output: Path | None,
@@ -185,9 +191,13 @@ def register(app: typer.Typer) -> None:
         ] = None,
         output_alias: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,
         report_format: Annotated[
-            ReportFormat,
-            typer.Option("--format", help="html: one self-contained page; markdown: for CI summaries."),
-        ] = ReportFormat.html,
+            ReportFormat | None,
+            typer.Option(
+                "--format",
+                help="html: one self-contained page; markdown: for CI summaries. Default: markdown when "
+                "-o names a .md file, else html.",
+            ),
+        ] = None,
         step_marker: Annotated[
             str | None,
             typer.Option(
@@ -243,7 +253,7 @@ def register(app: typer.Typer) -> None:
                 text, written = write_report(
                     paths or [],
                     output,
-                    report_format,
+                    report_format or _format_for(output),
                     step_marker,
                     (bytes_per_token, bandwidth),
                     (top, min_gap_us),
@@ -253,4 +263,6 @@ def register(app: typer.Typer) -> None:
         if written is None:
             typer.echo(text, nl=False)
         else:
-            typer.echo(f"wrote {written}")
+            from bubblescope.report.escape import plain_console_text
+
+            typer.echo(f"wrote {plain_console_text(written)}")

@@ -90,3 +90,15 @@ def test_document_depth_is_refused_from_the_text(tmp_path: Path) -> None:
     deep.write_text('{"schema": "bubblescope.analysis/1", "x": ' + "[" * 70 + "]" * 70 + "}")
     line = _one_line_error(run_in_process(["report", str(deep), "--format", "markdown"]))
     assert "nested deeper than 64 levels" in line
+
+
+def test_events_are_bounded_by_the_text_cap_while_reading(tmp_path: Path) -> None:
+    # 1 MiB of text allows 4096 events (one per 256 bytes), however densely they are written.
+    over = large_inputs.orphan_kernels(tmp_path / "over.json", 4200)
+    line = _one_line_error(_analyze(str(over), "--max-decompressed-mb", "1"))
+    assert "more than 4096 events" in line and "--max-decompressed-mb" in line
+    _fine(
+        _analyze(
+            str(large_inputs.orphan_kernels(tmp_path / "within.json", 4000)), "--max-decompressed-mb", "1"
+        )
+    )

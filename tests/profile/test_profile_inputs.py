@@ -13,28 +13,21 @@ from typer.testing import CliRunner
 from bubblescope.cli import app
 from bubblescope.diff import reads_by_line, run_diff
 from bubblescope.gate import run_gate
+from tests.profile.conftest import TOY
 from tests.profile.helpers import line_of
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.cpu_only
 
 runner = CliRunner()
-TOY = Path(__file__).resolve().parents[2] / "examples" / "profile" / "toy_decode.py"
 FORMS = ["{}", "{}/profile.json", "{}/analysis.json", "{}/trace.json.gz"]
 STOP_LINE = f"toy_decode.py({line_of(TOY, 'READ-stop')}): main"
 EXTRA_LINE = f"toy_decode.py({line_of(TOY, 'READ-extra')}): main"
 
 
-@pytest.fixture(scope="module")
-def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("profiles")
-    for name, extra in (("toy", []), ("toy_extra", ["--extra-read"])):
-        argv = ["profile", "--out", str(root / name), "--step-frame", "decode_one_token", "--warmup", "1"]
-        result = runner.invoke(
-            app, [*argv, "--active", "4", "--", "python", str(TOY), "--tokens", "8", *extra]
-        )
-        assert result.exit_code == 0, result.output
-    return {"toy": root / "toy", "toy_extra": root / "toy_extra"}
+@pytest.fixture
+def profiles(toy_profiles: dict[str, Path]) -> dict[str, Path]:
+    return toy_profiles
 
 
 @pytest.mark.parametrize("form", FORMS)
