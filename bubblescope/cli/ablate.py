@@ -231,24 +231,18 @@ def register(app: typer.Typer) -> None:
             if out_dir is not None:
                 _finish(out_dir, None, [], output_format)
             return
-<<<<<<< HEAD
-        out_dir, attribution, notices = _ablate_one_process(
-            workload,
-            preset,
-            study,
-            shapley,
-            reference,
-            settings=settings,
-            seed=seed,
-            out=out,
-            threads=threads,
-            bandwidth=bandwidth,
-        )
-        _finish(out_dir, attribution, notices, output_format)
-=======
         with _writer_lock(out):
             out_dir, attribution, notices = _ablate_one_process(
-                workload, preset, study, shapley, reference, settings=settings, seed=seed, out=out
+                workload,
+                preset,
+                study,
+                shapley,
+                reference,
+                settings=settings,
+                seed=seed,
+                out=out,
+                threads=threads,
+                bandwidth=bandwidth,
             )
             _finish(out_dir, attribution, notices, output_format)
 
@@ -258,7 +252,6 @@ def _writer_lock(out: Path | None) -> contextlib.AbstractContextManager[None]:
     from bubblescope.out_lock import out_lock
 
     return out_lock(out, "ablate") if out is not None else contextlib.nullcontext()
->>>>>>> main
 
 
 def _reanalyze(out: Path | None, output_format: str) -> None:

@@ -47,30 +47,6 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
     return Path("reports") / kind / f"{stamp}-{preset or 'default'}-{switches}"
 
 
-<<<<<<< HEAD
-=======
-def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
-    from bubblescope.report.cells import fmt_ms_estimate, plural, tpot_noise_note
-    from bubblescope.report.escape import plain_console_text
-    from bubblescope.report.markdown import tpot_interval_ms
-    from bubblescope.stats import INTERVAL_LABEL
-
-    summary = record["summary"]
-    lo, hi = tpot_interval_ms(summary)
-    tpot_text, range_text = fmt_ms_estimate(summary["tpot_ms"], lo, hi)
-    typer.echo(
-        f"TPOT {tpot_text} ({INTERVAL_LABEL} {range_text}){tpot_noise_note(summary['tpot_ms'], lo, hi)}, "
-        f"{plural(summary['tokens'], 'token')}"
-    )
-    analysis = record.get("analysis")
-    if analysis:
-        typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
-    for notice in notices:
-        typer.echo(f"note: {plain_console_text(notice)}")
-    typer.echo(f"written to {plain_console_text(out_dir)}")
-
-
->>>>>>> main
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
@@ -181,7 +157,6 @@ def register(app: typer.Typer) -> None:
             threads=threads,
             bandwidth=floor_bandwidth,
         )
-<<<<<<< HEAD
         _print_result(record, out_dir, notices, output_format)
 
 
@@ -228,8 +203,10 @@ def _run_one_process(
         "factory": built.factory,
         "preset": built.preset,
     }
+    from bubblescope.out_lock import out_lock
+
     note_saved(f"no run recorded in {out_dir}")
-    with run_progress(errors, settings) as progress:
+    with out_lock(out_dir, "run"), run_progress(errors, settings) as progress:
         record, run_notices = measure_config(
             built.workload,
             enabled,
@@ -259,36 +236,3 @@ def _print_result(record: dict[str, Any], out_dir: Path, notices: list[str], out
         typer.echo(json.dumps(record, indent=1))
         return
     print_run_summary(make_console(), record, str(out_dir), notices, notes=make_console(stderr=True))
-=======
-        enabled, notices = resolve_toggles(toggle, all_on, built.workload)
-        if built.notice:
-            typer.echo(built.notice, err=True)
-        out_dir = out or default_out_dir("runs", built.preset, enabled)
-        workload_info = {
-            "name": getattr(built.workload, "name", "workload"),
-            "factory": built.factory,
-            "preset": built.preset,
-        }
-        from bubblescope.out_lock import out_lock
-        from bubblescope.report.run_page import write_run_report
-
-        with out_lock(out_dir, "run"):
-            record, run_notices = measure_config(
-                built.workload,
-                enabled,
-                settings=settings,
-                record_path=out_dir / "record.json",
-                workload_info=workload_info,
-                bandwidth=resolve_floor_bandwidth(),
-            )
-            record, notice = write_run_report(out_dir / "record.json")
-        notices += run_notices + ([notice] if notice else [])
-        if output_format == "json":
-            typer.echo(json.dumps(record, indent=1))
-            return
-        console = Console()
-        if console.is_terminal:
-            print_run_summary(console, record, str(out_dir), notices)
-        else:
-            _print_plain(record, out_dir, notices)
->>>>>>> main
