@@ -124,7 +124,6 @@ def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
 
 def _print_table(listing: dict[str, Any]) -> None:
     """The presets as a table that fits 80 columns whole (numbers never cut), notes below it."""
-    from rich import box
     from rich.table import Table
 
     from bubblescope.report.console import make_console
