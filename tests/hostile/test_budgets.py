@@ -96,13 +96,13 @@ def test_document_depth_is_refused_from_the_text(tmp_path: Path) -> None:
 
 
 def test_events_are_bounded_by_the_text_cap_while_reading(tmp_path: Path) -> None:
-    # 1 MiB of text allows 4096 events (one per 256 bytes), however densely they are written.
+    # 1 MiB of text allows 3640 events (one per 288 bytes), however densely they are written.
     over = large_inputs.orphan_kernels(tmp_path / "over.json", 4200)
     line = _one_line_error(_analyze(str(over), "--max-decompressed-mb", "1"))
-    assert "more than 4096 events" in line and "--max-decompressed-mb" in line
+    assert "more than 3640 events" in line and "--max-decompressed-mb" in line
     _fine(
         _analyze(
-            str(large_inputs.orphan_kernels(tmp_path / "within.json", 4000)), "--max-decompressed-mb", "1"
+            str(large_inputs.orphan_kernels(tmp_path / "within.json", 3600)), "--max-decompressed-mb", "1"
         )
     )
 
