@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bubblescope.capture.setup import resolve_toggles
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -150,6 +149,8 @@ def register(app: typer.Typer) -> None:
             max_steps=warmup + steps,
             reference=reference_options(spec, block, accept_len, path, routing_overlap),
         )
+        from bubblescope.capture.setup import resolve_toggles
+
         enabled, notices = resolve_toggles(toggle, all_on, built.workload)
         if built.notice:
             typer.echo(built.notice, err=True)
