@@ -16,6 +16,8 @@ also counts other people's work) and peak RSS (the process' VmHWM, and its large
 
 `--linearity`: the real trace copied 2 and 8 times (a 4x file): the ratio of their times.
 `--stages`: CPU seconds per stage of bubblescope (imports, read + decode, tables, detectors, reduce).
+`--startup N`: `bubblescope analyze --help`, N runs (median), and the largest imports of one run
+(`python -X importtime`, cumulative ms).
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def timed(chunks):
 with gc_paused():
     tables = build_tables_streamed(timed(streamed.chunks()), lambda: streamed.meta, path, rank=0)
 t2 = time.process_time()
-rank = analyze_rank(tables)
+rank = analyze_rank(tables, sys.argv[2] or None)
 t3 = time.process_time()
 result = summarize_rank(rank)
 t4 = time.process_time()
@@ -146,19 +148,34 @@ def measure(python: str, program: str, args: list[str], repeats: int) -> dict:
     }
 
 
-def bubblescope_json(path: Path) -> dict:
+def analyze_args(path: Path, step_marker: str | None) -> list[str]:
+    """`bubblescope analyze` arguments for `path` (JSON out, the corpus' step marker when it has one)."""
+    return [
+        "analyze",
+        str(path),
+        "--format",
+        "json",
+        *(["--step-marker", step_marker] if step_marker else []),
+    ]
+
+
+def step_marker_of(name: str) -> str | None:
+    """The step marker the corpus' expected answers use for this real trace (None: the trace's own)."""
+    expected = REPO / "tests" / "data" / "real" / name / "expected.json"
+    return json.loads(expected.read_text()).get("step_marker") if expected.is_file() else None
+
+
+def bubblescope_json(path: Path, step_marker: str | None) -> dict:
     """The analysis JSON of `path` (from the CLI, in a fresh process)."""
-    run = run_child(
-        sys.executable, CLI_CHILD, ["analyze", str(path), "--format", "json"], stdout=subprocess.PIPE
-    )
+    run = run_child(sys.executable, CLI_CHILD, analyze_args(path, step_marker), stdout=subprocess.PIPE)
     if "error" in run:
         raise SystemExit(f"bubblescope failed on {path}: {run['error']}")
     return json.loads(run["stdout"])
 
 
-def check_replication(original: Path, replicated: Path, copies: int) -> None:
+def check_replication(original: Path, replicated: Path, copies: int, step_marker: str | None) -> None:
     """The replicated file's analysis has `copies` x the steps and blocking reads of the original's."""
-    one, many = bubblescope_json(original), bubblescope_json(replicated)
+    one, many = bubblescope_json(original, step_marker), bubblescope_json(replicated, step_marker)
     reads = [sum(s["count"] for s in result["syncs"]) for result in (one, many)]
     steps = [result["summary"]["steps"] for result in (one, many)]
     if steps[1] != copies * steps[0] or reads[1] != copies * reads[0]:
@@ -234,26 +251,30 @@ def main() -> None:
     parser.add_argument("--hta-large-repeats", type=int, default=1, help="HTA runs on the replicated file")
     parser.add_argument("--linearity", action="store_true")
     parser.add_argument("--stages", action="store_true")
+    parser.add_argument("--startup", type=int, default=0, help="time `analyze --help` this many times")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
+    if args.startup:
+        startup(args.startup)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
     workdir.mkdir(parents=True, exist_ok=True)
     source = real_trace(args.replicate)
-    targets = [(name, real_trace(name), args.hta_repeats) for name in args.real]
+    targets = [(name, real_trace(name), args.hta_repeats, step_marker_of(name)) for name in args.real]
+    marker = step_marker_of(args.replicate)
     if args.copies:
         large = workdir / f"{args.replicate}_x{args.copies}.json.gz"
         if not large.exists():
             replicate_steps(source, large, args.copies)
-        check_replication(source, large, args.copies)
-        targets.append((f"{args.replicate} × {args.copies}", large, args.hta_large_repeats))
+        check_replication(source, large, args.copies, marker)
+        targets.append((f"{args.replicate} × {args.copies}", large, args.hta_large_repeats, marker))
     print(
         f"cpus={os.cpu_count()}, date={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"load average {os.getloadavg()[0]:.1f}\n\n{HEADER}",
         flush=True,
     )
-    for label, path, hta_repeats in targets:
+    for label, path, hta_repeats, step_marker in targets:
         n_events = count_events(path)
-        ours = measure(sys.executable, CLI_CHILD, ["analyze", str(path), "--format", "json"], args.repeats)
+        ours = measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), args.repeats)
         hta = None
         if args.hta_python and hta_repeats:
             hta_python = str(Path(args.hta_python).absolute())
@@ -261,15 +282,40 @@ def main() -> None:
         print(row(label, n_events, ours, hta), flush=True)
         if args.stages:
             stages = subprocess.run(
-                [sys.executable, "-c", _STAGES_CHILD, str(path)], capture_output=True, text=True, check=True
+                [sys.executable, "-c", _STAGES_CHILD, str(path), step_marker or ""],
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
             parts = ", ".join(f"{k} {v:.2f} s" for k, v in json.loads(stages).items())
             print(f"  stages (CPU, one run): {parts}", flush=True)
     if args.linearity:
-        linearity(source, workdir, args.repeats)
+        linearity(source, workdir, args.repeats, marker)
 
 
-def linearity(source: Path, workdir: Path, repeats: int) -> None:
+def startup(repeats: int) -> None:
+    """`bubblescope analyze --help`: median wall and CPU of `repeats` runs, and the largest imports."""
+    runs = [run_child(sys.executable, CLI_CHILD, ["analyze", "--help"]) for _ in range(repeats)]
+    wall = statistics.median(r["wall_s"] for r in runs)
+    cpu = statistics.median(r["cpu_s"] for r in runs)
+    print(f"analyze --help: median of {repeats}: wall {wall:.3f} s, CPU {cpu:.3f} s", flush=True)
+    timed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", CLI_CHILD, "analyze", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stderr.splitlines()
+    top_level = []
+    for line in timed:
+        parts = line.split("|")
+        # A top-level import is named after exactly one space; nested ones are indented further.
+        if line.startswith("import time:") and len(parts) == 3 and parts[2][1:2] not in (" ", ""):
+            top_level.append((int(parts[1]) / 1000, parts[2].strip()))
+    largest = ", ".join(f"{name} {ms:.0f}" for ms, name in sorted(top_level, reverse=True)[:8])
+    print(f"  largest top-level imports (ms, cumulative, one run): {largest}", flush=True)
+
+
+def linearity(source: Path, workdir: Path, repeats: int, step_marker: str | None) -> None:
     """CPU and wall of the 2-copy and 8-copy files, and their ratio (4x the events, 4x the gaps)."""
     measured = {}
     for copies in (2, 8):
@@ -278,7 +324,7 @@ def linearity(source: Path, workdir: Path, repeats: int) -> None:
             replicate_steps(source, path, copies)
         measured[copies] = (
             count_events(path),
-            measure(sys.executable, CLI_CHILD, ["analyze", str(path), "--format", "json"], repeats),
+            measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), repeats),
         )
     (n2, two), (n8, eight) = measured[2], measured[8]
     print(
