@@ -14,22 +14,28 @@ from pathlib import Path as _Path
 
 __version__ = "0.1.0"
 
-# Public name -> the module that defines it, imported on first access (PEP 562), so the real signature
-# and docstring are what `help(bubblescope.analyze)` shows.
+# Public name -> the module that defines it ("module:attribute" where the names differ), imported on first
+# access (PEP 562), so the real signature and docstring are what `help(bubblescope.analyze)` shows.
 _LAZY = {
+    "profile": "bubblescope.profiling.session:ProfileSession",
+    "step": "bubblescope.profiling.session",
     "analyze": "bubblescope.result",
     "load_analysis": "bubblescope.result",
     "AnalysisResult": "bubblescope.result",
     "TracesNotKeptError": "bubblescope.result",
     "analyze_traces": "bubblescope.analysis",
+    "no_new_reads": "bubblescope.read_guard",
+    "BlockingReadError": "bubblescope.read_guard",
+    "BlockingRead": "bubblescope.read_guard",
     "BubblescopeError": "bubblescope.errors",
 }
-__all__ = ["profile", "step", *_LAZY]
+__all__ = list(_LAZY)
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> object:
     if name in _LAZY:
-        value = getattr(_import_module(_LAZY[name]), name)
+        module, _, attribute = _LAZY[name].partition(":")
+        value = getattr(_import_module(module), attribute or name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'bubblescope' has no attribute {name!r}")
@@ -47,21 +53,4 @@ _checkout_root = _Path(__file__).resolve().parent.parent
 if (_checkout_root / "reference_model" / "__init__.py").is_file() and not (
     _Path(__file__).resolve().parent / "reference_model"
 ).exists():
-    __path__.append(str(_checkout_root))  # type: ignore[name-defined]
-
-
-def profile(out="runs/profile", *, active: int = 8, warmup: int = 2, **kwargs):  # type: ignore[no-untyped-def]
-    """Profile your own decode loop: `with bubblescope.profile(out=..., active=8, warmup=2) as prof:`,
-    then `prof.step()` (bare, at the top of each iteration) or `with prof.step():`. On exit writes the
-    trace, analysis (each blocking read at its exact line), report.html and profile.json under `out`.
-    See `bubblescope.profiling.session.ProfileSession` for every argument. Imports torch when entered."""
-    from bubblescope.profiling.session import ProfileSession
-
-    return ProfileSession(out, active=active, warmup=warmup, **kwargs)
-
-
-def step():  # type: ignore[no-untyped-def]
-    """Mark a step boundary in the running `bubblescope.profile` session; a no-op without one."""
-    from bubblescope.profiling.session import step as _step
-
-    return _step()
+    __path__.append(str(_checkout_root))

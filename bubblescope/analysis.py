@@ -15,6 +15,7 @@ import pandas as pd
 from bubblescope.detect.idle_gaps import (
     GAP_CLASSES,
     device_busy_intervals,
+    device_sync_calls,
     stream_wait_calls,
     unlaunched_lead_ns,
 )
@@ -130,8 +131,9 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
     launches = launch_counts(tables.runtime)
     steps = find_steps(tables, step_marker)
     problems = detector("plausibility").run(gpu, launches)
-    reads = detector("host_syncs").run(tables, gpu)
+    reads = detector("host_syncs").run(tables, gpu, steps)
     waits = stream_wait_calls(tables.runtime, tables.waits)
+    device_syncs = device_sync_calls(tables.runtime)
     devices, gap_parts, bounds, lead_parts = [], [], {}, []
     spent = pd.Series(dtype=np.int64)
     for device, ops in gpu.groupby("device", sort=True):
@@ -144,7 +146,7 @@ def analyze_rank(tables: TraceTables, step_marker: str | None = None) -> RankAna
             launch_times_ns(ops), ops["end_ns"].to_numpy(), steps, unlaunched_lead_ns(ops)
         )
         gaps, leads = detector("idle_gaps").run(
-            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent
+            ops, reads, steps, int(device), span, bounds[int(device)], waits, spent, device_syncs
         )
         lead_parts.append(leads)
         # With several devices per rank, a read's sync over all of them stays within its largest lead.
@@ -204,6 +206,7 @@ def _no_gaps() -> pd.DataFrame:
         "next_stream",
         "next_row",
         "wait_call_ns",
+        "prev_stream",
     ]
     frame = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ints})
     return frame.assign(
@@ -211,6 +214,7 @@ def _no_gaps() -> pd.DataFrame:
             "class": pd.Series(dtype=object),
             "next_op": pd.Series(dtype=object),
             "wait_api": pd.Series(dtype=object),
+            "evidence": pd.Series(dtype=object),
             "graph": pd.Series(dtype=bool),
             "next_tid": pd.Series(dtype=object),
         }
@@ -264,9 +268,11 @@ def analysis_dict(ranks: list[RankAnalysis], *, timeline: bool = True) -> dict:
     return result
 
 
-def _sync_entries(ranks: list[RankAnalysis], n_steps: int) -> list[dict]:
-    """`syncs[]` of these ranks (`rank_reduce.sync_entries`)."""
-    return sync_entries([read_table(rank) for rank in ranks], n_steps)
+def _sync_entries(ranks: list[RankAnalysis], n_steps: int, typical: np.ndarray | None = None) -> list[dict]:
+    """`syncs[]` of these ranks (`rank_reduce.sync_entries`; `typical`: `typical_steps` of the analysis'
+    steps, so `per_step` leaves warm-up steps out as the analysis dict does)."""
+    steps_per_rank = [len(rank.steps) for rank in ranks] if typical is not None else None
+    return sync_entries([read_table(rank) for rank in ranks], n_steps, typical, steps_per_rank)
 
 
 def _top_gaps(rank: RankAnalysis, typical: np.ndarray | None = None) -> list[dict]:

@@ -58,6 +58,8 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
         graph = gaps["graph"].to_numpy() if "graph" in gaps else np.zeros(n, dtype=bool)
         wait_api = gaps["wait_api"].to_numpy() if "wait_api" in gaps else np.full(n, "", dtype=object)
         wait_ns = gaps["wait_call_ns"].to_numpy() if "wait_call_ns" in gaps else np.full(n, -1)
+        evidence = gaps["evidence"].to_numpy() if "evidence" in gaps else np.full(n, "", dtype=object)
+        prev_streams = gaps["prev_stream"].to_numpy() if "prev_stream" in gaps else np.full(n, -2)
         for j in np.flatnonzero((classes != "host") & (classes != "outside")).tolist():
             if classes[j] == "sync":
                 out[j] = sites.get(int(read_ids[j]), "blocking read")
@@ -69,6 +71,8 @@ def gap_blames(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):
                 bool(graph[j]),
                 str(wait_api[j] or ""),
                 (waited - origin) / 1000 if waited >= 0 else None,
+                str(evidence[j] or ""),
+                int(prev_streams[j]),
             )
         return out
 

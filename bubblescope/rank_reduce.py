@@ -59,7 +59,12 @@ def reduce_results(results: list[RankResult]) -> dict:
         "gpu_measured": all(result.gpu_measured for result in results),
         "devices": [d for result in results for d in result.devices],
         "steps": steps_out,
-        "syncs": sync_entries([result.reads for result in results], n_steps=max(len(steps_out), 1)),
+        "syncs": sync_entries(
+            [result.reads for result in results],
+            n_steps=max(len(steps_out), 1),
+            typical=typical,
+            steps_per_rank=[len(result.steps) for result in results],
+        ),
         "definitions": DEFINITIONS,
         "gaps_top": gaps_out[:TOP_GAPS],
         "kernels": kernel_rows([r.kernels for r in results], steps_total),
@@ -88,18 +93,40 @@ def top_gap_entries(result: RankResult, typical: np.ndarray | None = None) -> li
     return [dict(zip(GAP_COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
-def sync_entries(read_frames: list[pd.DataFrame], n_steps: int) -> list[dict]:
+def sync_entries(
+    read_frames: list[pd.DataFrame],
+    n_steps: int,
+    typical: np.ndarray | None = None,
+    steps_per_rank: list[int] | None = None,
+) -> list[dict]:
     """`syncs[]`: blocking reads grouped by (site, op, kind, api) over every rank, most bubble first.
+
+    `count` holds every read; `per_step` only the reads of typical steps, over their number: a warm-up
+    or outlier step never enters a per-step figure (issue 23 §4), as it never enters step times.
 
     Args:
         read_frames: each rank's `rank_results.read_table`, rank order.
-        n_steps: steps over all ranks (for `per_step`).
+        n_steps: steps over all ranks (for `per_step` when `typical` is None).
+        typical: [steps over all ranks, rank order] bool, `typical_steps`. Default None: every step.
+        steps_per_rank: each rank's step count (how `typical` splits by rank); needed with `typical`.
     """
-    frames = [reads for reads in read_frames if len(reads)]
+    by_typical = typical is not None and steps_per_rank is not None
+    frames, offset = [], 0
+    for index, reads in enumerate(read_frames):
+        step = reads["step"].to_numpy()
+        in_step = step >= 0
+        if by_typical:
+            mask = typical[offset : offset + steps_per_rank[index]]
+            offset += steps_per_rank[index]
+            if len(mask):
+                in_step &= mask[np.clip(step, 0, len(mask) - 1)]
+        if len(reads):
+            frames.append(reads.assign(in_step=in_step))
+    if by_typical:
+        n_steps = max(int(np.sum(typical)), 1)
     if not frames:
         return []
     reads = pd.concat(frames, ignore_index=True)
-    reads["in_step"] = reads["step"] >= 0
     keys = ["site", "op", "kind", "api"]
     grouped = (
         reads.groupby(keys, sort=False)
@@ -164,7 +191,7 @@ def typical_steps(steps: list[dict]) -> np.ndarray:
 
 
 def summary(steps: list[dict]) -> dict:
-    """The `summary` entry: per-step figures over the typical steps, reads over all steps."""
+    """The `summary` entry: per-step figures, reads included, over the typical steps."""
     n_steps = len(steps)
     if not n_steps:
         return {
@@ -179,16 +206,18 @@ def summary(steps: list[dict]) -> dict:
             "outlier_steps": 0,
             "gpu_utilization": None,
         }
-    # Reads are counted over every step (a read in a warm-up step is still a read the loop makes), but
-    # per-step times average only the typical steps: one 75 ms warm-up step among 1 ms steps would
-    # otherwise dominate every "per step" time. Means (not medians) keep the idle classes additive.
+    # Per-step figures, reads included, average only the typical steps: one 75 ms warm-up step among
+    # 1 ms steps would otherwise dominate every "per step" time, and a warm-up step's extra reads
+    # (allocator, lazy init) made "1.2 blocking reads/step" of a loop that reads once per step. The
+    # reads of left-out steps still count in `syncs[].count`. Means (not medians) keep the idle
+    # classes additive.
     # Under host run-ahead a slow step can show on the GPU side only, so both durations are checked.
     mask = typical_steps(steps)
     typical = [s for s, keep in zip(steps, mask.tolist(), strict=True) if keep]
     n_typical = len(typical)
     return {
         "steps": n_steps,
-        "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in steps) / n_steps, 4),
+        "blocking_reads_per_step": round(sum(s["blocking_reads"] for s in typical) / n_typical, 4),
         "gpu_busy_ns_per_step": int(round(sum(s["gpu_busy_ns"] for s in typical) / n_typical)),
         "idle_ns_per_step": int(round(sum(s["idle_ns"] for s in typical) / n_typical)),
         "idle_by_class_ns_per_step": {

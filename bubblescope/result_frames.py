@@ -179,10 +179,36 @@ def _items(analysis: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 def _flat_classes(row: dict[str, Any], classes: Sequence[str]) -> dict[str, Any]:
     """`idle_by_class_ns: {sync: …}` -> `idle_sync_ns`, … columns."""
-    by_class = row.get("idle_by_class_ns") if isinstance(row.get("idle_by_class_ns"), dict) else {}
+    by_class = row.get("idle_by_class_ns")
+    by_class = by_class if isinstance(by_class, dict) else {}
     flat = {k: v for k, v in row.items() if k != "idle_by_class_ns"}
     flat.update({f"idle_{c}_ns": by_class.get(c) for c in classes})
     return flat
+
+
+# Columns that need a GPU timeline: `<NA>` when the analysis says `gpu_measured: false` (a CPU run, or a
+# GPU timeline the plausibility check refused), where the JSON keeps 0 and the reports print "not
+# measured" (report/markdown.py, profiling/page.py).
+STEP_GPU_COLUMNS = [
+    "gpu_start_ns",
+    "gpu_dur_ns",
+    "gpu_busy_ns",
+    "gpu_utilization",
+    "idle_ns",
+    *(f"idle_{c}_ns" for c in STEP_IDLE_CLASSES),
+]
+READ_GPU_COLUMNS = ["blocked_ns", "bubble_ns", "lost_lead_ns", "drained", "wait_ns"]
+
+
+def _unmeasured(frame: pd.DataFrame, analysis: dict[str, Any], columns: Sequence[str]) -> pd.DataFrame:
+    if analysis.get("gpu_measured") is not False or not len(frame):
+        return frame
+    return frame.assign(
+        **{
+            c: pd.array([pd.NA] * len(frame), dtype="Float64" if c == "gpu_utilization" else "Int64")
+            for c in columns
+        }
+    )
 
 
 def steps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
@@ -197,12 +223,12 @@ def steps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
         {**_flat_classes(step, STEP_IDLE_CLASSES), "typical": keep}
         for step, keep in zip(steps, typical, strict=True)
     ]
-    return _frame(rows, STEP_COLUMNS)
+    return _unmeasured(_frame(rows, STEP_COLUMNS), analysis, STEP_GPU_COLUMNS)
 
 
 def reads_frame(analysis: dict[str, Any]) -> pd.DataFrame:
     """One row per blocking-read site (the JSON's `syncs[]`), largest GPU bubble first."""
-    return _frame(_items(analysis, "syncs"), READ_SITE_COLUMNS)
+    return _unmeasured(_frame(_items(analysis, "syncs"), READ_SITE_COLUMNS), analysis, READ_GPU_COLUMNS)
 
 
 def top_gaps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
@@ -260,7 +286,7 @@ def findings_frame(analysis: dict[str, Any], tokens_per_step: float = 1.0) -> pd
 def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every GPU idle gap of every rank (not only the top ones), each blamed like the JSON's top gaps;
     `read_id` is the blocking read a `sync` gap follows (`<NA>` for other classes)."""
-    from bubblescope.analysis import gap_blames
+    from bubblescope.gap_blame import gap_blames
 
     parts = []
     for rank in ranks:
@@ -295,7 +321,7 @@ def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
 
 def read_events_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every blocking read the traces show, one row each (the JSON only keeps them grouped by site)."""
-    from bubblescope.analysis import read_table
+    from bubblescope.rank_results import read_table
 
     parts = []
     for rank in ranks:

@@ -196,9 +196,12 @@ def test_two_real_ranks(shared_dir: Path) -> None:
 
 
 def test_public_names_and_no_torch() -> None:
+    # The analysis, the guard and the pytest plugin load without torch (the guard imports it when entered).
     code = (
-        "import sys, bubblescope\n"
+        "import sys, bubblescope, bubblescope.pytest_plugin\n"
         "assert 'pandas' not in sys.modules\n"
+        "assert bubblescope.no_new_reads.__name__ == 'no_new_reads'\n"
+        "assert bubblescope.profile.__name__ == 'ProfileSession' and callable(bubblescope.step)\n"
         "from tests.trace import scenarios\n"
         "import tempfile, pathlib\n"
         "path = scenarios.item_sync().write(pathlib.Path(tempfile.mkdtemp()) / 't.json')\n"
@@ -212,4 +215,4 @@ def test_public_names_and_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert bubblescope.AnalysisResult is AnalysisResult
-    assert {"analyze", "load_analysis", "analyze_traces"} <= set(dir(bubblescope))
+    assert {"analyze", "load_analysis", "analyze_traces", "no_new_reads"} <= set(dir(bubblescope))

@@ -124,3 +124,52 @@ def run_timed(
         if on_repeat is not None:
             on_repeat(repeat)
     return result
+
+
+class StepTimer:
+    """Times consecutive steps of somebody's own loop (`bubblescope.profile(timed=N)`) as `run` does.
+
+    `mark()` at each step boundary records a CUDA event on the current stream (on a GPU) and reads the
+    host clock; nothing synchronises until `finish()`, which synchronises once. A step lasts from its
+    boundary to the next one. `mark_close()` at the end of a `with prof.step():` block keeps where that
+    step ended, used only when no later boundary comes (the loop ended).
+
+    Args:
+        torch: the torch module. on_cuda: time on the device timeline. steps: how many steps to time.
+    """
+
+    def __init__(self, torch: Any, *, on_cuda: bool, steps: int) -> None:
+        self._torch, self.on_cuda, self.steps = torch, on_cuda, steps
+        # Made before the loop is timed, so creating them costs none of its steps.
+        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)] if on_cuda else []
+        self._close_event = torch.cuda.Event(enable_timing=True) if on_cuda else None
+        self._host_ns: list[int] = []
+        self._close_host_ns: int | None = None
+
+    @property
+    def marks(self) -> int:
+        return len(self._host_ns)
+
+    def mark(self) -> None:
+        if self.on_cuda:
+            self._events[len(self._host_ns)].record()
+        self._host_ns.append(time.perf_counter_ns())
+        self._close_host_ns = None
+
+    def mark_close(self) -> None:
+        if self.on_cuda:
+            self._close_event.record()
+        self._close_host_ns = time.perf_counter_ns()
+
+    def finish(self) -> tuple[list[int], list[int]]:
+        """(step ns on the device timeline — host clock on CPU —, host ns) of each completed step."""
+        ends_at_close = self._close_host_ns is not None
+        host = self._host_ns + ([self._close_host_ns] if ends_at_close else [])
+        host_ns = [int(b - a) for a, b in zip(host, host[1:], strict=False)]
+        if not self.on_cuda:
+            return host_ns, host_ns
+        # The only synchronisation of the timed steps, after the last one.
+        self._torch.cuda.synchronize()
+        events = self._events[: len(self._host_ns)] + ([self._close_event] if ends_at_close else [])
+        device_ns = [int(round(a.elapsed_time(b) * 1e6)) for a, b in zip(events, events[1:], strict=False)]
+        return device_ns, host_ns

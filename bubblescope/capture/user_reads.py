@@ -85,6 +85,8 @@ class ReadCall:
     kind: str
     step: int
     frames: list[tuple[CodeType, int]]
+    # `threading.get_ident()` of the calling thread (`bubblescope.read_guard` can keep to one thread).
+    thread_id: int = 0
 
 
 @dataclass
@@ -202,7 +204,7 @@ def _wrap(
         if frames is None:
             state.dropped_in_compiler += 1
             return original(*args, **kwargs)
-        call = ReadCall(len(state.calls), op, kind, state.step, frames)
+        call = ReadCall(len(state.calls), op, kind, state.step, frames, threading.get_ident())
         state.calls.append(call)
         _LOCAL.depth = 1
         try:

@@ -10,10 +10,16 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_files_cap,
+)
 from bubblescope.errors import ConfigError
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "csv")
 
 
 class Executor(str, Enum):
@@ -29,9 +35,19 @@ class AnalyzeFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    csv = "csv"
 
 
-FORMAT_HELP = "table (rich summary), json (bubblescope.analysis/1) or markdown."
+FORMAT_HELP = (
+    "table (rich summary), json (bubblescope.analysis/1), markdown, or csv (one table, named by --table, "
+    "raw values: ns, fractions, full names)."
+)
+TOP_HELP = "Rows per table: kernels, host ops, blocking-read sites and gaps (all formats; JSON too)."
+MIN_GAP_HELP = "List only idle gaps at least this long (µs); per-class idle totals still count every gap."
+TABLE_HELP = (
+    "With --format csv, the table to print: steps, kernels, kernel-categories, host-ops, reads, gaps or "
+    "devices."
+)
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
     "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
@@ -79,12 +95,18 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
         jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help=JOBS_HELP)] = None,
         executor: Annotated[Executor, typer.Option("--executor", help=EXECUTOR_HELP)] = Executor.local,
         scheduler: Annotated[
             str | None, typer.Option("--scheduler", metavar="ADDRESS", help=SCHEDULER_HELP)
         ] = None,
         timeline: Annotated[bool, typer.Option("--timeline", help=TIMELINE_HELP)] = False,
+        top: Annotated[int | None, typer.Option("--top", metavar="N", min=1, help=TOP_HELP)] = None,
+        min_gap_us: Annotated[
+            float | None, typer.Option("--min-gap", metavar="US", min=0, help=MIN_GAP_HELP)
+        ] = None,
+        table: Annotated[str | None, typer.Option("--table", metavar="NAME", help=TABLE_HELP)] = None,
     ) -> None:
         """Find every host-blocking read and GPU idle gap in torch.profiler traces, and blame each.
 
@@ -100,6 +122,13 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
         if max_decompressed_mb <= 0:
             raise ConfigError("--max-decompressed-mb must be positive")
+        if output_format == "csv":
+            from bubblescope.report.csv_tables import ANALYSIS_TABLES, pick_table
+
+            # Refused before any trace is read: a bad --table must not cost a minute of analysis.
+            pick_table(ANALYSIS_TABLES, table, "analyze")
+        elif table is not None:
+            raise ConfigError("--table goes with --format csv")
         pool = {
             "step_marker": step_marker,
             "max_decompressed_bytes": max_decompressed_mb << 20,
@@ -107,34 +136,42 @@ def register(app: typer.Typer) -> None:
             "executor": executor.value,
             "scheduler": scheduler,
         }
-        draws = timeline and output_format == "json"
-        if annotate is not None or draws:
-            from bubblescope.analysis import analysis_dict
-            from bubblescope.rank_pool import rank_analyses
+        with trace_files_cap(max_files):
+            draws = timeline and output_format == "json"
+            if annotate is not None or draws:
+                from bubblescope.analysis import analysis_dict
+                from bubblescope.rank_pool import rank_analyses
 
-            ranks = rank_analyses(traces, **pool)
-            result = analysis_dict(ranks, timeline=draws)
-            if annotate is not None:
-                _write_annotations(ranks, annotate, max_decompressed_mb << 20)
-            del ranks
-        else:
-            from bubblescope.rank_pool import rank_results
-            from bubblescope.rank_reduce import reduce_results
+                ranks = rank_analyses(traces, **pool)
+                result = analysis_dict(ranks, timeline=draws)
+                if annotate is not None:
+                    _write_annotations(ranks, annotate, max_decompressed_mb << 20)
+                del ranks
+            else:
+                from bubblescope.rank_pool import rank_results
+                from bubblescope.rank_reduce import reduce_results
 
-            result = reduce_results(rank_results(traces, **pool))
+                result = reduce_results(rank_results(traces, **pool))
         result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
-        if output_format == "json":
+        from bubblescope.report.views import limit_views
+
+        result = limit_views(result, top, min_gap_us)
+        if output_format == "csv":
+            from bubblescope.report.csv_tables import analysis_csv
+
+            typer.echo(analysis_csv(result, table), nl=False)
+        elif output_format == "json":
             typer.echo(json.dumps(result, indent=1, allow_nan=False))
         elif output_format == "markdown":
             from bubblescope.report.analysis_markdown import render_analysis_markdown
 
-            typer.echo(render_analysis_markdown(result), nl=False)
+            typer.echo(render_analysis_markdown(result, top), nl=False)
         else:
             from rich.console import Console
 
             from bubblescope.report.analysis_console import print_analysis
 
-            print_analysis(Console(file=sys.stdout), result)
+            print_analysis(Console(file=sys.stdout), result, top)
 
 
 def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from bubblescope.cli.trace_cap import DEFAULT_MAX_TRACE_FILES, MAX_FILES_HELP, trace_files_cap
 from bubblescope.errors import BubblescopeError
 
 DIFF_HELP = "\n\n".join(
@@ -30,6 +31,7 @@ class DiffFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     html = "html"
+    csv = "csv"
 
 
 def register(app: typer.Typer) -> None:
@@ -41,8 +43,18 @@ def register(app: typer.Typer) -> None:
         current: Annotated[Path, typer.Argument(metavar="CURRENT", help="The same kinds as BASELINE.")],
         output_format: Annotated[
             DiffFormat,
-            typer.Option("--format", help="table (console), json (bubblescope.diff/1), markdown or html."),
+            typer.Option(
+                "--format",
+                help="table (console), json (bubblescope.diff/1), markdown, html, or csv (one table, "
+                "named by --table: reads, kernels, idle or switches; raw values).",
+            ),
         ] = DiffFormat.table,
+        table: Annotated[
+            str | None,
+            typer.Option(
+                "--table", metavar="NAME", help="With --format csv: reads, kernels, idle or switches."
+            ),
+        ] = None,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")
         ] = None,
@@ -50,13 +62,20 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--step-marker", metavar="REGEX", help="Step annotation regex for bare traces."),
         ] = None,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
     ) -> None:
         from bubblescope.cli.report import ReportCommandError
         from bubblescope.diff import run_diff
         from bubblescope.report import diff_render
+        from bubblescope.report.csv_tables import DIFF_TABLES, diff_csv, pick_table
 
         try:
-            result = run_diff(baseline, current, step_marker)
+            if output_format is DiffFormat.csv:
+                pick_table(DIFF_TABLES, table, "diff")
+            elif table is not None:
+                raise BubblescopeError("--table goes with --format csv")
+            with trace_files_cap(max_files):
+                result = run_diff(baseline, current, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if output_format is DiffFormat.table and output is None:
@@ -68,6 +87,8 @@ def register(app: typer.Typer) -> None:
             text = json.dumps(result, indent=1, allow_nan=False) + "\n"
         elif output_format is DiffFormat.markdown:
             text = diff_render.render_diff_markdown(result)
+        elif output_format is DiffFormat.csv:
+            text = diff_csv(result, table)
         else:
             text = diff_render.render_diff_html(result)
         if output is None:

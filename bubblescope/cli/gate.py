@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_cap_mb,
+    trace_files_cap,
+)
 from bubblescope.errors import ConfigError
 
 FORMATS = ("table", "markdown", "json")
@@ -41,6 +48,7 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: int = typer.Option(
             DEFAULT_MAX_DECOMPRESSED_MB, "--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP
         ),
+        max_files: int = typer.Option(DEFAULT_MAX_TRACE_FILES, "--max-files", help=MAX_FILES_HELP),
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 
@@ -53,7 +61,7 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
-        with trace_cap_mb(max_decompressed_mb):
+        with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
             verdict = run_gate(baseline, current, max_regression)
         if output_format == "json":
             typer.echo(json.dumps(verdict, indent=1))

@@ -13,6 +13,11 @@ STEP_FRAME_HELP = (
     "Regex (full match) of a Python function, qualified or plain (`LlamaForCausalLM.forward`, "
     "`decode_one_token`): each outermost call starts a step that lasts until the next call."
 )
+TIMED_HELP = (
+    "Time N steps first, for a TPOT with its 95% interval: --warmup untimed steps, N timed at step "
+    "boundaries (CUDA events; the host clock on CPU; nothing synchronises in between), then the "
+    "profiled --warmup + --active. Needs --step-frame or bubblescope.step() calls."
+)
 STEP_MARKER_HELP = (
     "Regex naming step annotations already in the trace (record_function/NVTX names, e.g. "
     "'decode_step_.*'). The whole run is recorded; --warmup/--active do not apply."
@@ -33,6 +38,7 @@ def register(app: typer.Typer) -> None:
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
         active: Annotated[int, typer.Option("--active", help="Steps recorded.")] = 8,
         warmup: Annotated[int, typer.Option("--warmup", help="Steps run before recording.")] = 2,
+        timed: Annotated[int, typer.Option("--timed", help=TIMED_HELP)] = 0,
         read_sites: Annotated[
             bool,
             typer.Option(
@@ -52,21 +58,23 @@ def register(app: typer.Typer) -> None:
         report.html and profile.json under --out, even when the script raises. Exit status: the
         script's; 2 for a bad option.
         """
-        from bubblescope.profiling.script import profile_script
+        from bubblescope.profiling.script import empty_selection, profile_script
 
-        if active < 1 or warmup < 0:
-            raise ConfigError("need --active >= 1 and --warmup >= 0")
+        if active < 1 or warmup < 0 or timed < 0:
+            raise ConfigError("need --active >= 1, --warmup >= 0 and --timed >= 0")
         status, session = profile_script(
             command,
             out=out,
             active=active,
             warmup=warmup,
+            timed=timed,
             step_frame=step_frame,
             step_marker=step_marker,
             read_sites=read_sites,
         )
         for notice in session.outputs.get("notices", []):
             typer.echo(f"bubblescope: {notice}", err=True)
-        if session.error:
-            typer.echo(f"bubblescope: the script raised {session.error}", err=True)
+        problem = empty_selection(session, step_frame, step_marker)
+        if status == 0 and problem:
+            raise ConfigError(f"{problem} (files kept under {out})")
         raise typer.Exit(status)

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_DECOMPRESSED_HELP,
+    MAX_FILES_HELP,
+    trace_cap_mb,
+    trace_files_cap,
+)
 from bubblescope.errors import BubblescopeError
 
 DEFAULT_HTML_NAME = "report.html"
@@ -51,6 +58,7 @@ def write_report(
     report_format: ReportFormat,
     step_marker: str | None = None,
     floor_inputs: tuple[float | None, float | None] = (None, None),
+    views: tuple[int | None, float | None] = (None, None),
 ) -> tuple[str, Path | None]:
     """Load the inputs, render them, and write the result atomically when there is a destination.
 
@@ -58,6 +66,7 @@ def write_report(
         paths: the command's arguments; output: destination (None: report.html, or stdout for Markdown);
         step_marker: regex for bare traces' step annotations (see `analyze_traces`).
         floor_inputs: (--bytes-per-token, --bandwidth) for bare traces' floor (trace_floor.py).
+        views: (--top, --min-gap in µs) applied to every analysis shown (report/views.limit_views).
 
     Returns:
         (rendered text, path written or None when Markdown goes to stdout).
@@ -65,13 +74,19 @@ def write_report(
         BubblescopeError: bad input (one line naming the path).
     """
     from bubblescope.atomic import write_text_atomic
-    from bubblescope.report.load_inputs import TraceInput, load_inputs
+    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput, load_inputs
+    from bubblescope.report.views import limit_views
     from bubblescope.trace_floor import trace_floor
 
     inputs = load_inputs(list(paths), step_marker=step_marker)
     for item in inputs:
         if isinstance(item, TraceInput):
             item.analysis["floor"] = trace_floor(item.analysis, *floor_inputs)
+            item.analysis = limit_views(item.analysis, *views)
+        elif isinstance(item, RunInput) and item.analysis:
+            item.analysis = limit_views(item.analysis, *views)
+        elif isinstance(item, AblationInput):
+            item.analyses = {key: limit_views(value, *views) for key, value in item.analyses.items()}
     if report_format is ReportFormat.markdown:
         from bubblescope.report.markdown import render_inputs_markdown
 
@@ -141,11 +156,29 @@ def register(app: typer.Typer) -> None:
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
+        max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        top: Annotated[
+            int | None,
+            typer.Option(
+                "--top", metavar="N", min=1, help="Rows per table: kernels, host ops, read sites, gaps."
+            ),
+        ] = None,
+        min_gap_us: Annotated[
+            float | None,
+            typer.Option(
+                "--min-gap", metavar="US", min=0, help="List only idle gaps at least this long (µs)."
+            ),
+        ] = None,
     ) -> None:
         try:
-            with trace_cap_mb(max_decompressed_mb):
+            with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
                 text, written = write_report(
-                    paths or [], output, report_format, step_marker, (bytes_per_token, bandwidth)
+                    paths or [],
+                    output,
+                    report_format,
+                    step_marker,
+                    (bytes_per_token, bandwidth),
+                    (top, min_gap_us),
                 )
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None

@@ -6,13 +6,38 @@ import contextlib
 from collections.abc import Iterator
 
 from bubblescope.errors import ConfigError
-from bubblescope.trace.source import DEFAULT_MAX_DECOMPRESSED_BYTES, trace_size_cap
+from bubblescope.trace.source import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_TRACE_FILES,
+    trace_file_cap,
+    trace_size_cap,
+)
 
 DEFAULT_MAX_DECOMPRESSED_MB = DEFAULT_MAX_DECOMPRESSED_BYTES >> 20
+__all__ = ["DEFAULT_MAX_TRACE_FILES", "trace_cap_mb", "trace_files_cap"]
 MAX_DECOMPRESSED_HELP = (
     "Refuse a trace whose JSON text (after gunzip) is larger than this many MiB (default 512: "
     "2-3.5 M events). Loading memory follows the events, ~2.5 GB per GiB of the densest text."
 )
+
+
+MAX_FILES_HELP = (
+    f"Refuse more than this many trace files (one per rank) in the folders and files given "
+    f"(default {DEFAULT_MAX_TRACE_FILES}; each costs ~0.1 s however small)."
+)
+
+
+@contextlib.contextmanager
+def trace_files_cap(max_files: int) -> Iterator[None]:
+    """Within the block at most `max_files` trace files are read (`--max-files`).
+
+    Raises:
+        ConfigError: a cap that is not positive.
+    """
+    if max_files <= 0:
+        raise ConfigError("--max-files must be positive")
+    with trace_file_cap(max_files):
+        yield
 
 
 @contextlib.contextmanager

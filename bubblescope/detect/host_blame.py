@@ -11,7 +11,8 @@ gap names the function it spent the gap in. The top three names by summed overla
 enclosing ranges exist, the innermost one is named ("host in ..."); when the named work covers less
 than half the gap, the innermost enclosing range is added ("rest: host in ..."). Only when nothing at
 all was recorded on the thread during the gap does the text say so. Step markers (`ProfilerStep#N`,
-`bubblescope.*`) are never named.
+`bubblescope.*`) and `## ... ##` annotations (torchrec / DDP wrappers around whole phases) are never
+named as the work; when they are all that covered a gap, blame names the innermost of them and says so.
 
 Kineto's Python frames carry the line a function was entered at, its `def` line (see
 `trace.nesting.site_text`); blame says so instead of presenting it as the line that ran.
@@ -84,7 +85,11 @@ class HostBlame:
         runtime: pd.DataFrame | None = None,
     ) -> None:
         ops = ops[(ops["tid"] == tid).to_numpy()]
-        ops = ops[~category_mask(ops["name"], lambda n: n.startswith(_MARKER_PREFIXES))]
+        ignored = category_mask(ops["name"], lambda n: n.startswith(_MARKER_PREFIXES))
+        # Markers and `## ... ##` ranges are never named as the work, but they did cover the gap: when
+        # nothing else was recorded, blame says which of them held it instead of "nothing recorded".
+        self._ignored = NestingIndex(ops[ignored])
+        ops = ops[~ignored]
         frames = frames[(frames["tid"] == tid).to_numpy()]
         first_frame_ns = int(frames["start_ns"].min()) if len(frames) else 0
         frames = frames[category_mask(frames["name"], is_user_frame)]
@@ -233,11 +238,34 @@ class HostBlame:
         out = np.full(len(g0), NOTHING_RECORDED, dtype=object)
         has = best >= 0
         out[has] = np.asarray([f"host in {name}" for name in self._names[best[has]].tolist()], dtype=object)
+        for k in np.flatnonzero(~has).tolist():
+            name = self._ignored_cover(int(g0[k]), int(g1[k]))
+            if name:
+                out[k] = f"host in {name} (no op, frame or runtime call recorded inside it during the gap)"
         return out
+
+    def _ignored_cover(self, start_ns: int, end_ns: int) -> str:
+        """The innermost marker or `## ... ##` range enclosing [start_ns, end_ns), else the one overlapping
+        it most; '' when none does."""
+        index = self._ignored
+        if not len(index.starts):
+            return ""
+        j = index.innermost(start_ns, end_ns)
+        if j >= 0:
+            return str(index.names[j])
+        overlap = np.minimum(index.ends, end_ns) - np.maximum(index.starts, start_ns)
+        best = int(np.argmax(overlap))
+        return str(index.names[best]) if overlap[best] > 0 else ""
 
 
 def queued_blame(
-    gap_class: str, next_stream: int, graph: bool, wait_api: str = "", wait_call_us: float | None = None
+    gap_class: str,
+    next_stream: int,
+    graph: bool,
+    wait_api: str = "",
+    wait_call_us: float | None = None,
+    evidence: str = "",
+    prev_stream: int = -2,
 ) -> str:
     """Blame text for `launch` / `dependency` gaps, whose cause is on the device side.
 
@@ -247,12 +275,25 @@ def queued_blame(
         graph: the op belongs to a graph replay.
         wait_api: the stream-wait call seen before the op's launch ("" when none).
         wait_call_us: when that call began, µs from the trace start.
+        evidence: the gap's `evidence` (`detect.idle_gaps`): "wait", "stream", "module load",
+            "long queue" or "".
+        prev_stream: stream of the op whose end opened the gap (-2: none).
     """
     if gap_class == "dependency":
         if wait_api:
             at = f" at {wait_call_us:.1f}us" if wait_call_us is not None else ""
             return f"stream {next_stream} waited on an event ({wait_api}{at})"
-        return f"stream {next_stream} waited on another stream or event"
+        if prev_stream >= 0:
+            return f"stream {next_stream} waited on stream {prev_stream} (its op ended as the gap began)"
+        return f"stream {next_stream} waited on another stream"
     if gap_class == "launch":
+        if evidence == "module load":
+            return "module load tail: a kernel launch call loaded its module (over 1 ms, first call)"
+        if evidence == "long queue":
+            # No wait call and no other stream: nothing in the trace says what it waited on.
+            return (
+                f"queued over 1 ms on stream {next_stream} with no stream wait or other-stream op in "
+                "the trace (work not traced, another process, or driver-side delay)"
+            )
         return "launch latency in a graph replay" if graph else "kernel-to-kernel launch latency"
     return gap_class

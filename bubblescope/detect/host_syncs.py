@@ -28,8 +28,15 @@ that blocks (the enclosing ATen op, such as `aten::item` / `aten::to`, or the ru
 none: a pageable `.cpu()` already blocks inside its `cudaMemcpyAsync`) to the end of its last
 blocking call. `detect.idle_gaps` bounds what a read can be blamed for with that interval.
 
-bubblescope's own synchronize (under a `bubblescope.own_sync` / `bubblescope.window_drain` annotation,
-or called from `bubblescope/capture/` code) is not the user's read: dropped.
+Only the user's reads are the user's; dropped, in any trace:
+  - bubblescope's own synchronize: under a `bubblescope.own_sync` / `bubblescope.window_drain`
+    annotation, called from `bubblescope/capture/` code, or from a bubblescope function named in
+    `markers.OWN_SYNC_FUNCTIONS` (profile window, session step close / stop, timed repeats);
+  - torch.profiler's synchronize when a profile stops: with Python stacks, any call under
+    `torch/profiler/profiler.py` or `torch/autograd/profiler.py` (`stop` / `stop_trace` / `__exit__`);
+    without stacks (`_profiler_stop`), the trace's last device-wide synchronize when it has no Python
+    frame and no op or annotation around it, starts after every step ended and nothing is launched
+    after it: the profiler stopping is the last thing a trace records.
 
     host   |--launch--launch--[aten::item: memcpy | streamSync ........]--python--launch--
     GPU    |==k1==k2==k3==================memcpy|            idle            |==k4==
@@ -45,6 +52,7 @@ from bubblescope.detect.read_grouping import group_calls
 from bubblescope.markers import OWN_SYNC_ANNOTATIONS
 from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.nesting import indexes_by_thread, site_text
+from bubblescope.trace.steps import StepWindows
 from bubblescope.trace.tables import TraceTables, category_mask
 
 _NOT_HOST_BLOCKING_WAITS = frozenset({"Stream Wait Event", "Wait Event"})
@@ -173,12 +181,14 @@ def blocking_calls(tables: TraceTables, gpu: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero((is_named_blocking | blocks_on_host_memory | has_wait) & ~never)
 
 
-def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
+def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame, steps: StepWindows | None = None) -> pd.DataFrame:
     """One row per host-blocking read (see the module docstring).
 
     Args:
         tables: one rank's tables.
         gpu: `tables.gpu` after `correlate_launches` (needs `launch_row`, `kind`).
+        steps: the rank's steps; with them, torch.profiler's stop synchronize is recognised in a trace
+            without Python stacks too. Default None.
 
     Returns:
         DataFrame with READ_COLUMNS, sorted by start: `blocked_ns` host time in the blocking calls,
@@ -205,7 +215,43 @@ def find_host_syncs(tables: TraceTables, gpu: pd.DataFrame) -> pd.DataFrame:
     reads = group_calls(
         calls, op_index, frame_index, own_index, wait_by_corr, _OWN_FRAME_PART, _TAP_FRAME_PART, _KIND_OF_OP
     )
+    if steps is not None and len(reads):
+        reads = reads.drop(index=_profiler_stop(reads, tables, gpu, steps)).reset_index(drop=True)
     return _reads_frame(reads)
+
+
+def _profiler_stop(reads: pd.DataFrame, tables: TraceTables, gpu: pd.DataFrame, steps: StepWindows) -> list:
+    """Index (in `reads`) of torch.profiler's stop synchronize in a trace without Python stacks, or [].
+
+    The candidate is the last read, when it is one device-wide synchronize with no Python frame and no
+    op or annotation around it (step markers aside), starting after every step ended (a synchronize
+    inside a step is the user's) and with no GPU work launched after it. With stacks, the frame walk
+    (`markers.is_own_sync_frame`) decides instead.
+    """
+    last = reads.index[-1]
+    row = reads.loc[last]
+    if row["api"] not in rt.DEVICE_SYNCHRONIZE or row["op"] or row["site_frame"] or row["calls"] != 1:
+        return []
+    start, end, tid = int(row["start_ns"]), int(row["end_ns"]), str(row["tid"])
+    if steps.source != "whole-trace" and len(steps) and start < int(steps.end_ns.max()):
+        return []
+    launched = gpu["launch_start_ns"].to_numpy()[(gpu["launch_row"] >= 0).to_numpy()]
+    if len(launched) and int(launched.max()) >= end:
+        return []
+    ops = tables.ops
+    around = (
+        (ops["tid"].astype(str).to_numpy() == tid)
+        & (ops["start_ns"].to_numpy() <= start)
+        & (ops["end_ns"].to_numpy() >= end)
+        & ~category_mask(ops["name"], lambda n: n.startswith(_MARKER_PREFIXES))
+    )
+    frames = tables.frames
+    framed = (
+        (frames["tid"].astype(str).to_numpy() == tid)
+        & (frames["start_ns"].to_numpy() <= start)
+        & (frames["end_ns"].to_numpy() >= end)
+    )
+    return [] if around.any() or framed.any() else [last]
 
 
 def classify_read(op_chain: list[str], api: str) -> str:

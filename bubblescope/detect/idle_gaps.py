@@ -11,12 +11,16 @@ map to their graph launch) returned at x_r. The gap is cut at x_r when g0 < x_r 
                 replay or had no launching call in the trace: the work was there, the device waited
                   launch      X is on the stream that was running at g0 (kernel-to-kernel latency,
                               gaps inside a graph: what PDL and fusion remove)
-                  dependency  X is on another stream (it waited on an event / another stream), or
-                              X's stream had been made to wait on an event (`cudaStreamWaitEvent` /
-                              `hipStreamWaitEvent` seen between the stream's previous launch and
-                              X's; the call is named), or X sat queued longer than 1 ms
-                              (QUEUED_LAUNCH_MAX_NS: no launch takes that long; a graph's hidden
-                              cross-stream edge, another device, an op launched before tracing)
+                  dependency  only with evidence in the trace (`evidence`): X's stream had been made
+                              to wait on an event (`cudaStreamWaitEvent` / `hipStreamWaitEvent` seen
+                              between the stream's previous launch and X's; the call is named:
+                              "wait"), or the whole gap was queued and the op whose end opened it ran
+                              on another stream than X ("stream": X waited on that stream's work)
+                  a queued piece without that evidence stays `launch`, however long; when a kernel
+                  launch call of over 1 ms (the driver loading a module, MODULE_LOAD_LAUNCH_NS)
+                  ended inside the gap or was X's own, its evidence is "module load" (the tail of
+                  first-call module loading, named in blame), and a piece queued longer than
+                  QUEUED_LAUNCH_MAX_NS without either is named as such ("long queue")
     outside     the part of any gap outside every step's GPU interval; also the leading gap before
                 a first op whose launch is not in the trace (it was queued before tracing began)
 
@@ -52,10 +56,16 @@ GAP_COLUMNS = [
     "next_row",
     "wait_api",
     "wait_call_ns",
+    "evidence",
+    "prev_stream",
 ]
-# Kernel-to-kernel and graph launch latency is µs (tens of µs for a graph's first node); an op queued
-# longer than this waited on something else.
+# Kernel-to-kernel and graph launch latency is µs (tens of µs for a graph's first node); a queued piece
+# longer than this with no evidence of a wait is named "long queue" in blame (still `launch`: the trace
+# shows no dependency, so none is claimed).
 QUEUED_LAUNCH_MAX_NS = 1_000_000
+# A kernel launch call this long is the driver loading the kernel's module (lazy loading); the same
+# threshold as `host_blame.MODULE_LOAD_LAUNCH_NS`.
+MODULE_LOAD_LAUNCH_NS = 1_000_000
 
 
 def device_busy_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +112,7 @@ def find_idle_gaps_and_leads(
     bounds_ns: np.ndarray | None = None,
     stream_waits: pd.DataFrame | None = None,
     spent_ns: pd.Series | None = None,
+    device_syncs: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.Series]:
     """Classified idle pieces of one device, split at x_r and at the steps' GPU interval bounds.
 
@@ -117,13 +128,17 @@ def find_idle_gaps_and_leads(
             name; names the wait a `dependency` piece waited on. Default None.
         spent_ns: read_id -> sync ns already blamed on the read on other devices of the rank; a
             read's blame over all devices stays within its largest lost lead. Default None.
+        device_syncs: every device-wide synchronize call of the rank (api, start_ns, end_ns), the
+            profiler's and bubblescope's own included: they prove the GPU clock's lag as well as the
+            user's (`read_blame.clock_skew_ns`). Default None: the reads only.
 
     Returns:
         (gaps with GAP_COLUMNS, the `dur_ns` sum equal to span minus busy time;
          lost lead L in ns per read_id on this device, 0 for a read that did not drain it).
     """
     pieces, host_bound = _raw_pieces(gpu, span_ns, stream_waits)
-    leads = lost_leads(reads, pieces[host_bound], clock_skew_ns(gpu, reads))
+    probes = reads if device_syncs is None else device_syncs
+    leads = lost_leads(reads, pieces[host_bound], clock_skew_ns(gpu, probes))
     if bounds_ns is None:
         lead_ns = unlaunched_lead_ns(gpu)
         bounds_ns = gpu_step_bounds(launch_times_ns(gpu), gpu["end_ns"].to_numpy(), steps, lead_ns)
@@ -167,8 +182,12 @@ def _raw_pieces(
     # queued piece longer than QUEUED_LAUNCH_MAX_NS is: no launch takes a millisecond, the op waited
     # on something the trace does not show (a cross-stream edge inside a graph, another device).
     queued_from = np.where(queued_whole, g0, np.minimum(np.maximum(x_r, g0), g1))
-    too_long = g1 - queued_from > QUEUED_LAUNCH_MAX_NS
-    waited = np.where(queued_whole, other_stream, False) | (wait_api != "") | too_long
+    after_other_stream = np.where(queued_whole, other_stream, False)
+    evidence = np.where(wait_api != "", "wait", np.where(after_other_stream, "stream", "")).astype(object)
+    loaded = _module_load_during(gpu, before, g0, g1)
+    evidence[(evidence == "") & loaded] = "module load"
+    evidence[(evidence == "") & (g1 - queued_from > QUEUED_LAUNCH_MAX_NS)] = "long queue"
+    waited = (evidence == "wait") | (evidence == "stream")
     queued_class = np.where(waited, "dependency", "launch")
     n = len(before)
     rows = {
@@ -178,6 +197,8 @@ def _raw_pieces(
         "next_row": np.concatenate((before, before)),
         "wait_api": np.concatenate((np.full(n, "", dtype=object), wait_api)),
         "wait_call_ns": np.concatenate((np.full(n, -1, dtype=np.int64), wait_ns)),
+        "evidence": np.concatenate((np.full(n, "", dtype=object), evidence)),
+        "prev_stream": np.concatenate((running, running)).astype(np.int64),
     }
     # Piece 0 of gap i (host-bound) sorts before piece 1 (queued): key 2 i + piece.
     order_key = np.concatenate((2 * np.arange(n), 2 * np.arange(n) + 1))
@@ -191,6 +212,8 @@ def _raw_pieces(
             ("next_row", -1),
             ("wait_api", ""),
             ("wait_call_ns", -1),
+            ("evidence", ""),
+            ("prev_stream", -2),
         ):
             rows[key] = np.append(rows[key], value)
         order_key = np.append(order_key, 2 * n)
@@ -208,6 +231,21 @@ def _raw_pieces(
     pieces["start_ns"] = pieces["start_ns"].astype(np.int64)
     pieces["end_ns"] = pieces["end_ns"].astype(np.int64)
     return pieces, (pieces["class"] == HOST_BOUND).to_numpy()
+
+
+def _module_load_during(gpu: pd.DataFrame, ending: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """[n] bool per gap: X's own launch call, or another kernel launch call ending inside [g0, g1], took
+    over MODULE_LOAD_LAUNCH_NS (the driver loading a module on first call)."""
+    if not len(ending):
+        return np.zeros(0, dtype=bool)
+    launch_dur = gpu["launch_end_ns"].to_numpy() - gpu["launch_start_ns"].to_numpy()
+    long_launch = (gpu["launch_row"].to_numpy() >= 0) & (launch_dur >= MODULE_LOAD_LAUNCH_NS)
+    own = long_launch[ending]
+    ends = np.sort(gpu["launch_end_ns"].to_numpy()[long_launch])
+    if not len(ends):
+        return own
+    inside = np.searchsorted(ends, g1, side="right") - np.searchsorted(ends, g0, side="left")
+    return own | (inside > 0)
 
 
 def _waits_before(
@@ -296,6 +334,18 @@ def split_at_steps(gaps: pd.DataFrame, bounds_ns: np.ndarray) -> pd.DataFrame:
     out.loc[outside, "class"] = "outside"
     out.loc[outside, "read_id"] = -1
     return out[out["end_ns"] > out["start_ns"]].reset_index(drop=True)
+
+
+def device_sync_calls(runtime: pd.DataFrame) -> pd.DataFrame:
+    """Device-wide synchronize calls (api, start_ns, end_ns), whoever made them."""
+    calls = runtime[category_mask(runtime["name"], rt.DEVICE_SYNCHRONIZE.__contains__)]
+    return pd.DataFrame(
+        {
+            "api": calls["name"].astype(str).to_numpy(),
+            "start_ns": calls["start_ns"].to_numpy().astype(np.int64),
+            "end_ns": calls["end_ns"].to_numpy().astype(np.int64),
+        }
+    )
 
 
 def stream_wait_calls(runtime: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:

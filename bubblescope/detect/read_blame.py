@@ -53,7 +53,12 @@ _NONE = np.iinfo(np.int64).max
 def clock_skew_ns(gpu: pd.DataFrame, reads: pd.DataFrame) -> int:
     """How far the GPU clock runs behind the host clock, as the trace itself proves it: a device-wide
     synchronize returns only after every op launched before it ended, so an op that ends after such a
-    read returned shows the skew. 0 when no read proves any (the usual case on CUDA)."""
+    call returned shows the skew. 0 when no call proves any (the usual case on CUDA).
+
+    Args:
+        reads: calls with `api`, `start_ns`, `end_ns`: the reads, or every device-wide synchronize
+            (`idle_gaps.device_sync_calls`; the profiler's own stop synchronize proves the lag too).
+    """
     if not len(reads) or not len(gpu):
         return 0
     device_wide = reads["api"].astype(str).isin(rt.DEVICE_SYNCHRONIZE).to_numpy()

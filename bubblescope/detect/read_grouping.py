@@ -1,7 +1,8 @@
 """Group one rank's blocking calls into reads, for all calls at once (used by `detect.host_syncs`).
 
 For each call: the innermost Python frame around it, walked up through library and read-tap frames to
-the user's frame (or to bubblescope's own capture code: the call is dropped); the innermost ATen op
+the user's frame (or to bubblescope's own capture code or torch.profiler's stop, `markers.is_own_sync_frame`:
+the call is dropped); the innermost ATen op
 around it, walked up to the op the read is tied to (`_reading_ops`); and the outermost op of that chain
 whose name says what kind of read it is. Calls under one reading-op instance form one read; a call
 inside a call of its read already counted (a driver call inside its runtime call) is not counted again.
@@ -19,6 +20,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
+from bubblescope.markers import is_own_sync_frame
 from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.nesting import NestingIndex, is_user_frame
 
@@ -195,7 +197,8 @@ def _frame_classifier(own_frame_part: str, tap_frame_part: str) -> Callable[[str
         # The read tap sits inside the capture code: test it first.
         if tap_frame_part in name:
             return _THROUGH
-        if own_frame_part in name:
+        # bubblescope's capture code, its session's step close / stop, torch.profiler's stop.
+        if own_frame_part in name or is_own_sync_frame(name):
             return _OWN
         return _USER if is_user_frame(name) else _THROUGH
 

@@ -168,6 +168,7 @@ def analysis_from_trace(folder: Path, record: dict[str, Any], warnings: list[str
     the trailing step left out when the session left it out."""
     from bubblescope.profiling.read_sites import analyze_with_read_sites
     from bubblescope.profiling.run_sites import load_read_calls
+    from bubblescope.profiling.timing import attach_timed
 
     trace = folder / str(record["files"].get("trace") or "trace.json.gz")
     calls, problem = load_read_calls(trace)
@@ -176,13 +177,15 @@ def analysis_from_trace(folder: Path, record: dict[str, Any], warnings: list[str
     if calls is None:
         calls = []
         warnings.append(f"{folder}: no {CALLS_NAME}; reads keep the trace's def-line sites")
-    return analyze_with_read_sites(
+    analysis = analyze_with_read_sites(
         trace,
         calls,
         cuda_run=(record["environment"].get("device") or "cpu") != "cpu",
         step_marker=record["settings"].get("step_marker"),
         drop_last_step=_trailing_step_dropped(folder, record),
     )
+    attach_timed(analysis, record.get("timed"))
+    return analysis
 
 
 def _trailing_step_dropped(folder: Path, record: dict[str, Any]) -> bool:

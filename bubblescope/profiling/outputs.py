@@ -18,6 +18,7 @@ from typing import Any
 
 from bubblescope.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bubblescope.errors import BubblescopeError
+from bubblescope.profiling.timing import attach_timed, timed_block
 
 SCHEMA = "bubblescope.profile/1"
 TOP_READS = 20
@@ -89,6 +90,7 @@ def write_outputs(session: Any) -> dict[str, Any]:
     files: dict[str, str | None] = {"trace": None, "analysis": None, "report": None}
     notices: list[str] = []
     analysis = None
+    timed = _timed(session, notices)
     if session.trace_bytes is not None:
         write_bytes_atomic(out / "trace.json.gz", session.trace_bytes)
         files["trace"] = "trace.json.gz"
@@ -99,12 +101,13 @@ def write_outputs(session: Any) -> dict[str, Any]:
             "call prof.step()/bubblescope.step() once per iteration, or pass --step-frame/--step-marker"
         )
     if analysis is not None:
+        attach_timed(analysis, timed)
         write_json_atomic(out / "analysis.json", analysis)
         files["analysis"] = "analysis.json"
-        files["report"] = _report(analysis, out, notices)
+        files["report"] = _report(analysis, {"timed": timed}, out, notices)
     if session.steps_recorded and session.steps_recorded < session.active and not session.record_all:
         notices.append(f"only {session.steps_recorded} of {session.active} active steps ran before the end")
-    record = _record(session, files, notices, analysis)
+    record = _record(session, files, notices, analysis, timed)
     write_json_atomic(out / "profile.json", record)
     return {
         "files": files,
@@ -135,11 +138,21 @@ def _analysis(session: Any, trace_path: Path, notices: list[str]) -> dict[str, A
     return None
 
 
-def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | None:
+def _timed(session: Any, notices: list[str]) -> dict[str, Any] | None:
+    """The `timed` block of a session that timed steps (None otherwise), with a notice when short."""
+    if not session.timed:
+        return None
+    samples_ns, host_ns = session.timed_samples or ([], [])
+    if len(samples_ns) < session.timed:
+        notices.append(f"only {len(samples_ns)} of {session.timed} timed steps ran before the end")
+    return timed_block(samples_ns, host_ns, on_cuda=session._on_cuda)
+
+
+def _report(analysis: dict[str, Any], record: dict[str, Any], out: Path, notices: list[str]) -> str | None:
     from bubblescope.profiling.page import render_profile_html
 
     try:
-        html = render_profile_html(analysis)
+        html = render_profile_html(analysis, record)
     except Exception as exc:  # noqa: BLE001 - the analysis is written; say why the page is not
         notices.append(f"report.html skipped ({type(exc).__name__}: {exc})")
         return None
@@ -147,7 +160,13 @@ def _report(analysis: dict[str, Any], out: Path, notices: list[str]) -> str | No
     return "report.html"
 
 
-def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, Any] | None) -> dict[str, Any]:
+def _record(
+    session: Any,
+    files: dict,
+    notices: list[str],
+    analysis: dict[str, Any] | None,
+    timed: dict[str, Any] | None,
+) -> dict[str, Any]:
     import torch
 
     device = torch.cuda.get_device_name() if session._on_cuda and torch.cuda.is_initialized() else "cpu"
@@ -160,6 +179,7 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
         "settings": {
             "warmup": session.warmup,
             "active": session.active,
+            "timed": session.timed,
             "read_sites": session.read_sites,
             "record_all": session.record_all,
             "step_marker": session.step_marker,
@@ -170,6 +190,7 @@ def _record(session: Any, files: dict, notices: list[str], analysis: dict[str, A
             "trailing_step_dropped": session.trailing_step_dropped,
         },
         "exit": {"code": session.exit_code, "error": session.error},
+        "timed": timed,
         "files": files,
         "summary": (analysis or {}).get("summary"),
         "step_source": (analysis or {}).get("step_source"),
@@ -214,7 +235,11 @@ def read_lines(record: dict[str, Any]) -> list[str]:
 def _summary_line(record: dict[str, Any], out: Path) -> str:
     summary = record.get("summary") or {}
     reads = record["reads"]
-    text = f"bubblescope: {record['steps']['recorded']} steps recorded"
+    recorded = record["steps"]["recorded"]
+    if record["settings"].get("record_all") and summary.get("steps"):
+        # The whole run was recorded; the analysis cut it into steps (markers, or one whole-run step).
+        recorded = summary["steps"]
+    text = f"bubblescope: {recorded} steps recorded"
     if summary:
         text += f", {summary.get('blocking_reads_per_step', 0)} blocking reads/step"
     if reads:
@@ -223,5 +248,12 @@ def _summary_line(record: dict[str, Any], out: Path) -> str:
             top["site"] if top.get("read_at") in (None, top["site"]) else f"{top['site']} → {top['read_at']}"
         )
         text += f"; top: {where} ({top['per_step']}/step)"
+    timed = record.get("timed")
+    if timed:
+        lo, hi = timed["tpot_ci95_ms"]
+        clock = "" if timed["timing"] == "cuda-events" else ", CPU times"
+        text += (
+            f"; TPOT {timed['tpot_ms']:.3f} ms [{lo:.3f}, {hi:.3f}] over {timed['steps']} timed steps{clock}"
+        )
     target = record["files"]["report"] or record["files"]["analysis"] or "profile.json"
     return f"{text} -> {out / target}"

@@ -156,6 +156,7 @@ def analyze_run_trace(
     """
     from bubblescope.analysis import _sync_entries, analysis_dict, analyze_ranks
     from bubblescope.profiling.read_sites import enclosing_marker, read_markers
+    from bubblescope.rank_reduce import typical_steps
 
     ranks = analyze_ranks([trace_path])
     analysis = analysis_dict(ranks)
@@ -183,7 +184,7 @@ def analyze_run_trace(
     by_display = {info["display"]: info for info in described.values()}
     # The rows again with the exact line joined to the site: the analysis' own sums per exact line.
     parts: dict[tuple, tuple[list[dict[str, Any]], int]] = {}
-    for sub in _sync_entries(ranks, n_steps=max(len(analysis["steps"]), 1)):
+    for sub in _sync_entries(ranks, max(len(analysis["steps"]), 1), typical_steps(analysis["steps"])):
         site, _, display = str(sub["site"]).partition(_JOIN)
         lines, unmatched = parts.get((site, sub["op"], sub["kind"], sub["api"]), ([], 0))
         if display and display in by_display:

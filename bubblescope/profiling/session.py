@@ -26,10 +26,13 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bubblescope.errors import ConfigError
 from bubblescope.markers import OWN_SYNC_MARKER
+
+if TYPE_CHECKING:
+    from bubblescope.result import AnalysisResult
 
 STEP_MARKER = "bubblescope.step"
 _CURRENT: list[ProfileSession] = []
@@ -51,12 +54,26 @@ class StepHandle:
 
 
 class ProfileSession:
-    """One profiled window over the user's loop (see the module docstring).
+    """Profile your own decode loop (`bubblescope.profile` is this class); use it as a context manager.
+
+        with bubblescope.profile(out="runs/mine", active=8, warmup=2) as prof:
+            for _ in range(n_tokens):
+                with prof.step():        # or a bare prof.step() / bubblescope.step() per iteration
+                    tok = model(tok).argmax(-1)
+        prof.result.reads                # each blocking read at its exact line, as a DataFrame
+
+    On exit writes trace.json.gz, analysis.json (each blocking read at its exact line), report.html and
+    profile.json under `out`; `prof.result` is the analysis as an `AnalysisResult` (docs/api.md).
+    torch is imported when the session is entered.
 
     Args:
         out: output folder (created).
         active: recorded steps (>= 1). Default 8.
         warmup: steps run before recording (>= 0). Default 2.
+        timed: steps timed before profiling (>= 0), for a TPOT with its interval (`prof.timed`,
+            profile.json `timed`): `warmup` steps untimed, then `timed` steps timed at step boundaries
+            (CUDA events on a GPU, the host clock on CPU; nothing synchronises between them, no
+            profiler, no read tap), then the profiled `warmup` + `active`. Default 0 (not timed).
         read_sites: take exact-line stacks of blocking reads. Default True.
         record_all: record from entry to exit with no schedule (steps still annotated); the CLI uses it
             when steps come from a marker regex. Default False.
@@ -71,16 +88,29 @@ class ProfileSession:
         *,
         active: int = 8,
         warmup: int = 2,
+        timed: int = 0,
         read_sites: bool = True,
         record_all: bool = False,
         step_marker: str | None = None,
         progress: bool = True,
         command: list[str] | None = None,
     ) -> None:
-        if active < 1 or warmup < 0:
-            raise ConfigError(f"need active >= 1 and warmup >= 0 (got active={active}, warmup={warmup})")
+        if active < 1 or warmup < 0 or timed < 0:
+            raise ConfigError(
+                f"need active >= 1, warmup >= 0 and timed >= 0 (got active={active}, warmup={warmup}, "
+                f"timed={timed})"
+            )
+        if timed and record_all:
+            raise ConfigError(
+                "timed steps need step boundaries before recording (prof.step(), bubblescope.step() or "
+                "--step-frame); a whole-run recording cut by --step-marker cannot time them"
+            )
         self.out = Path(out)
-        self.active, self.warmup = active, warmup
+        self.active, self.warmup, self.timed = active, warmup, timed
+        # Index of the first profiled step: after `warmup` untimed and `timed` timed steps.
+        self._profile_start = warmup + timed if timed else 0
+        self.timed_samples: tuple[list[int], list[int]] | None = None
+        self._timer: Any = None
         self.read_sites, self.record_all = read_sites, record_all
         self.step_marker, self.progress, self.command = step_marker, progress, command
         self.steps_started = 0
@@ -91,6 +121,7 @@ class ProfileSession:
         self.error: str | None = None
         self.exit_code: int | None = None
         self.outputs: dict[str, Any] = {}
+        self._result: AnalysisResult | None = None
         self._open_index: int | None = None
         self._annotation: Any = None
         self._nvtx: Any = None
@@ -100,6 +131,26 @@ class ProfileSession:
         self._started_s = 0.0
 
     # -- public ------------------------------------------------------------------------------------------
+    @property
+    def result(self) -> AnalysisResult | None:
+        """The analysis as DataFrames (`bubblescope.AnalysisResult`: `reads`, `steps`, `findings`, …),
+        built on first access after the session exited; None when nothing was analysed (no step
+        recorded, or the analysis refused the trace: `outputs["notices"]` says why).
+
+        Raises:
+            ConfigError: read before the `with` block exited.
+        """
+        if not self.outputs:
+            raise ConfigError("prof.result exists once the `with bubblescope.profile(...)` block has exited")
+        analysis = self.outputs.get("analysis")
+        if analysis is None:
+            return None
+        if self._result is None:
+            from bubblescope.result import AnalysisResult
+
+            self._result = AnalysisResult(analysis, source=str(self.out))
+        return self._result
+
     def __enter__(self) -> ProfileSession:
         import torch
 
@@ -110,7 +161,7 @@ class ProfileSession:
         self._on_cuda = torch.cuda.is_available()
         self._nvtx_range = _nvtx_range_factory(self._on_cuda)
         self._started_s = time.perf_counter()
-        if self.read_sites:
+        if self.read_sites and not self.timed:
             self._tap = ReadTap(cuda_run=self._on_cuda).install()
         _CURRENT.append(self)
         if self.record_all:
@@ -133,6 +184,7 @@ class ProfileSession:
                 # it also holds whatever followed the loop, so the analysis leaves it out.
                 self.trailing_step_dropped = self._phase(self._open_index) == "active"
                 self._close_step()
+            self._finish_timing()
             self._stop_profiler()
         finally:
             if self._tap is not None:
@@ -148,8 +200,12 @@ class ProfileSession:
 
     # -- steps -------------------------------------------------------------------------------------------
     def _phase(self, index: int) -> str:
+        """untimed / timed (before profiling, with `timed`), warmup, active, done."""
         if self.record_all:
             return "active"
+        if index < self._profile_start:
+            return "untimed" if index < self.warmup else "timed"
+        index -= self._profile_start
         if index < self.warmup:
             return "warmup"
         return "active" if index < self.warmup + self.active else "done"
@@ -159,6 +215,19 @@ class ProfileSession:
         self.steps_started += 1
         phase = self._phase(index)
         self._open_index = index
+        if phase == "timed":
+            if self._timer is None:
+                from bubblescope.capture.timed import StepTimer
+
+                self._timer = StepTimer(self._torch, on_cuda=self._on_cuda, steps=self.timed)
+            self._timer.mark()
+        if phase in ("untimed", "timed"):
+            self._say_progress(index)
+            return
+        if self._timer is not None and self.timed_samples is None:
+            # This boundary ends the last timed step; the profiled steps start now.
+            self._timer.mark()
+            self._finish_timing()
         if phase == "done":
             return
         if self._torch_prof is None and not self.record_all:
@@ -182,6 +251,8 @@ class ProfileSession:
 
     def _close_step(self) -> None:
         index, self._open_index = self._open_index, None
+        if index is not None and self._timer is not None and self._phase(index) == "timed":
+            self._timer.mark_close()
         if index is None or self._annotation is None:
             self._open_index = None
             return
@@ -193,13 +264,23 @@ class ProfileSession:
         if phase == "active":
             self.steps_recorded += 1
         if self._torch_prof is not None and not self.record_all:
-            if index == self.warmup + self.active - 1:
+            if index == self._profile_start + self.warmup + self.active - 1:
                 self._stop_profiler()
             else:
                 # Starting the recording synchronises the device: bubblescope's own, not the loop's.
                 with self._own_marker(OWN_SYNC_MARKER):
                     self._torch_prof.step()
         self._say_progress(index)
+
+    def _finish_timing(self) -> None:
+        """Synchronise once, keep the timed steps' samples, and put the read tap in for what follows."""
+        if self._timer is None or self.timed_samples is not None:
+            return
+        self.timed_samples = self._timer.finish()
+        if self.read_sites and self._tap is None:
+            from bubblescope.capture.user_reads import ReadTap
+
+            self._tap = ReadTap(cuda_run=self._on_cuda).install()
 
     # -- profiler ----------------------------------------------------------------------------------------
     def _start_profiler(self, schedule: Any) -> None:
@@ -239,7 +320,8 @@ class ProfileSession:
     def _plan_text(self) -> str:
         if self.record_all:
             return f"bubblescope: recording the whole run -> {self.out}/"
-        return f"bubblescope: {self.warmup} warm-up + {self.active} recorded steps -> {self.out}/"
+        timed = f"{self.warmup} untimed + {self.timed} timed + " if self.timed else ""
+        return f"bubblescope: {timed}{self.warmup} warm-up + {self.active} recorded steps -> {self.out}/"
 
     def _say_progress(self, index: int) -> None:
         if not self.progress:
@@ -247,12 +329,13 @@ class ProfileSession:
         phase = self._phase(index)
         if phase == "done" or (self.record_all and index % 50):
             return
-        total = self.warmup + self.active
-        line = f"bubblescope: step {index + 1}/{total} ({'warm-up' if phase == 'warmup' else 'recorded'})"
+        total = self._profile_start + self.warmup + self.active
+        label = {"warmup": "warm-up", "untimed": "warm-up, untimed"}.get(phase, phase)
+        line = f"bubblescope: step {index + 1}/{total} ({label.replace('active', 'recorded')})"
         if sys.stderr.isatty():
             end = "\n" if index + 1 == total else ""
             print(f"\r{line}", end=end, file=sys.stderr, flush=True)
-        elif index + 1 in (self.warmup, total) or index == 0:
+        elif index + 1 in (self.warmup, self._profile_start, total) or index == 0:
             print(line, file=sys.stderr, flush=True)
 
     def _say(self, text: str) -> None:

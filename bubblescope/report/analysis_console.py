@@ -22,6 +22,7 @@ from bubblescope.report.cells import (
     blame_text,
     fmt_duration_ns,
     nothing_to_fix_text,
+    numeric_columns,
     plural,
     reads_undetectable,
     steps_and_ranks,
@@ -73,6 +74,7 @@ def print_table(console: Console, title: str, rows: tuple[list[str], list[list[s
     """Plain-string rows as a rich table, every cell escaped."""
     headers, body = rows
     table = Table(title=console_text(title), title_justify="left")
+    numeric = numeric_columns(body)
     for index, header in enumerate(headers):
         # Short cells (numbers with units, ranks) never wrap mid-number; long names and hints fold.
         short = all(len(str(row[index])) <= SHORT_CELL_CHARS for row in body)
@@ -81,6 +83,8 @@ def print_table(console: Console, title: str, rows: tuple[list[str], list[list[s
             console_text(header),
             overflow="fold",
             no_wrap=short,
+            # Numbers line up by their last digit, as on the HTML page.
+            justify="right" if numeric and numeric[index] else "left",
             min_width=None if short else LONG_CELL_MIN_CHARS,
         )
     for row in body:
@@ -97,8 +101,10 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
         console.print(f"[green]{console_text(nothing_to_fix_text(analysis))}[/green]")
 
 
-def print_analysis(console: Console, analysis: dict) -> None:
-    """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`."""
+def print_analysis(console: Console, analysis: dict, top: int | None = None) -> None:
+    """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`,
+    then utilisation, kernel categories and host ops (report/views_console.py); `top` (--top) sets the
+    rows of the kernel, gap and host op tables."""
     summary = analysis["summary"]
     print_fix_first(console, analysis)
     steps, ranks = steps_and_ranks(analysis)
@@ -138,14 +144,18 @@ def print_analysis(console: Console, analysis: dict) -> None:
     kernels = analysis.get("kernels") or []
     if kernels:
         headers, rows = console_kernel_rows(kernel_rows(kernels, name_chars=CONSOLE_KERNEL_NAME_CHARS))
-        shown = f"Top {min(len(rows), TOP_KERNELS_SHOWN)} of {plural(len(rows), 'kernel')} by GPU time"
-        print_table(console, shown, (headers, rows[:TOP_KERNELS_SHOWN]))
+        limit = top or TOP_KERNELS_SHOWN
+        shown = f"Top {min(len(rows), limit)} of {plural(len(rows), 'kernel')} by GPU time"
+        print_table(console, shown, (headers, rows[:limit]))
     breakdown = bandwidth_rows(analysis)
     if breakdown[1]:
         print_table(console, BANDWIDTH_TITLE, console_bandwidth_rows(breakdown))
         console.print(console_text(bandwidth_sentence(analysis)))
     if analysis["gaps_top"] and analysis.get("gpu_measured", True):
-        console.print(_gaps_table(analysis["gaps_top"][:TOP_GAPS_SHOWN]))
+        console.print(_gaps_table(analysis["gaps_top"][: top or TOP_GAPS_SHOWN]))
+    from bubblescope.report.views_console import print_views
+
+    print_views(console, analysis, top)
 
 
 def _per_step_classes(summary: dict) -> Table:

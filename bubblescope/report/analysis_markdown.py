@@ -19,6 +19,7 @@ from bubblescope.report.cells import (
 )
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
+from bubblescope.report.views import views_markdown
 from bubblescope.trace_floor import floor_line
 
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
@@ -46,8 +47,10 @@ def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str
     return [title, "", md_table((headers, rows[:limit])), "", *bandwidth_markdown(analysis)]
 
 
-def render_analysis_markdown(analysis: dict) -> str:
-    """The whole analysis as Markdown: fix-first, summary, idle by cause, devices, reads, kernels, gaps."""
+def render_analysis_markdown(analysis: dict, top: int | None = None) -> str:
+    """The whole analysis as Markdown: fix-first, summary, idle by cause, devices, reads, kernels, gaps,
+    then utilisation, kernel categories and host ops (report/views.py); `top` (--top) sets the rows of
+    the kernel and gap tables."""
     summary = analysis["summary"]
     steps, ranks = steps_and_ranks(analysis)
     on_ranks = f" on each of {ranks} ranks" if ranks > 1 else ""
@@ -100,16 +103,18 @@ def render_analysis_markdown(analysis: dict) -> str:
             )
     else:
         lines.append("none found")
-    lines += ["", *kernels_markdown(analysis)]
+    lines += ["", *kernels_markdown(analysis, top or TOP_KERNELS_SHOWN)]
     lines += [
         "### Largest GPU idle gaps",
         "",
         "| rank | step | start | dur | class | blame |",
         "|---:|---:|---:|---:|---|---|",
     ]
-    for g in analysis["gaps_top"][:TOP_GAPS_SHOWN]:
+    for g in analysis["gaps_top"][: top or TOP_GAPS_SHOWN]:
         lines.append(
             f"| {_cell(g['rank'])} | {_cell(g['step'])} | {fmt_duration_ns(g['start_ns'])} | "
             f"{fmt_duration_ns(g['dur_ns'])} | {_cell(g['class'])} | {_cell(blame_text(g['blame']))} |"
         )
+    for part in views_markdown(analysis):
+        lines += ["", part]
     return "\n".join(lines) + "\n"

@@ -239,12 +239,49 @@ def md_cell(value: Any) -> str:
     return md_text(plain(value))
 
 
+# A cell is numeric when it is a number with an optional unit, interval (`930 ms [640, 1180]`), range
+# (`640 – 1180`) or ratio (`0/1`); HTML right-aligns such columns, Markdown marks them `---:`.
+_NUMBER = r"[+\-−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
+_UNIT = r"(?:%|×|µs|ms|ns|s|GB/s|GB|MB|kB|B|/step)"
+_QUANTITY = rf"{_NUMBER}(?:/{_NUMBER})?(?:[ \u00a0]?{_UNIT})?"
+NUMERIC_CELL_RE = re.compile(
+    rf"^{_QUANTITY}(?:[ \u00a0]\[{_QUANTITY},[ \u00a0]{_QUANTITY}\])?(?:[ \u00a0]–[ \u00a0]{_QUANTITY})?$"
+)
+EMPTY_CELL = "—"
+
+
+def is_numeric_cell(cell: str) -> bool:
+    return bool(NUMERIC_CELL_RE.match(cell.strip()))
+
+
+def numeric_columns(body: list[list[str]]) -> list[bool]:
+    """Per column: every cell a number or `—`, and at least one a number."""
+    if not body:
+        return []
+    flags = []
+    for col in range(len(body[0])):
+        cells = [row[col] for row in body if row[col] != EMPTY_CELL]
+        flags.append(bool(cells) and all(is_numeric_cell(cell) for cell in cells))
+    return flags
+
+
+def shown_columns(body: list[list[str]], n_columns: int) -> list[int]:
+    """Indexes of the columns to show: a column that is `—` in every row says nothing and is left out
+    (an "achieved GB/s" no kernel has)."""
+    if not body:
+        return list(range(n_columns))
+    return [i for i in range(n_columns) if any(row[i] != "—" for row in body)]
+
+
 def md_table(rows: Rows, empty: str = "none") -> str:
     headers, body = rows
     if not body:
         return f"_{md_cell(empty)}_"
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + " --- |" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in body]
+    keep = shown_columns(body, len(headers))
+    numeric = numeric_columns(body)
+    rule = "|" + "".join(" ---: |" if numeric[i] else " --- |" for i in keep)
+    lines = ["| " + " | ".join(md_cell(headers[i]) for i in keep) + " |", rule]
+    lines += ["| " + " | ".join(md_cell(row[i]) for i in keep) + " |" for row in body]
     return "\n".join(lines)
 
 

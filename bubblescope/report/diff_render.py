@@ -14,6 +14,7 @@ from bubblescope.report.cells import (
     num,
     plain,
 )
+from bubblescope.trace.kernel_names import short_kernel_name
 
 CHANGE_WORDS = {
     "improvement": "improvement (faster beyond the noise)",
@@ -86,7 +87,7 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         kernel_rows = [
             [
                 "added",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 "—",
                 _per_step(k["count_per_step"]),
                 "—",
@@ -97,7 +98,7 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         kernel_rows += [
             [
                 "removed",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 _per_step(k["count_per_step"]),
                 "—",
                 fmt_duration_ns(k["ns_per_step"]),
@@ -108,7 +109,7 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         kernel_rows += [
             [
                 "slower" if k["delta_ns_per_step"] > 0 else "faster",
-                plain(k["name"]),
+                short_kernel_name(plain(k["name"])),
                 _per_step(k["baseline_count_per_step"]),
                 _per_step(k["current_count_per_step"]),
                 fmt_duration_ns(k["baseline_ns_per_step"]),

@@ -24,11 +24,11 @@ from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, b
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.html_tables import TABLE_CSS, esc, table_html
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
     INTERVAL_NOTE,
-    Rows,
     ablation_summary_items,
     ablation_title,
     config_key_with_role,
@@ -66,8 +66,8 @@ from bubblescope.report.tp_rows import (
     tp_of,
     tp_summary_items,
 )
+from bubblescope.report.views_html import views_html
 
-SHORT_CELL_CHARS = 28
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
@@ -130,7 +130,7 @@ class Page:
             f'<!DOCTYPE html>\n<html lang="en" data-js-errors="0">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{html_text(title)}</title>\n<script>{ERROR_HOOK_JS}</script>\n"
-            f"<style>{STYLE_CSS}</style>\n</head>\n<body>\n{body}\n{scripts}\n</body>\n</html>\n"
+            f"<style>{STYLE_CSS}{TABLE_CSS}</style>\n</head>\n<body>\n{body}\n{scripts}\n</body>\n</html>\n"
         )
 
 
@@ -175,48 +175,9 @@ h1{font-size:1.6em;margin-bottom:4px}h2{border-bottom:2px solid #eee;padding-bot
 .sub{color:#666;margin-top:0}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:150px;background:#fafafa}
 .card .label{font-size:.8em;color:#666}.card .value{font-size:1.25em;font-weight:600}
-table{border-collapse:collapse;width:100%;font-size:.88em;margin:8px 0}
-th,td{border:1px solid #e3e3e3;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f8}td{overflow-wrap:anywhere}td.short{white-space:nowrap}
 .warn{color:#8a5a00;background:#fff7e0;padding:6px 10px;border-radius:4px}
 .figure{margin:8px 0 20px 0}.muted{color:#888}code{background:#f3f3f3;padding:1px 4px;border-radius:3px}
 """
-
-
-def esc(value: Any) -> str:
-    """HTML-escape anything for text or attribute context (control characters shown visibly)."""
-    return html_text(plain(value))
-
-
-def table_html(rows: Rows, empty: str = "none") -> str:
-    headers, body = rows
-    if not body:
-        return f'<p class="muted">{esc(empty)}</p>'
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    lines = "".join("<tr>" + "".join(_cell_html(cell) for cell in row) + "</tr>" for row in body)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>"
-
-
-def _cell_html(cell: str) -> str:
-    # Short unbroken cells (numbers with units, op names) never wrap; long text may break anywhere, so a
-    # thousand-character kernel name cannot push the table past the page.
-    short = len(cell) <= SHORT_CELL_CHARS and " " not in cell
-    return f'<td class="short">{esc(cell)}</td>' if short else f"<td>{esc(cell)}</td>"
-
-
-def sortable_table_html(rows: Rows, sort_keys: list[list[Any]], empty: str = "none") -> str:
-    """A table whose headers sort it on click (by each cell's raw value in `data-sort`, not its text)."""
-    headers, body = rows
-    if not body:
-        return f'<p class="muted">{esc(empty)}</p>'
-    head = "".join(f'<th title="click to sort">{esc(h)}</th>' for h in headers)
-    lines = "".join(
-        "<tr>"
-        + "".join(f'<td data-sort="{esc(key)}">{esc(cell)}</td>' for cell, key in zip(row, keys, strict=True))
-        + "</tr>"
-        for row, keys in zip(body, sort_keys, strict=True)
-    )
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{lines}</tbody></table>'
 
 
 def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> None:
@@ -231,7 +192,10 @@ def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
     if not kernels:
         return
     page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
-    page.add(sortable_table_html(kernel_rows(kernels), kernel_sort_keys(kernels)))
+    rows = kernel_rows(kernels)
+    # The short name in the cell, the full demangled name on hover (and in analysis.json).
+    titles = {rows[0].index("kernel"): [plain(k.get("name")) for k in kernels if isinstance(k, dict)]}
+    page.add(table_html(rows, titles=titles, sort_keys=kernel_sort_keys(kernels)))
     breakdown = bandwidth_rows(analysis)
     if breakdown[1]:
         page.add(f"<h2>{esc(BANDWIDTH_TITLE)}</h2>")
@@ -330,6 +294,7 @@ def add_run_sections(
         )
     )
     kernels_html(page, analysis)
+    views_html(page, analysis)
     if analysis and analysis.get("gaps_top"):
         page.add(f"<h2>{esc(gaps_heading(analysis['gaps_top']))}</h2>")
         page.add(table_html(gap_rows(analysis["gaps_top"])))
@@ -460,6 +425,7 @@ def add_trace_sections(page: Page, analysis: dict[str, Any]) -> None:
         table_html(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
     )
     kernels_html(page, analysis)
+    views_html(page, analysis)
     page.add(f"<h2>{esc(gaps_heading(analysis.get('gaps_top')))}</h2>")
     page.add(table_html(gap_rows(analysis.get("gaps_top")), "no idle gaps"))
     page.add("<h2>Devices</h2>")

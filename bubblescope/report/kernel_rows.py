@@ -1,4 +1,8 @@
-"""The per-kernel table (analysis `kernels[]`) as plain-string rows for console, Markdown and HTML."""
+"""The per-kernel table (analysis `kernels[]`) as plain-string rows for console, Markdown and HTML.
+
+Rows show each kernel's short name (trace/kernel_names.py; HTML puts the full name on hover, JSON keeps
+it in `name`) and its category; an analysis written before short names existed shows its names cut to
+`name_chars`."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from bubblescope.report.cells import NAME_CHARS_SHOWN, Rows, fmt_duration_ns, nu
 KERNEL_HEADERS = [
     "#",
     "kernel",
+    "category",
     "count",
     "per step",
     "time / step",
@@ -26,17 +31,17 @@ def kernel_rows(kernels: list[dict[str, Any]] | None, name_chars: int | None = N
 
     Args:
         kernels: analysis/1 `kernels[]` rows.
-        name_chars: cut names to this many characters (None: whole; tables show the whole name).
+        name_chars: cut names without a `short_name` to this many characters (None: NAME_CHARS_SHOWN).
     """
     rows = []
     for index, k in enumerate((k for k in kernels or [] if isinstance(k, dict)), start=1):
         share = num(k.get("share"))
         gbps = num(k.get("achieved_gbps"))
-        name = plain(k.get("name"))
         rows.append(
             [
                 str(index),
-                shorten(name, name_chars) if name_chars else name,
+                display_name(k, name_chars),
+                plain(k.get("category")),
                 plain(k.get("count")),
                 plain(k.get("count_per_step")),
                 fmt_duration_ns(k.get("ns_per_step")),
@@ -51,6 +56,12 @@ def kernel_rows(kernels: list[dict[str, Any]] | None, name_chars: int | None = N
     return KERNEL_HEADERS, rows
 
 
+def display_name(kernel: dict[str, Any], name_chars: int | None = None) -> str:
+    """A kernel's short name, else (an older analysis) its name cut to `name_chars`."""
+    short = kernel.get("short_name")
+    return plain(short) if short else shorten(plain(kernel.get("name")), name_chars or NAME_CHARS_SHOWN)
+
+
 def kernel_sort_keys(kernels: list[dict[str, Any]] | None) -> list[list[float | str]]:
     """Per row of `kernel_rows`, the raw value of each column (what a sortable HTML table sorts by)."""
     keys = []
@@ -58,8 +69,8 @@ def kernel_sort_keys(kernels: list[dict[str, Any]] | None) -> list[list[float | 
         keys.append(
             [
                 index,
-                # Sorting by a name's start is enough; the whole name is in the cell already.
-                shorten(plain(k.get("name")), NAME_CHARS_SHOWN),
+                display_name(k),
+                plain(k.get("category")),
                 *(
                     num(k.get(field)) if num(k.get(field)) is not None else -1.0
                     for field in (

@@ -44,6 +44,7 @@ from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_ro
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
+from bubblescope.report.views import utilization_text, views_markdown
 from bubblescope.trace_floor import floor_line
 
 # Said under every headline TPOT so a reader knows which interval every surface shows.
@@ -371,6 +372,7 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
     items += [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    items += [("GPU utilisation", utilization_text(analysis))]
     return items + [("speed-of-light floor", floor_line(analysis))]
 
 
@@ -471,6 +473,7 @@ def run_markdown(
         md_table(sync_rows(record_syncs(record, analysis), gpu_measured_of(record)), "no host-blocking reads")
     )
     parts += kernels_md(analysis)
+    parts += views_markdown(analysis)
     if analysis and analysis.get("gaps_top"):
         gaps = analysis["gaps_top"]
         parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10))]
@@ -531,6 +534,7 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
         md_table(sync_rows(analysis.get("syncs"), gpu_measured_of(analysis)), "no host-blocking reads")
     )
     parts += kernels_md(analysis)
+    parts += views_markdown(analysis)
     gaps = analysis.get("gaps_top") or []
     parts += [f"### {gaps_heading(gaps, 10)}", md_table(gap_rows(gaps, 10), "no idle gaps")]
     return "\n\n".join(p for p in parts if p) + "\n"

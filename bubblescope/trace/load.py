@@ -20,15 +20,19 @@ from bubblescope.errors import TraceError
 from bubblescope.trace.events import Event, decode_value
 from bubblescope.trace.source import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_TRACE_FILES,
     effective_cap,
+    effective_file_cap,
     not_regular_reason,
     text_blocks,
+    trace_file_cap,
     trace_size_cap,
 )
 from bubblescope.trace.text import DEFAULT_CHUNK_BYTES, TraceText
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "DEFAULT_MAX_TRACE_FILES",
     "RawTrace",
     "StreamedTrace",
     "TracePaths",
@@ -38,6 +42,7 @@ __all__ = [
     "parse_trace_bytes",
     "read_trace_bytes",
     "stream_trace",
+    "trace_file_cap",
     "trace_size_cap",
 ]
 
@@ -78,29 +83,40 @@ def expand_trace_paths(paths: list[str | os.PathLike[str]]) -> TracePaths:
     never end. A path given directly must be a regular file or a folder.
 
     Raises:
-        TraceError: a path that does not exist or is not a regular file, a folder without traces.
+        TraceError: a path that does not exist or is not a regular file, a folder without traces, more
+            trace files than the cap (`trace_file_cap`, --max-files; counted before any is opened).
     """
     files: list[Path] = []
     skipped: list[str] = []
+    cap = effective_file_cap()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(_folder_traces(path, skipped))
+            files.extend(_folder_traces(path, skipped, cap - len(files)))
             continue
         reason = not_regular_reason(path)
         if reason is not None:
             suffix = "" if reason == "no such file or folder" else "; refusing to read it"
             raise TraceError(f"{path}: {reason}{suffix}")
         files.append(path)
+        if len(files) > cap:
+            raise TraceError(f"more than {cap} trace files given (one per rank); raise --max-files")
     if not files:
         raise TraceError("no trace file given")
     return TracePaths(files, skipped)
 
 
-def _folder_traces(folder: Path, skipped: list[str]) -> list[Path]:
+def _folder_traces(folder: Path, skipped: list[str], room: int) -> list[Path]:
     named = sorted(
         p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".")
     )
+    # Counted from the names alone, so a folder of 50,000 files is refused before one is opened.
+    candidates = sum("trace" in p.name for p in named) or len(named)
+    if candidates > room:
+        raise TraceError(
+            f"{folder}: holds {candidates} trace files, more than the {effective_file_cap()} a command reads "
+            "(one per rank); raise --max-files"
+        )
     regular = []
     for candidate in named:
         reason = not_regular_reason(candidate)

@@ -53,6 +53,31 @@ def trace_size_cap(max_bytes: int | None) -> Iterator[None]:
             _CAP_BYTES.reset(token)
 
 
+# Trace files one command reads (one per rank). Each costs ~0.1 s of set-up and analysis however small
+# (1,000 tiny files took 116 s, 50,000 ran past 300 s; 256 took 36 s on a 2-core box); 128 is twice
+# the largest tensor-parallel group a batch-1 decode uses. More: --max-files.
+DEFAULT_MAX_TRACE_FILES = 128
+_MAX_FILES: ContextVar[int | None] = ContextVar("bubblescope_max_trace_files", default=None)
+
+
+@contextlib.contextmanager
+def trace_file_cap(max_files: int | None) -> Iterator[None]:
+    """Within the block, `expand_trace_paths` refuses more than `max_files` trace files (None: keep the
+    current cap). The CLI's `--max-files` sets it once for a whole command."""
+    token = _MAX_FILES.set(max_files) if max_files is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _MAX_FILES.reset(token)
+
+
+def effective_file_cap() -> int:
+    """The cap set by `trace_file_cap`, else the default."""
+    current = _MAX_FILES.get()
+    return current if current is not None else DEFAULT_MAX_TRACE_FILES
+
+
 def effective_cap(max_bytes: int | None) -> int:
     """The cap to use: the one given, else the one set by `trace_size_cap`, else the default."""
     if max_bytes is not None:
@@ -129,9 +154,18 @@ def _plain_blocks(handle, path: Path, cap: int) -> Iterator[bytes]:
         yield block
 
 
+def max_gzip_members(cap: int) -> int:
+    """Gzip members allowed in a file whose text is capped at `cap` bytes: one per 64 KiB of the cap
+    (8192 at the default 512 MiB), at least 1024. gzip, pigz and torch.profiler write one member;
+    `cat a.gz b.gz` writes a few. Each member costs a new decompressor, so five million empty ones took
+    177 s while inflating to nothing; `--max-decompressed-mb` raises the bound with the text cap."""
+    return max(1024, cap >> 16)
+
+
 def _gunzip_blocks(handle, path: Path, cap: int) -> Iterator[bytes]:
     # wbits 16+MAX_WBITS: gzip header; a new decompressor per gzip member (concatenated members are legal).
     total = 0
+    members, member_cap = 1, max_gzip_members(cap)
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     pending = b""
     while True:
@@ -156,6 +190,12 @@ def _gunzip_blocks(handle, path: Path, cap: int) -> Iterator[bytes]:
             pending = decomp.unused_data or handle.read(BLOCK_BYTES >> 2)
             if not pending:
                 return
+            members += 1
+            if members > member_cap:
+                raise TraceError(
+                    f"{path}: more than {member_cap} gzip members (the bound is one per 64 KiB of the "
+                    f"{_limit(cap)} text limit; raise it with --max-decompressed-mb)"
+                )
             decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     if not decomp.eof:
         raise TraceError(f"{path}: truncated gzip (the file ends inside the compressed stream)")

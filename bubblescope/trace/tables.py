@@ -30,6 +30,7 @@ from pandas.api.types import union_categoricals
 from bubblescope.errors import TraceError
 from bubblescope.trace.buckets import Fields, bucket_events, describe_bad_field, fields_of_dicts
 from bubblescope.trace.events import Event
+from bubblescope.trace.text import META_MEMBERS_READ
 
 # Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
 _UNSIGNED_MINUS_ONE = 4294967295
@@ -174,7 +175,8 @@ def _finish(
         end_ns=0,
         event_count=event_count,
         format=_format_of(meta, legacy),
-        meta={k: v for k, v in meta.items() if k != "traceEvents"},
+        # Only the members read here (the streamed reader skips the others without building them).
+        meta={k: v for k, v in meta.items() if k in META_MEMBERS_READ},
         **tables,
     )
     _set_extent(result)

@@ -18,11 +18,17 @@ from typing import Any
 import msgspec
 
 from bubblescope.errors import TraceError
+from bubblescope.trace import json_scan
 from bubblescope.trace.events import Event, decode_value, error_byte, event_error, parse_events
 
 DEFAULT_CHUNK_BYTES = 4 << 20
-# A top-level value other than traceEvents (deviceProperties, distributedInfo, ...) is a few KB.
-MAX_META_VALUE_BYTES = 64 << 20
+# The top-level members the tables read (`tables._rank_of`, `tables._format_of`); every other member
+# (deviceProperties, traceName, a 60 MiB blob) is skipped by `json_scan` without being built.
+META_MEMBERS_READ = frozenset({"distributedInfo", "schemaVersion"})
+# Those two are a few hundred bytes in a Kineto trace; they are decoded, so they are capped.
+MAX_META_VALUE_BYTES = 1 << 20
+# A Kineto trace has about 20 top-level members; each costs a Python step, so millions would be slow.
+MAX_META_MEMBERS = 10_000
 _MAX_CUT_ATTEMPTS = 4
 # Nesting allowed in a top-level value (deviceProperties is 3 deep).
 MAX_META_DEPTH = 100
@@ -79,6 +85,7 @@ class TraceText:
             raise self._bad("expected an object or array at the start")
         self._pos += 1
         found = False
+        members = 0
         if self._peek() == b"}":
             self._pos += 1
         else:
@@ -92,7 +99,13 @@ class TraceText:
                     found = True
                     yield from self._events()
                 else:
-                    self.meta[key] = self._value()
+                    self._member(key)
+                members += 1
+                if members > MAX_META_MEMBERS:
+                    raise TraceError(
+                        f"{self.path}: more than {MAX_META_MEMBERS} top-level members (a Kineto trace has "
+                        "about 20); not a trace"
+                    )
                 char = self._peek()
                 self._pos += 1
                 if char == b"}":
@@ -155,8 +168,32 @@ class TraceText:
         self._peek()
         return key
 
+    def _member(self, key: str) -> None:
+        """Read a top-level member's value when the tables use it; move past it otherwise."""
+        if key in META_MEMBERS_READ:
+            self.meta[key] = self._value()
+            return
+        first = self._peek()
+        if first not in (b"{", b"[", b'"'):
+            # A number or a literal: a few bytes (`_value` refuses a longer one).
+            self._value()
+            return
+        state = json_scan.ScanState()
+        while True:
+            try:
+                end = json_scan.value_end(memoryview(self._buf)[self._pos :], state)
+            except ValueError as exc:
+                raise self._bad(f"top-level member {key[:40]!r}: {exc}") from None
+            if end is not None:
+                self._pos += end
+                return
+            # Nothing of the skipped value is kept: drop what was scanned, read the next block.
+            self._pos = len(self._buf)
+            if not self._fill(1):
+                raise TraceError(f"{self.path}: JSON ends early (truncated file?)")
+
     def _value(self) -> Any:
-        """Decode the value at the current position (a member of the top-level object)."""
+        """Decode the value at the current position (a member name, or a member the tables read)."""
         self._peek()
         while True:
             try:
@@ -169,7 +206,8 @@ class TraceText:
                 break
             if len(self._buf) - self._pos > MAX_META_VALUE_BYTES:
                 raise TraceError(
-                    f"{self.path}: a top-level value is larger than {MAX_META_VALUE_BYTES >> 20} MiB"
+                    f"{self.path}: a top-level value the analysis reads (or a member name) is larger than "
+                    f"{MAX_META_VALUE_BYTES >> 20} MiB; not a Kineto trace"
                 )
             if not self._more():
                 raise TraceError(f"{self.path}: JSON ends early (truncated file?)")
@@ -264,6 +302,9 @@ def _value_end(buf: bytes, pos: int) -> int | None:
     """Index after the JSON value at `buf[pos]`, or None when it is not complete in `buf`."""
     if buf[pos : pos + 1] not in (b"{", b"["):
         match = _SCALAR.match(buf, pos)
+        if match is None and buf[pos : pos + 1] == b'"':
+            # A string whose closing quote is not held yet.
+            return None
         if match is None:
             # Not a value: hand one byte to the decoder, which names the problem.
             return pos + 1 if pos < len(buf) else None
@@ -286,22 +327,13 @@ def _value_end(buf: bytes, pos: int) -> int | None:
 def _events_end(buf: bytes, pos: int, target: int) -> tuple[int, bool] | None:
     """Where a chunk of the events array from `buf[pos]` ends: (index of the byte after the first
     event that ends past `target`, False) or (index of the array's `]`, True); None when `buf` does not
-    hold that much yet. The byte in the first case should be a `,`; the caller checks."""
-    depth = 0
-    for token in _TOKEN.finditer(buf, pos):
-        kind = token.group()
-        if kind[:1] == b'"':
-            if len(kind) == 1:
-                return None
-            continue
-        depth += 1 if kind in (b"{", b"[") else -1
-        if depth < 0:
-            return token.start(), True
-        if depth == 0 and token.end() >= target:
-            after = _WS.match(buf, token.end()).end()  # type: ignore[union-attr]
-            if after >= len(buf):
-                return None
-            if buf[after : after + 1] == b"]":
-                return after, True
-            return after, False
-    return None
+    hold that much yet. The byte in the first case should be a `,`; the caller checks. Linear in the
+    text whatever an event holds (`json_scan`: one event with a 100 MB `args` took 30-130 s as a
+    Python loop over its tokens)."""
+    found = json_scan.events_end(buf, pos, target)
+    if found is None or found[1]:
+        return found
+    after = _WS.match(buf, found[0]).end()  # type: ignore[union-attr]
+    if after >= len(buf):
+        return None
+    return after, buf[after : after + 1] == b"]"

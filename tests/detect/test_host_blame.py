@@ -120,3 +120,22 @@ def test_each_kind_walks_down_its_own_nesting() -> None:
     # body covers 80 us of [20, 120); prep 20 us (not more than half); aten::mm 65 us. body was open
     # when tracing began (the thread's first frame): named with its line, not as a def line.
     assert blame.blame(20_000, 120_000) == "app.py(5): body 80.0us; aten::mm 65.0us"
+
+
+def test_gap_covered_only_by_an_ignored_annotation_names_it() -> None:
+    """A `## ... ##` annotation (torchrec's awaitable wrapper) and a step marker are never named as the
+    work, but a gap they alone cover is not "nothing recorded" (issue 23 §4)."""
+    ops = pd.DataFrame(
+        {
+            "name": pd.Categorical(["ProfilerStep#1", "## KJTListSplitsAwaitable wait() ##"]),
+            "cat": ["user_annotation", "user_annotation"],
+            "tid": ["1", "1"],
+            "start_ns": np.asarray([0, 100], dtype=np.int64),
+            "end_ns": np.asarray([1000, 400], dtype=np.int64),
+        }
+    )
+    frames = ops.iloc[:0]
+    blame = HostBlame(ops, frames, "1")
+    assert blame.blame(150, 300).startswith("host in ## KJTListSplitsAwaitable wait() ## (no op")
+    assert blame.blame(500, 600).startswith("host in ProfilerStep#1 (no op")
+    assert blame.blame(2000, 2100) == NOTHING_RECORDED

@@ -454,18 +454,51 @@ def test_read_under_a_torchscript_forward_is_the_aten_op(tmp_path: Path) -> None
     assert (read["op"], read["kind"], read["count"]) == ("aten::item", "item", 2)
 
 
-def test_an_op_queued_for_milliseconds_waited_on_something(tmp_path: Path) -> None:
+def test_an_op_queued_for_milliseconds_without_evidence_is_not_a_dependency(tmp_path: Path) -> None:
     """Stream 7: kA launched 1-3 runs 5-20; kB launched 6-8 (queued) runs 2020-2030; kC launched 9-10
-    runs 2040-2050 (queued, 10 µs after kB). [20,2020) is a 2 ms queued gap on the running stream:
-    dependency (no launch takes a millisecond); [2030,2040) is launch latency. Leading host 3,
-    launch 2."""
+    runs 2040-2050 (queued, 10 µs after kB). [20,2020) is a 2 ms queued gap on the running stream with
+    no stream-wait call and no other stream: nothing in the trace shows a dependency (issue 23 §4), so
+    it is `launch`, named as a long queue, never "waited on another stream or event". [2030,2040) is
+    launch latency. Leading host 3, launch 2."""
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 2100 * US)
     b.kernel("kA", (1 * US, 3 * US), (5 * US, 20 * US))
     b.kernel("kB", (6 * US, 8 * US), (2020 * US, 2030 * US))
     b.kernel("kC", (9 * US, 10 * US), (2040 * US, 2050 * US))
     result = _analyze(b, tmp_path)
-    assert _classes(result) == {"sync": 0, "host": 3, "launch": 12, "dependency": 2000, "outside": 50}
+    assert _classes(result) == {"sync": 0, "host": 3, "launch": 2012, "dependency": 0, "outside": 50}
+    top = result["gaps_top"][0]
+    assert (top["class"], top["dur_ns"]) == ("launch", 2000 * US)
+    assert top["blame"].startswith("queued over 1 ms on stream 7 with no stream wait")
+    assert "waited" not in top["blame"]
+
+
+def test_late_kernel_after_a_module_load_is_a_named_launch_tail(tmp_path: Path) -> None:
+    """kA runs 5-20; kB's launch call 6-1506 took 1.5 ms (the driver loading its module), kB runs
+    1600-1610 on the same stream, no waits: [20,1506) is host-bound (kB not issued), [1506,1600) is
+    queued with a module load in the gap: `launch`, named a module load tail."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 1700 * US)
+    b.kernel("kA", (1 * US, 3 * US), (5 * US, 20 * US))
+    b.kernel("kB", (6 * US, 1506 * US), (1600 * US, 1610 * US))
+    result = _analyze(b, tmp_path)
+    classes = _classes(result)
+    assert (classes["dependency"], classes["launch"]) == (0, 2 + 94)
+    tail = next(g for g in result["gaps_top"] if g["class"] == "launch" and g["dur_ns"] == 94 * US)
+    assert tail["blame"].startswith("module load tail")
+
+
+def test_queued_on_another_stream_after_its_op_is_a_dependency(tmp_path: Path) -> None:
+    """kA on stream 7 runs 5-20; kB on stream 8 launched 6-8 runs 60-70, no wait call: the whole gap
+    [20,60) was queued and the op whose end opened it ran on another stream: dependency, naming both."""
+    b = TraceBuilder()
+    b.annotation("bubblescope.step", 0, 100 * US)
+    b.kernel("kA", (1 * US, 3 * US), (5 * US, 20 * US))
+    b.kernel("kB", (6 * US, 8 * US), (60 * US, 70 * US), stream=8)
+    result = _analyze(b, tmp_path)
+    assert _classes(result)["dependency"] == 40
+    top = result["gaps_top"][0]
+    assert top["blame"] == "stream 8 waited on stream 7 (its op ended as the gap began)"
 
 
 def test_an_implicit_synchronizer_inside_a_read_is_its_own_read(tmp_path: Path) -> None:

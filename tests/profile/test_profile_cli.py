@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bubblescope.cli import app
+from bubblescope.errors import ConfigError
 from tests.profile.helpers import SCRIPTS, line_of, load_outputs, rows_by_site, site, trace_events
 
 pytest.importorskip("torch")
@@ -85,10 +86,12 @@ def test_exit_code_and_argv_preserved(tmp_path: Path) -> None:
 def test_script_that_raises_keeps_trace_and_analysis(tmp_path: Path) -> None:
     result = _profile(tmp_path, "--step-frame", "decode_one_token", mode="raise")
     assert result.exit_code == 1
-    raise_line = line_of(SCRIPT, "RAISE")
-    message = f"the script raised RuntimeError: planted failure at token 4 ({SCRIPT}:{raise_line})"
-    assert message in result.output
-    assert "Traceback" not in result.output
+    # The script's own traceback, as python prints it: from its first frame, none of bubblescope's.
+    traceback = result.output[result.output.index("Traceback (most recent call last):") :]
+    assert f'{SCRIPT}", line {line_of(SCRIPT, "CALL-main")}, in <module>' in traceback.splitlines()[1]
+    assert f"line {line_of(SCRIPT, 'RAISE')}, in main" in traceback
+    assert "RuntimeError: planted failure at token 4" in traceback
+    assert "bubblescope" not in traceback.split("RuntimeError")[0]
     analysis, record = load_outputs(tmp_path)
     assert record["exit"]["code"] == 1 and record["exit"]["error"].startswith("RuntimeError: planted")
     assert record["steps"]["recorded"] == 3
@@ -120,3 +123,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: 
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        (["--step-frame", "does_not_exist"], "--step-frame 'does_not_exist' matched no call"),
+        (["--step-frame", "decode_one_token", "--warmup", "9"], "matched 2 call(s), all warm-up"),
+        (["--step-marker", "nothing_.*"], "--step-marker 'nothing_.*' matched no annotation"),
+    ],
+)
+def test_a_selector_that_matches_nothing_is_an_error(
+    tmp_path: Path, selector: list[str], message: str
+) -> None:
+    """A ConfigError: `bubblescope.cli.main` prints it as one line and exits 2 (test_bad_input_...)."""
+    argv = ["profile", "--out", str(tmp_path), *selector, "--", "python", SCRIPT_PATH, "2", "ok"]
+    result = runner.invoke(app, argv)
+    assert isinstance(result.exception, ConfigError), result.output
+    assert message in str(result.exception) and len(str(result.exception).splitlines()) == 1
+    assert (tmp_path / "profile.json").is_file()

@@ -47,7 +47,8 @@ def test_every_claim_says_why(case: str) -> None:
     answer = expected(case)
     assert answer["what"] and answer["steps"]["why"]
     reads = answer["reads"]
-    for entry in reads.get("expected", []) + reads.get("per_rank", []) + reads.get("tolerated", []):
+    listed = reads.get("expected", []) + reads.get("per_rank", []) + reads.get("tolerated", [])
+    for entry in listed + reads.get("own_syncs", []):
         assert entry["why"] and entry["apis"] and entry["count"] > 0
     for gap in answer["gaps"]:
         assert gap["why"] and gap["interval_us"][0] < gap["interval_us"][1]

@@ -36,7 +36,8 @@ def test_md_cell_escapes_markup_and_pipes() -> None:
 def test_md_table_shape() -> None:
     table = md_table((["a", "b"], [["1", "x|y"], ["2", "z"]]))
     lines = table.splitlines()
-    assert lines[0] == "| a | b |" and lines[1] == "| --- | --- |"
+    # A numeric column is right-aligned (`---:`).
+    assert lines[0] == "| a | b |" and lines[1] == "| ---: | --- |"
     assert lines[2] == "| 1 | x\\|y |"
     assert md_table((["a"], []), "nothing here") == "_nothing here_"
 

@@ -144,8 +144,20 @@ def test_nesting_deeper_than_a_thousand_levels(tmp_path: Path, capfd, where: str
 
 def test_deep_metadata(tmp_path: Path, capfd) -> None:
     deep = "[" * 3000 + "]" * 3000
-    text = '{"deviceProperties": ' + deep + ', "traceEvents": ' + json.dumps(_events()) + "}"
+    text = '{"distributedInfo": ' + deep + ', "traceEvents": ' + json.dumps(_events()) + "}"
     assert "nested too deeply" in _error(tmp_path, capfd, text)
+
+
+def test_deep_metadata_the_analysis_does_not_read_is_skipped(tmp_path: Path, capfd) -> None:
+    deep = "[" * 3000 + '"]}\\\\"' + "]" * 3000
+    text = '{"deviceProperties": ' + deep + ', "traceEvents": ' + json.dumps(_events()) + "}"
+    result = _outcome(_write(tmp_path, text), capfd)
+    assert isinstance(result, dict) and result["inputs"][0]["events"] == len(_events()), result
+
+
+def test_unbalanced_skipped_metadata_is_refused(tmp_path: Path, capfd) -> None:
+    text = '{"deviceProperties": [1]], "traceEvents": ' + json.dumps(_events()) + "}"
+    assert "not valid JSON" in _error(tmp_path, capfd, text)
 
 
 @pytest.mark.parametrize("escape", ["\\ud800", "\\udfff", "x\\ud83dy"])

@@ -57,9 +57,12 @@ def test_one_graph_replay_and_its_kernels(sample_analysis: dict) -> None:
     assert device["kernel_count"] == 1095 and device["memcpy_count"] == 5
     assert device["busy_ns"] + device["idle_ns"] == device["span_ns"]
     assert sum(device["idle_by_class_ns"].values()) == device["idle_ns"]
-    # The explicit torch.cuda.synchronize() calls sit outside the decode steps.
+    # The probe's explicit torch.cuda.synchronize() (gpu_probe.py(116) > torch/cuda synchronize, +82487.9 µs)
+    # sits outside the decode steps. The other cudaDeviceSynchronize (+83556.4 µs) is torch.profiler's
+    # stop (profiler.py __exit__ > stop > _transit_action > stop_trace > autograd/profiler.py __exit__):
+    # never a read (issue 23 §4).
     sync = next(s for s in sample_analysis["syncs"] if s["api"] == "cudaDeviceSynchronize")
-    assert (sync["kind"], sync["count"], sync["per_step"]) == ("synchronize", 2, 0.0)
+    assert (sync["kind"], sync["count"], sync["per_step"]) == ("synchronize", 1, 0.0)
 
 
 def test_idle_after_each_read_is_the_hosts(sample_analysis: dict) -> None:
