@@ -309,7 +309,7 @@ def startup(repeats: int) -> None:
     for line in timed:
         parts = line.split("|")
         # A top-level import is named after exactly one space; nested ones are indented further.
-        if line.startswith("import time:") and len(parts) == 3 and parts[2][1:2] not in (" ", ""):
+        if len(parts) == 3 and parts[1].strip().isdigit() and parts[2][1:2] not in (" ", ""):
             top_level.append((int(parts[1]) / 1000, parts[2].strip()))
     largest = ", ".join(f"{name} {ms:.0f}" for ms, name in sorted(top_level, reverse=True)[:8])
     print(f"  largest top-level imports (ms, cumulative, one run): {largest}", flush=True)
