@@ -15,6 +15,7 @@ import pandas as pd
 
 from bubblescope.host_ops import host_op_rows
 from bubblescope.kernel_table import kernel_category_rows, kernel_rows
+from bubblescope.not_measured import null_unmeasured_analysis
 from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult, fraction
 
 SCHEMA = "bubblescope.analysis/1"
@@ -51,7 +52,7 @@ def reduce_results(results: list[RankResult]) -> dict:
         offset += len(result.steps)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
     steps_total = sum(result.steps_total for result in results)
-    return {
+    document = {
         "schema": SCHEMA,
         "inputs": [result.input for result in results],
         "warnings": [w for result in results for w in result.warnings],
@@ -75,6 +76,8 @@ def reduce_results(results: list[RankResult]) -> dict:
         "rank_timelines": [],
         "rank_summary": rank_summary(steps_out),
     }
+    # A trace without GPU activity measured no GPU time: null there, never 0 (bubblescope.not_measured).
+    return null_unmeasured_analysis(document)
 
 
 def top_gap_entries(result: RankResult, typical: np.ndarray | None = None) -> list[dict]:

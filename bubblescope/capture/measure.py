@@ -22,8 +22,8 @@ from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.profiling.run_sites import read_calls_path
 from bubblescope.readbacks import count_readbacks
-from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
-from bubblescope.stats import stable_seed
+from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples, tpot_seed
+from bubblescope.step_samples import idle_step_samples
 
 CPU_NOTE = (
     "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
@@ -113,6 +113,8 @@ def analysis_block(
             "gpu_measured": True,
             "note": None,
             "read_sites": read_sites,
+            # Each typical step's idle by class: the samples behind removed-idle intervals (ablate).
+            "idle_steps": idle_step_samples(full),
         }, full
     counted = count_readbacks(trace_path)
     if calls is not None:
@@ -123,10 +125,11 @@ def analysis_block(
     return {
         "blocking_reads_per_step": counted["blocking_reads_per_step"],
         "syncs": counted["syncs"],
-        "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES},
-        "gpu_busy_ns_per_step": 0,
-        "idle_ns_per_step": 0,
-        "kernels_per_step": 0,
+        # Not measured without a GPU timeline: null, never 0 (bubblescope.not_measured).
+        "idle_by_class_ns_per_step": {c: None for c in IDLE_CLASSES},
+        "gpu_busy_ns_per_step": None,
+        "idle_ns_per_step": None,
+        "kernels_per_step": None,
         "gpu_measured": False,
         "readbacks_per_step": counted["per_step"],
         "note": note,
@@ -228,7 +231,7 @@ def measure_config(
     analysis, full = profiled["analysis"], profiled["full"]
     if analysis and analysis.get("note"):
         notices.append(analysis["note"])
-    seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
+    seed = tpot_seed(workload_info.get("name"), enabled)
     summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
     ratio = add_profiled_ratio(analysis, full, timed.samples_ns)
     if ratio is not None and ratio > PROFILED_SLOWDOWN_NOTICE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -180,7 +181,7 @@ def register(app: typer.Typer) -> None:
                     "--reanalyze starts no ranks; leave out --tp (a TP ablation's ranks are re-analysed "
                     "from their records)"
                 )
-            with trace_cap_mb(max_decompressed_mb):
+            with trace_cap_mb(max_decompressed_mb), _writer_lock(out):
                 _reanalyze(out, output_format)
             return
         settings = RunSettings(
@@ -204,10 +205,18 @@ def register(app: typer.Typer) -> None:
             if out_dir is not None:
                 _finish(out_dir, None, [], output_format)
             return
-        out_dir, attribution, notices = _ablate_one_process(
-            workload, preset, study, shapley, reference, settings=settings, seed=seed, out=out
-        )
-        _finish(out_dir, attribution, notices, output_format)
+        with _writer_lock(out):
+            out_dir, attribution, notices = _ablate_one_process(
+                workload, preset, study, shapley, reference, settings=settings, seed=seed, out=out
+            )
+            _finish(out_dir, attribution, notices, output_format)
+
+
+def _writer_lock(out: Path | None) -> contextlib.AbstractContextManager[None]:
+    """The --out folder's writer lock (a default folder is new, named by the time: nobody else's)."""
+    from bubblescope.out_lock import out_lock
+
+    return out_lock(out, "ablate") if out is not None else contextlib.nullcontext()
 
 
 def _reanalyze(out: Path | None, output_format: str) -> None:

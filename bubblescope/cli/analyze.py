@@ -180,4 +180,6 @@ def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
 
     for rank, path in zip(ranks, annotated_paths(out, len(ranks)), strict=True):
         written = write_annotated_trace(rank, gap_blamer(rank), path, max_bytes)
-        typer.echo(f"annotated trace: {written}", err=True)
+        from bubblescope.report.escape import plain_console_text
+
+        typer.echo(f"annotated trace: {plain_console_text(written)}", err=True)

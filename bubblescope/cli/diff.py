@@ -10,7 +10,13 @@ from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_TRACE_FILES, MAX_FILES_HELP, trace_files_cap
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_SAMPLES,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
+)
 from bubblescope.errors import BubblescopeError
 
 DIFF_HELP = "\n\n".join(
@@ -63,6 +69,9 @@ def register(app: typer.Typer) -> None:
             typer.Option("--step-marker", metavar="REGEX", help="Step annotation regex for bare traces."),
         ] = None,
         max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        max_samples: Annotated[
+            int, typer.Option("--max-samples", help=MAX_SAMPLES_HELP)
+        ] = DEFAULT_MAX_SAMPLES,
     ) -> None:
         from bubblescope.cli.report import ReportCommandError
         from bubblescope.diff import run_diff
@@ -74,7 +83,7 @@ def register(app: typer.Typer) -> None:
                 pick_table(DIFF_TABLES, table, "diff")
             elif table is not None:
                 raise BubblescopeError("--table goes with --format csv")
-            with trace_files_cap(max_files):
+            with input_caps(max_files, max_samples):
                 result = run_diff(baseline, current, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
@@ -100,4 +109,6 @@ def register(app: typer.Typer) -> None:
             written = write_text_atomic(output, text)
         except OSError as exc:
             raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
-        typer.echo(f"wrote {written}")
+        from bubblescope.report.escape import plain_console_text
+
+        typer.echo(f"wrote {plain_console_text(written)}")

@@ -11,11 +11,13 @@ import typer
 
 from bubblescope.cli.trace_cap import (
     DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TRACE_FILES,
     MAX_DECOMPRESSED_HELP,
     MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
     trace_cap_mb,
-    trace_files_cap,
 )
 from bubblescope.errors import ConfigError
 
@@ -49,6 +51,7 @@ def register(app: typer.Typer) -> None:
             DEFAULT_MAX_DECOMPRESSED_MB, "--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP
         ),
         max_files: int = typer.Option(DEFAULT_MAX_TRACE_FILES, "--max-files", help=MAX_FILES_HELP),
+        max_samples: int = typer.Option(DEFAULT_MAX_SAMPLES, "--max-samples", help=MAX_SAMPLES_HELP),
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 
@@ -61,7 +64,7 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
-        with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
+        with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
             verdict = run_gate(baseline, current, max_regression)
         if output_format == "json":
             typer.echo(json.dumps(verdict, indent=1))

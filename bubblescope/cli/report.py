@@ -10,11 +10,13 @@ import typer
 
 from bubblescope.cli.trace_cap import (
     DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TRACE_FILES,
     MAX_DECOMPRESSED_HELP,
     MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
     trace_cap_mb,
-    trace_files_cap,
 )
 from bubblescope.errors import BubblescopeError
 
@@ -50,6 +52,12 @@ class ReportCommandError(_TyperClickException, BubblescopeError):  # type: ignor
 class ReportFormat(str, Enum):
     html = "html"
     markdown = "markdown"
+
+
+def _format_for(output: Path | None) -> ReportFormat:
+    """`-o notes.md` without --format writes Markdown (an HTML page in a .md file renders as raw text)."""
+    markdown = output is not None and output.suffix.lower() in (".md", ".markdown")
+    return ReportFormat.markdown if markdown else ReportFormat.html
 
 
 def write_report(
@@ -129,9 +137,13 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         report_format: Annotated[
-            ReportFormat,
-            typer.Option("--format", help="html: one self-contained page; markdown: for CI summaries."),
-        ] = ReportFormat.html,
+            ReportFormat | None,
+            typer.Option(
+                "--format",
+                help="html: one self-contained page; markdown: for CI summaries. Default: markdown when "
+                "-o names a .md file, else html.",
+            ),
+        ] = None,
         step_marker: Annotated[
             str | None,
             typer.Option(
@@ -157,6 +169,9 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
         max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        max_samples: Annotated[
+            int, typer.Option("--max-samples", help=MAX_SAMPLES_HELP)
+        ] = DEFAULT_MAX_SAMPLES,
         top: Annotated[
             int | None,
             typer.Option(
@@ -171,11 +186,11 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         try:
-            with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
+            with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
                 text, written = write_report(
                     paths or [],
                     output,
-                    report_format,
+                    report_format or _format_for(output),
                     step_marker,
                     (bytes_per_token, bandwidth),
                     (top, min_gap_us),
@@ -185,4 +200,6 @@ def register(app: typer.Typer) -> None:
         if written is None:
             typer.echo(text, nl=False)
         else:
-            typer.echo(f"wrote {written}")
+            from bubblescope.report.escape import plain_console_text
+
+            typer.echo(f"wrote {plain_console_text(written)}")

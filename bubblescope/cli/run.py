@@ -39,6 +39,7 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
 
 def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
     from bubblescope.report.cells import fmt_ms_estimate, plural, tpot_noise_note
+    from bubblescope.report.escape import plain_console_text
     from bubblescope.report.markdown import tpot_interval_ms
     from bubblescope.stats import INTERVAL_LABEL
 
@@ -53,8 +54,8 @@ def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> N
     if analysis:
         typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
     for notice in notices:
-        typer.echo(f"note: {notice}")
-    typer.echo(f"written to {out_dir}")
+        typer.echo(f"note: {plain_console_text(notice)}")
+    typer.echo(f"written to {plain_console_text(out_dir)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -160,17 +161,19 @@ def register(app: typer.Typer) -> None:
             "factory": built.factory,
             "preset": built.preset,
         }
-        record, run_notices = measure_config(
-            built.workload,
-            enabled,
-            settings=settings,
-            record_path=out_dir / "record.json",
-            workload_info=workload_info,
-            bandwidth=resolve_floor_bandwidth(),
-        )
+        from bubblescope.out_lock import out_lock
         from bubblescope.report.run_page import write_run_report
 
-        record, notice = write_run_report(out_dir / "record.json")
+        with out_lock(out_dir, "run"):
+            record, run_notices = measure_config(
+                built.workload,
+                enabled,
+                settings=settings,
+                record_path=out_dir / "record.json",
+                workload_info=workload_info,
+                bandwidth=resolve_floor_bandwidth(),
+            )
+            record, notice = write_run_report(out_dir / "record.json")
         notices += run_notices + ([notice] if notice else [])
         if output_format == "json":
             typer.echo(json.dumps(record, indent=1))

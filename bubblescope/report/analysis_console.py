@@ -20,7 +20,7 @@ from bubblescope.report.bandwidth_rows import (
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
-    fmt_duration_ns,
+    fmt_measured_ns,
     nothing_to_fix_text,
     numeric_columns,
     plural,
@@ -44,9 +44,10 @@ TOP_KERNELS_SHOWN = 10
 SHORT_CELL_CHARS = 14
 
 
-def us(ns: float) -> str:
-    """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere)."""
-    return fmt_duration_ns(ns)
+def us(ns: float | None) -> str:
+    """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere); null is
+    `not measured` (bubblescope.not_measured)."""
+    return fmt_measured_ns(ns)
 
 
 # The narrowest a folding column (kernel names, sites, hints) is drawn when the table is squeezed.

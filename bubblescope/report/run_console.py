@@ -128,9 +128,22 @@ def print_ablation_summary(
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     console.print(table)
+    from bubblescope.report.ablation_cells import removed_idle_note
+
+    if idle_note := removed_idle_note(attribution["switches"]):
+        console.print(escape(idle_note))
     console.print(
         f"interaction (all-on saving − sum of single savings): {_interval(attribution['interaction_ms'])}"
     )
+    if attribution.get("predicted_vs_measured"):
+        from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
+
+        headers, rows = predicted_rows(attribution["predicted_vs_measured"])
+        predicted = Table(*(escape(h) for h in headers), title=PREDICTED_TITLE)
+        for row in rows:
+            predicted.add_row(*(escape(cell) for cell in row))
+        console.print(predicted)
+        console.print(escape(PREDICTED_NOTE))
     console.print(
         "waterfall: "
         + " → ".join(f"{escape(s['step'])} {fmt_duration_ms(s['tpot_ms'])}" for s in attribution["waterfall"])
