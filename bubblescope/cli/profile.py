@@ -20,7 +20,8 @@ TIMED_HELP = (
 )
 STEP_MARKER_HELP = (
     "Regex naming step annotations already in the trace (record_function/NVTX names, e.g. "
-    "'decode_step_.*'). The whole run is recorded; --warmup/--active do not apply."
+    "'decode_step_.*'; a full match of the whole name). The whole run is recorded; --warmup/--active do "
+    "not apply."
 )
 
 
@@ -33,7 +34,9 @@ def register(app: typer.Typer) -> None:
         command: Annotated[
             list[str], typer.Argument(help="The script to run, after --: `python my_loop.py ARGS...`.")
         ],
-        out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/profile"),
+        out: Annotated[Path, typer.Option("-o", "--out", metavar="DIR", help="Output folder.")] = Path(
+            "runs/profile"
+        ),
         step_frame: Annotated[str | None, typer.Option("--step-frame", help=STEP_FRAME_HELP)] = None,
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
         active: Annotated[int, typer.Option("--active", help="Steps recorded.")] = 8,
