@@ -187,10 +187,11 @@ class AnalysisResult:
     def __repr__(self) -> str:
         summary = self._analysis.get("summary") or {}
         where = f" of {self.source}" if self.source else ""
+        steps, sites = summary.get("steps", 0), len(self._analysis.get("syncs") or [])
         return (
-            f"<AnalysisResult{where}: {summary.get('steps', 0)} steps, "
+            f"<AnalysisResult{where}: {steps} step{'s' * (steps != 1)}, "
             f"{summary.get('blocking_reads_per_step', 0)} blocking reads/step, "
-            f"{len(self._analysis.get('syncs') or [])} read sites>"
+            f"{sites} read site{'s' * (sites != 1)}>"
         )
 
 

@@ -60,6 +60,9 @@ def test_frames_hold_the_scenario_numbers(item_trace: Path) -> None:
     )
     assert result.devices.iloc[0]["idle_outside_ns"] == 20 * US
     assert result.streams.iloc[0]["busy_ns"] == 42 * US
+    assert (result.summary["steps"], result.step_source, result.gpu_measured) == (1, "bubblescope.step", True)
+    assert result.warnings == result.to_dict()["warnings"]
+    assert "1 step, 1.0 blocking reads/step, 1 read site>" in repr(result)
     one_rank = result.ranks.iloc[0]
     assert (one_rank["steps"], one_rank["gpu_step_ns_median"]) == (1, 80 * US)
     assert pd.isna(one_rank["straggler"]) and pd.isna(one_rank["vs_median_rank"])
