@@ -187,6 +187,12 @@ def test_bad_arguments_and_conflicts_are_one_line_errors() -> None:
         no_new_reads().__enter__()
 
 
+def test_a_profile_inside_a_guard_is_refused_in_one_line(tmp_path: Path) -> None:
+    with no_new_reads(), pytest.raises(ConfigError, match="cannot be nested"):
+        bubblescope.profile(out=tmp_path, progress=False).__enter__()
+    assert not hasattr(torch.Tensor.item, "__wrapped__")
+
+
 def test_exported_from_the_package() -> None:
     assert bubblescope.no_new_reads is no_new_reads
     assert bubblescope.BlockingReadError is BlockingReadError

@@ -28,6 +28,7 @@ from types import CodeType
 from typing import Any
 
 from bubblescope.capture.user_frames import frame_class
+from bubblescope.errors import ConfigError
 from bubblescope.markers import READ_MARKER_PREFIX
 
 MAX_FRAMES = 64
@@ -261,7 +262,10 @@ class ReadTap:
         import torch
 
         if _STATE is not None:
-            raise RuntimeError("a bubblescope read tap is already installed")
+            raise ConfigError(
+                "a bubblescope read tap is already installed (a profile or run recording, or a "
+                "no_new_reads guard): they cannot be nested"
+            )
         is_compiling = torch.compiler.is_compiling
         self.state.marker = _marker_factory(torch)
         methods = {**TENSOR_METHODS, **(INDEX_METHODS if self.index_reads else {})}

@@ -8,6 +8,7 @@ from bubblescope.report.cells import (
     Rows,
     fmt_duration_ms,
     fmt_duration_ns,
+    fmt_estimate,
     fmt_interval,
     md_cell,
     md_table,
@@ -48,8 +49,9 @@ def headline(diff: dict[str, Any]) -> str:
     delta = tpot["delta_ms"]
     return (
         f"TPOT {fmt_duration_ms(tpot['baseline_ms'])} → {fmt_duration_ms(tpot['current_ms'])}: "
-        f"Δ {_signed_ns(delta['est'] * 1e6)} "
-        f"[{_signed_ns(delta['lo'] * 1e6)}, {_signed_ns(delta['hi'] * 1e6)}] "
+        # Digits to the interval's resolution, as every surface shows an estimate (cells.fmt_estimate).
+        # (with the typographic minus the headline's percentage uses).
+        f"Δ {fmt_estimate(delta['est'], delta['lo'], delta['hi'], 'ms', signed=True).replace('-', '−')} "
         f"({_signed_percent((tpot['ratio']['est'] - 1) * 100)}; {tpot['interval']}) — "
         f"{CHANGE_WORDS.get(tpot.get('change'), plain(tpot.get('change')))}"
     )
@@ -212,8 +214,8 @@ def render_diff_markdown(diff: dict[str, Any], heading_level: int = 2) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def print_diff(console: Any, diff: dict[str, Any]) -> None:
-    """The diff on a rich console, every string escaped."""
+def print_diff(console: Any, diff: dict[str, Any], *, notes: Any = None) -> None:
+    """The diff on a rich console, every string escaped; its notes go to `notes` (stderr) when given."""
     from bubblescope.report.analysis_console import print_table
     from bubblescope.report.escape import console_text
 
@@ -228,7 +230,7 @@ def print_diff(console: Any, diff: dict[str, Any]) -> None:
         else:
             console.print(f"{console_text(title)}: {console_text(empty)}")
     for note in diff.get("notes") or []:
-        console.print(f"[yellow]note:[/] {console_text(note)}")
+        (notes or console).print(f"[yellow]note:[/] {console_text(note)}")
 
 
 def render_diff_html(diff: dict[str, Any]) -> str:

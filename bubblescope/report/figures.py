@@ -12,6 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import escape
+from bubblescope.report.ablation_cells import removed_idle_text, timed_idle_text
 from bubblescope.report.cells import (
     ESTIMATORS,
     fmt_at_resolution,
@@ -143,10 +144,11 @@ def _interval_markers(
 
 def _removed_text(switch: dict[str, Any]) -> str:
     reads = switch.get("removed_reads_per_step") or {}
-    idle_us = switch.get("removed_idle_us_per_step") or {}
     parts = [f"−{_num(n):g} read/step at {plot_text(site)}" for site, n in reads.items() if _num(n)]
-    parts += [f"−{_num(us):.1f} µs/step {plot_text(cls)} idle" for cls, us in idle_us.items() if _num(us)]
-    return "<br>".join(parts) if parts else "no blocking reads or idle removed"
+    # The same text as the tables' column: intervals, `not resolved`, and why it is not a timed saving.
+    parts.append(f"GPU idle per timed step: {plot_text(timed_idle_text(switch))}")
+    parts.append(f"GPU idle per profiled step: {plot_text(removed_idle_text(switch))}")
+    return "<br>".join(parts)
 
 
 def switch_deltas_figure(switches: list[dict[str, Any]], shapley_method: Any = None) -> go.Figure:

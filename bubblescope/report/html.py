@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
@@ -56,6 +57,7 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
@@ -363,6 +365,12 @@ def add_ablation_sections(
             "no per-switch attribution",
         )
     )
+    if idle_note := removed_idle_note(attribution.get("switches")):
+        page.add(f'<p class="sub">{esc(idle_note)}</p>')
+    if attribution.get("predicted_vs_measured"):
+        page.add(f"<h2>{esc(PREDICTED_TITLE)}</h2>")
+        page.add(f'<p class="sub">{esc(PREDICTED_NOTE)}</p>')
+        page.add(table_html(predicted_rows(attribution["predicted_vs_measured"])))
     all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
@@ -403,7 +411,7 @@ def _ablation_config_sections(
             }
         )
         stats = record.get("analysis") or {}
-        if stats.get("idle_by_class_ns_per_step"):
+        if stats.get("idle_by_class_ns_per_step") and stats.get("gpu_measured") is not False:
             idle_rows.append(
                 {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
             )

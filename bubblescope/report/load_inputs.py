@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import BubblescopeError, RecordError
+from bubblescope.not_measured import null_unmeasured_analysis, null_unmeasured_record
 from bubblescope.records import validate_record
 from bubblescope.trace import json_scan
 from bubblescope.validate import MAX_DOCUMENT_DEPTH, check_depth, contained_path
@@ -344,9 +345,18 @@ ABLATION_SHAPE: Shape = {
                 **{key: dict for key in INTERVAL_KEYS},
                 "removed_reads_per_step": dict,
                 "removed_idle_us_per_step": dict,
+                "removed_idle_per_step": {"by_class_us": dict},
             }
         ],
         "waterfall": [dict],
+        "predicted_vs_measured": [
+            {
+                "predicted_ms": dict,
+                "measured_alone_ms": dict,
+                "measured_removed_from_all_ms": dict,
+                "reasons": list,
+            }
+        ],
     },
 }
 _MISSING = object()
@@ -380,11 +390,12 @@ def conform_document(doc: Any, shape: Shape) -> dict[str, Any]:
 
 
 def conform_run(record: Any) -> dict[str, Any]:
-    return conform_document(record, RUN_SHAPE)
+    # Records written before not-measured became null carry zeros beside gpu_measured false.
+    return conform_document(null_unmeasured_record(record), RUN_SHAPE)
 
 
 def conform_analysis(analysis: Any) -> dict[str, Any] | None:
-    return None if analysis is None else conform_document(analysis, ANALYSIS_SHAPE)
+    return None if analysis is None else conform_document(null_unmeasured_analysis(analysis), ANALYSIS_SHAPE)
 
 
 def conform_ablation(ablation: Any, records: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
