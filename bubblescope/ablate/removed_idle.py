@@ -7,8 +7,8 @@ Per profiled step, by class: the idle comes from the profiled window (one window
 configuration), not from the timed steps that give TPOT. Each class is estimated as baseline median −
 switched median over the window's typical steps (`RunRecord.analysis.idle_steps`), with the same
 two-level bootstrap as TPOT (`stats.bootstrap_medians(..., hierarchical=True)`; a window is one repeat,
-so only its steps are resampled and run-to-run spread is not in the interval). An estimate whose interval holds zero or is
-wider than itself is `not resolved`.
+so only its steps are resampled and run-to-run spread is not in the interval). An estimate whose
+interval holds zero or is wider than itself is `not resolved`.
 
 A removal is never shown beside a timed TPOT that did not improve without the reason: the profiled
 steps ran slower than the timed ones (tracing), and host idle moves from window to window, so idle
