@@ -97,10 +97,9 @@ def mean_tokens_per_step(record: RunRecord) -> float:
     """Tokens per timed step of a RunRecord (1 for plain decoding, the accept length for speculative)."""
     summary = record.get("summary") or {}
     tokens, steps, repeats = (summary.get(k) for k in ("tokens", "steps", "repeats"))
-    if all(
-        isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (tokens, steps, repeats)
-    ):
-        return float(tokens) / (float(steps) * float(repeats))
+    counts = [v for v in (tokens, steps, repeats) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(counts) == 3 and all(v > 0 for v in counts):
+        return float(counts[0]) / (float(counts[1]) * float(counts[2]))
     return 1.0
 
 

@@ -131,10 +131,11 @@ def timed_removal(
     by the busy change. None without both runs' GPU busy.
     """
     busy = [(r.get("analysis") or {}).get("gpu_busy_ns_per_step") for r in (baseline, switched)]
-    if not all(isinstance(b, int | float) for b in busy) or not isinstance(alone_ms.get("lo"), int | float):
+    before, after = (b if isinstance(b, int | float) else None for b in busy)
+    if before is None or after is None or not isinstance(alone_ms.get("lo"), int | float):
         return None
     tokens = mean_tokens_per_step(baseline)
-    busy_removed_us = (float(busy[0]) - float(busy[1])) / 1e3
+    busy_removed_us = (float(before) - float(after)) / 1e3
     est, lo, hi = (alone_ms[k] * tokens * 1e3 - busy_removed_us for k in ("est", "lo", "hi"))
     return {
         "est": est,
