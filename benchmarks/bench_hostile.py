@@ -113,31 +113,39 @@ class Run:
 
 
 def run_once(args: list[str], timeout_s: float) -> Run:
-    """`python -m bubblescope <args>` in a child, reaped with wait4 so the peak RSS is its own."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bubblescope", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        deadline = start + timeout_s
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    """`python -m bubblescope <args>` under GNU time, whose %M is the child's own peak RSS (wait4's
+    ru_maxrss of a direct child would start from this process's peak: Linux keeps it across fork+exec)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file, err_file = Path(scratch) / "peak", Path(scratch) / "err"
+        start = time.perf_counter()
+        with open(err_file, "wb") as err:
+            try:
+                proc = subprocess.run(
+                    [
+                        "/usr/bin/time",
+                        "-f",
+                        "%M",
+                        "-o",
+                        str(peak_file),
+                        sys.executable,
+                        "-m",
+                        "bubblescope",
+                        *args,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    cwd=REPO,
+                    env={**os.environ, "PYTHONPATH": str(REPO)},
+                    timeout=timeout_s,
+                )
+                code = proc.returncode
+            except subprocess.TimeoutExpired:
+                code = 124
         seconds = time.perf_counter() - start
-        err.seek(0)
-        lines = err.read().decode("utf-8", "replace").strip().splitlines()
-    return Run(proc.returncode, seconds, usage.ru_maxrss / 1024, lines[-1][:140] if lines else "")
+        text = peak_file.read_text().split() if peak_file.exists() else []
+        peak_kb = float(text[-1]) if text and text[-1].isdigit() else float("nan")
+        lines = err_file.read_text(errors="replace").strip().splitlines()
+    return Run(code, seconds, peak_kb / 1024, lines[-1][:140] if lines else "")
 
 
 def measure(kind: Kind, size: int, repeats: int, timeout_s: float) -> Run:

@@ -76,7 +76,7 @@ for stage in "$@"; do
       old=no_readback,pdl,fused_moe,bf16_gate,bf16_lm_head,graph_metadata
       timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --all --steps 64 --repeats 3 --out /tmp/run-all \
         2>&1 | tail -14
-      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggle $old --steps 64 --repeats 3 \
+      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggles $old --steps 64 --repeats 3 \
         --out /tmp/run-old 2>&1 | tail -14
       tar -czf "$out/runs_e256.tar.gz" -C /tmp run-all run-old ;;
     issue17-ablate)
@@ -163,7 +163,7 @@ for stage in "$@"; do
           for setting in ${SPEC_SETTINGS:-all nccl off}; do
             case $setting in
               all) switches="--all" ;;
-              nccl) switches="--toggle $but_fast" ;;
+              nccl) switches="--toggles $but_fast" ;;
               *) switches="" ;;
             esac
             # A run that cannot finish inside the stage's budget (SPEC_STAGE_S) is not started.

@@ -96,6 +96,14 @@ def top_gap_entries(result: RankResult, typical: np.ndarray | None = None) -> li
     return [dict(zip(GAP_COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
+# The hint of a site whose every read falls outside the steps (set-up, the profiler's own stop): the
+# kind's hint ("explicit synchronize in the loop") would send the reader to a loop it is not in.
+OUTSIDE_STEPS_HINT = (
+    "outside every decode step (set-up or tear-down, 0 per step): no step waits for it; if it runs inside "
+    "your loop, mark the steps so that they cover it"
+)
+
+
 def sync_entries(
     read_frames: list[pd.DataFrame],
     n_steps: int,
@@ -124,7 +132,7 @@ def sync_entries(
             if len(mask):
                 in_step &= mask[np.clip(step, 0, len(mask) - 1)]
         if len(reads):
-            frames.append(reads.assign(in_step=in_step))
+            frames.append(reads.assign(in_step=in_step, outside=step < 0))
     if by_typical:
         n_steps = max(int(np.sum(typical)), 1)
     if not frames:
@@ -143,6 +151,7 @@ def sync_entries(
             wait_ns=("wait_ns", "sum"),
             hint=("hint", "first"),
             inner_op=("inner_op", "first"),
+            outside=("outside", "all"),
         )
         .reset_index()
     )
@@ -161,7 +170,7 @@ def sync_entries(
             "lost_lead_ns": int(r.lost_lead_ns),
             "drained": int(r.drained),
             "wait_ns": int(r.wait_ns),
-            "hint": r.hint,
+            "hint": OUTSIDE_STEPS_HINT if r.outside else r.hint,
         }
         for r in grouped.itertuples(index=False)
     ]

@@ -205,6 +205,7 @@ def measure_config(
     workload_info: dict[str, Any],
     bandwidth: tuple[float, str] | None,
     on_repeat: Callable[[int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[RunRecord, list[str]]:
     """Measure `enabled` on `workload` and write its RunRecord (and trace, analysis) atomically.
 
@@ -215,6 +216,9 @@ def measure_config(
     tap on, `<stem>.read_calls.json.gz` (stem = record file name without `.json`; `record.json` uses
     plain `trace.json.gz` etc.).
 
+    Args:
+        on_repeat: called with the repeat index after each timed repeat (progress displays).
+        on_phase: called with a short description when the profiled window and its analysis start.
     Returns:
         (the record, notices for the user).
     """
@@ -226,6 +230,8 @@ def measure_config(
     )
     folder, stem = record_path.parent, record_path.name.removesuffix(".json")
     prefix = "" if stem == "record" else f"{stem}."
+    if on_phase is not None and settings.profile_steps:
+        on_phase(f"profiled window ({settings.profile_steps} steps) and its analysis")
     kernel_bytes = kernel_bytes_block(workload, frozenset(enabled), bandwidth) if on_cuda else None
     profiled = _profile_and_analyse(workload, settings, folder, prefix, on_cuda, kernel_bytes)
     analysis, full = profiled["analysis"], profiled["full"]

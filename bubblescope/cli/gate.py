@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from typing import Annotated
@@ -66,19 +67,26 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
         with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
             verdict = run_gate(baseline, current, max_regression)
-        if output_format == "json":
-            typer.echo(json.dumps(verdict, indent=1))
-        elif output_format == "markdown":
-            from bubblescope.report.gate_markdown import render_gate_markdown
-
-            typer.echo(render_gate_markdown(verdict))
-        else:
-            from rich.console import Console
-
-            from bubblescope.report.run_console import print_gate_table
-
-            print_gate_table(Console(), verdict)
+        try:
+            _print_verdict(verdict, output_format)
+        except BrokenPipeError:
+            # `gate ... | head -1`: the reader left; the verdict still decides the exit status.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if verdict["exit_code"]:
             # SystemExit, not typer.Exit: with standalone_mode=False click returns an Exit's code
             # from app() instead of exiting, and CI needs the process status.
             sys.exit(verdict["exit_code"])
+
+
+def _print_verdict(verdict: dict, output_format: str) -> None:
+    if output_format == "json":
+        typer.echo(json.dumps(verdict, indent=1))
+    elif output_format == "markdown":
+        from bubblescope.report.gate_markdown import render_gate_markdown
+
+        typer.echo(render_gate_markdown(verdict))
+    else:
+        from bubblescope.report.console import make_console
+        from bubblescope.report.run_console import print_gate_table
+
+        print_gate_table(make_console(), verdict, notes=make_console(stderr=True))
