@@ -118,3 +118,23 @@ def test_gate_console_escapes_hostile_sites(tmp_path: Path) -> None:
     assert result.exit_code in (0, 1), result.output
     for char in CONTROL_CHARS:
         assert char not in result.stdout, repr(char)
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["report"], ["diff"]])
+def test_forced_colour_console_carries_no_control_from_names(tmp_path: Path, command: list[str]) -> None:
+    """With colour forced, the only escape sequences on stdout are rich's own SGR colours."""
+    import re
+
+    trace = _write_trace(tmp_path / "h", HOSTILE)
+    plain = _write_trace(tmp_path / "plain", "step")
+    args = [str(plain), str(trace)] if command == ["diff"] else [str(trace)]
+    if command == ["report"]:
+        args += ["--format", "markdown"]
+    result = runner.invoke(
+        app, [*command, *args], env={"COLUMNS": "400", "FORCE_COLOR": "1", "TERM": "xterm"}
+    )
+    assert result.exit_code == 0, result.output
+    shown = re.sub("\x1b\\[[0-9;]*m", "", result.stdout)
+    for char in CONTROL_CHARS:
+        assert char not in shown, (command, repr(char))
+    assert "\u2066" not in shown and "\x9b" not in shown
