@@ -120,8 +120,8 @@ def fmt_bytes(value: Any) -> str:
         return "—"
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(number) >= scale:
-            return f"{number / scale:.2f} {unit}"
-    return f"{number:.0f} B"
+            return f"{number / scale:.2f}{NBSP}{unit}"
+    return f"{number:.0f}{NBSP}B"
 
 
 # Decimals of an estimate without an interval (ms: to the µs).
