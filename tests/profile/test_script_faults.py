@@ -91,7 +91,10 @@ def test_a_forked_child_leaves_at_once_and_its_session_writes_nothing(
 
 def test_a_second_writer_of_one_folder_is_refused(tmp_path: Path) -> None:
     with out_lock(tmp_path / "out", "profile"):
-        with pytest.raises(FolderBusyError, match=f"pid {os.getpid()}"), out_lock(tmp_path / "out", "run"):
+        with (
+            pytest.raises(FolderBusyError, match="another bubblescope process"),
+            out_lock(tmp_path / "out", "run"),
+        ):
             pass
         outcome = run_in_process(
             ["profile", "--out", str(tmp_path / "out"), "--", "python", str(SCRIPT), "3", "ok"]
@@ -162,8 +165,10 @@ def test_real_faults_keep_files_and_status(tmp_path: Path, mode: str, status: in
 def test_two_profiles_of_one_folder_one_refused(tmp_path: Path) -> None:
     first = _profile(tmp_path / "out", "hold", HOLD_S="20")
     deadline = time.monotonic() + 120
-    while not (tmp_path / "out" / ".bubblescope.lock").exists() and time.monotonic() < deadline:
+    # The first holds the lock once its folder exists; the script then sleeps 20 s inside a step.
+    while not (tmp_path / "out").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    time.sleep(2)
     second = _profile(tmp_path / "out", "ok")
     _, err = second.communicate(timeout=300)
     first.communicate(timeout=300)
