@@ -50,7 +50,7 @@ class StepHandle:
 
     def __exit__(self, *exc: object) -> None:
         if self._session._open_index == self._index:
-            self._session._close_step()
+            self._session._close_step(at_block_end=True)
 
 
 class ProfileSession:
@@ -254,9 +254,10 @@ class ProfileSession:
         self._annotation = record_function(STEP_MARKER)
         self._annotation.__enter__()
 
-    def _close_step(self) -> None:
+    def _close_step(self, *, at_block_end: bool = False) -> None:
         index, self._open_index = self._open_index, None
-        if index is not None and self._timer is not None and self._phase(index) == "timed":
+        if at_block_end and index is not None and self._timer is not None and self._phase(index) == "timed":
+            # Where a `with prof.step():` step ended, in case no later step comes to end it.
             self._timer.mark_close()
         if index is None or self._annotation is None:
             self._open_index = None
