@@ -175,3 +175,11 @@ def test_two_profiles_of_one_folder_one_refused(tmp_path: Path) -> None:
     assert second.returncode == 2 and len(err.strip().splitlines()) == 1, err
     assert "another bubblescope process" in err
     assert first.returncode == 0 and load_outputs(tmp_path / "out")[1]["exit"]["code"] == 0
+
+
+def test_the_python_api_holds_its_folder_too(tmp_path: Path) -> None:
+    with ProfileSession(tmp_path / "out", active=1, warmup=0, progress=False):
+        with pytest.raises(FolderBusyError), ProfileSession(tmp_path / "out", active=1, warmup=0):
+            pass
+    with out_lock(tmp_path / "out", "profile"):
+        pass
