@@ -29,6 +29,10 @@ class _Group(TyperGroup):
     """The command group: Ctrl-C and a closed pipe leave every command as exceptions `main` handles."""
 
     def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        from bubblescope.cli.saved import note_saved
+
+        # A new command has saved nothing yet (the app may run several commands in one process).
+        note_saved(None)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
