@@ -104,7 +104,17 @@ STREAM_COLUMNS = [
     "other_ns",
     "ops",
 ]
-FINDING_COLUMNS = ["order", "kind", "what", "site", "saving_ns_per_token", "hint"]
+FINDING_COLUMNS = [
+    "order",
+    "kind",
+    "what",
+    "site",
+    "saving_ns_per_token",
+    "hint",
+    "bound",
+    "estimate",
+    "cut_from_ns_per_token",
+]
 GAP_COLUMNS = [
     "rank",
     "device",
