@@ -116,3 +116,25 @@ def _take_profiler_share(profiled: dict[str, float], excess: float) -> dict[str,
             if c != "host":
                 out[c] *= keep
     return out
+
+
+def record_bound(record: dict[str, Any], analysis: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """`bound_idle` of a RunRecord (`run`, `ablate`): its profiled idle bounded by its own timed step.
+
+    For the ablation's predicted-vs-measured table (h23-ablate): call it with each configuration's
+    record; `idle_by_class_ns` is what fixing each class can give back per step in the timed run.
+
+    Args:
+        record: a `bubblescope.run/1` dict.
+        analysis: the run's full analysis (`<stem>.analysis.json`); None: the record's `analysis` block.
+    """
+    if analysis is None:
+        block = record.get("analysis") or {}
+        analysis = {
+            "gpu_measured": block.get("gpu_measured"),
+            "summary": {
+                "gpu_busy_ns_per_step": block.get("gpu_busy_ns_per_step"),
+                "idle_by_class_ns_per_step": block.get("idle_by_class_ns_per_step"),
+            },
+        }
+    return bound_idle(analysis, timed_step_ns_of(record))

@@ -166,3 +166,14 @@ def test_eager_step_keeps_the_capture_hint() -> None:
     }
     findings = {f["kind"]: f for f in fix_first(analysis, timed_step_ns=1_500_000)}
     assert "capture" in findings["host idle"]["hint"] and "capture" in findings["launch idle"]["hint"]
+
+
+def test_record_bound_from_the_record_block_alone() -> None:
+    """What h23-ablate calls per configuration: the record's own analysis block and timed step."""
+    from bubblescope.timed_idle import record_bound
+
+    record, analysis = _sample()
+    from_block, from_full = record_bound(record), record_bound(record, analysis)
+    assert from_block["timed_idle_ns"] == pytest.approx(5_158_416 - 4_770_784)
+    assert from_full["timed_idle_ns"] == pytest.approx(from_block["timed_idle_ns"])
+    assert from_block["steps"] is None and from_full["steps"] == 4
