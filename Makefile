@@ -1,7 +1,9 @@
 # The commands people type. Each target creates or reuses .venv and installs what it needs.
 #   make run    - the main job: `bubblescope run` on the best preset this machine holds (debug on CPU)
 #   make test   - the default test suite, <= 5 min on a 2-core CPU box (long end-to-end tests marked `slow`
-#                 are left out; GPU tests skip without CUDA); the 15 slowest tests are listed at the end
+#                 are left out; GPU tests skip without CUDA); the 15 slowest tests are listed at the end.
+#                 Runs on every core (pytest-xdist, TEST_JOBS=auto; TEST_JOBS=0 runs in this process):
+#                 measured in benchmarks/RESULTS.md, faster on 2 cores even with one of them busy
 #   make test-all - every test, `slow` ones included
 
 VENV    ?= .venv
@@ -11,6 +13,10 @@ STAMP   := $(VENV)/.installed
 # pip takes this exact torch from the machine's wheel store when it has one (a CPU build on CI);
 # elsewhere from PyPI. An existing newer torch in the venv is kept.
 TORCH   ?= torch==2.13.0
+# pytest-xdist workers; worksteal hands a finished worker the queue of a busy one (a few tests take
+# most of the time, and `load` left them queued behind each other on one worker).
+TEST_JOBS ?= auto
+XDIST   := -n $(TEST_JOBS) --dist worksteal
 
 .PHONY: setup run test test-all lint bench-analyze clean
 
@@ -27,11 +33,11 @@ run: setup
 
 test: setup
 	@$(PY) tools/ensure_browser.py || true
-	$(PY) -m pytest -q -m "not slow" --durations=15 $(ARGS)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) --durations=15 $(ARGS)
 
 test-all: setup
 	@$(PY) tools/ensure_browser.py || true
-	$(PY) -m pytest -q --durations=15 $(ARGS)
+	$(PY) -m pytest -q $(XDIST) --durations=15 $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check bubblescope reference_model kernels tests benchmarks tools

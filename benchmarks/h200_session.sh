@@ -5,7 +5,8 @@
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
 # window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
-# spec-tests, trace (the real trace kept under tests/data/h200_recorded/), ablate-tiny, ablate-e256,
+# spec-tests, trace (the real trace kept under tests/data/h200_recorded/), predicted (issue 23: the switches
+# with prediction rules ablated on e256 and tiny), ablate-tiny, ablate-e256,
 # eager-e256, spec-e256, spec-e256-rest (the rows spec-e256 left out), gate-toy and gate-tiny (gate
 # trust), and on two GPUs: tp-tests, tp-tiny (bench_tp tokens + tpot_tiny), tp-bisect (which switch
 # setting hangs the debug preset's TP fast path), tp-ablate, tp-spec and tp-spec-ablate (the speculative
@@ -75,7 +76,7 @@ for stage in "$@"; do
       old=no_readback,pdl,fused_moe,bf16_gate,bf16_lm_head,graph_metadata
       timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --all --steps 64 --repeats 3 --out /tmp/run-all \
         2>&1 | tail -14
-      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggle $old --steps 64 --repeats 3 \
+      timeout ${RUN_S:-70} bubblescope run --preset ling3-flash-e256 --toggles $old --steps 64 --repeats 3 \
         --out /tmp/run-old 2>&1 | tail -14
       tar -czf "$out/runs_e256.tar.gz" -C /tmp run-all run-old ;;
     issue17-ablate)
@@ -85,6 +86,21 @@ for stage in "$@"; do
         --preset ling3-flash-e256 --toggles fast_topk,early_shared --steps 64 --repeats 3 --out /tmp/abl17 \
         --format table 2>&1 | grep -v Warn | tail -30
       tar -czf "$out/ablate17.tar.gz" -C /tmp abl17 ;;
+    predicted)
+      # Issue 23 §3: the switches that have a prediction rule (bubblescope/ablate/predict.py), alone and
+      # removed from all-on, on ling3-flash-e256 then ling3-tiny, inside one budget (PREDICT_BUDGET_S; a
+      # preset cut short still comes back, resumable); the reports' predicted-vs-measured table is the
+      # check. Records, traces, analyses and the console log come back (no HTML pages).
+      toggles=no_readback,pdl,fused_moe,fused_mla_glue,bf16_gate,bf16_lm_head,graph_metadata
+      deadline=$(( $(date +%s) + ${PREDICT_BUDGET_S:-490} ))
+      for preset in ${PREDICT_PRESETS:-ling3-flash-e256 ling3-tiny}; do
+        left=$(( deadline - $(date +%s) - 8 ))
+        [ "$left" -gt 30 ] || { echo "no time left for $preset"; break; }
+        timeout $left bubblescope ablate --preset $preset --toggles ${PREDICT_TOGGLES:-$toggles} \
+          --max-exact-shapley 0 --shapley-permutations 1 --steps ${PREDICT_STEPS:-32} --repeats 3 \
+          --out /tmp/pred-$preset --format table 2>&1 | grep -v Warn | tee "$out/pred_$preset.log" | tail -24
+        tar -czf "$out/pred_$preset.tar.gz" --exclude='*.html' -C /tmp pred-$preset
+      done ;;
     ablate-tiny)
       timeout 200 bubblescope ablate --preset ling3-tiny --all --shapley-permutations 1 --max-exact-shapley 0 \
         --steps 48 --repeats 3 --out /tmp/ablate-tiny --format table 2>&1 | tail -30
@@ -147,7 +163,7 @@ for stage in "$@"; do
           for setting in ${SPEC_SETTINGS:-all nccl off}; do
             case $setting in
               all) switches="--all" ;;
-              nccl) switches="--toggle $but_fast" ;;
+              nccl) switches="--toggles $but_fast" ;;
               *) switches="" ;;
             esac
             # A run that cannot finish inside the stage's budget (SPEC_STAGE_S) is not started.

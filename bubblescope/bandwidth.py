@@ -118,7 +118,23 @@ def machine_memory() -> MachineMemory:
     return MachineMemory("cpu", 1, int(host_bytes), "host RAM")
 
 
+# Files a CUDA (NVIDIA), ROCm or WSL GPU driver creates; without any of them torch would find no device.
+_GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_driver_present() -> bool:
+    """True when this machine may have a GPU torch can use: a GPU driver is loaded and
+    CUDA_VISIBLE_DEVICES does not hide every device. Cheap: `floor` and `presets` ask this before
+    importing torch (several seconds), which they need only to measure a GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return any(os.path.exists(path) for path in _GPU_DRIVER_FILES)
+
+
 def _cuda_available() -> bool:
+    if not gpu_driver_present():
+        return False
     try:
         import torch
     except ImportError:

@@ -15,6 +15,7 @@ Never imports torch or plotly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -240,22 +241,68 @@ def compared_reads(
     return before, after, notes
 
 
+_LINE_NUMBER = re.compile(r"\(\d+\)")
+
+
+def moved_reads(
+    before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """(old key, new key) of reads that only moved: made at the same library line (`→ read_at`), with the
+    same op and reads per step, from the same file and function of the user's at another line number
+    (an edit above the call shifted it), so a diff does not list one read removed and another added.
+    A read in the user's own code has no such anchor: a changed line there stays added + removed."""
+    gone = [key for key in before if key not in after]
+    moved = []
+    for key in (k for k in after if k not in before):
+        shape = _moved_shape(key)
+        match = next(
+            (
+                old
+                for old in gone
+                if shape and _moved_shape(old) == shape and abs(before[old] - after[key]) <= 1e-9
+            ),
+            None,
+        )
+        if match is not None:
+            gone.remove(match)
+            moved.append((match, key))
+    return moved
+
+
+def _moved_shape(key: tuple[str, str]) -> tuple[str, str, str] | None:
+    user, arrow, library = key[0].partition(" → ")
+    return (_LINE_NUMBER.sub("", user), library, key[1]) if arrow else None
+
+
 def _reads(base: DiffSide, cur: DiffSide) -> tuple[dict[str, Any], list[str]]:
     before, after, notes = compared_reads(base.syncs, cur.syncs)
+    moved_pairs = moved_reads(before, after)
+    unchanged = {key for pair in moved_pairs for key in pair}
     added, removed = [], []
-    for key in sorted(set(before) | set(after)):
+    for key in sorted((set(before) | set(after)) - unchanged):
         b, a = before.get(key, 0.0), after.get(key, 0.0)
         row = {"site": key[0], "op": key[1], "baseline_per_step": b, "current_per_step": a}
         if a > b + 1e-9:
             added.append(row)
         elif b > a + 1e-9:
             removed.append(row)
+    moved = [
+        {
+            "from_site": old[0],
+            "site": new[0],
+            "op": new[1],
+            "baseline_per_step": before[old],
+            "current_per_step": after[new],
+        }
+        for old, new in moved_pairs
+    ]
     return {
         "baseline_per_step": base.reads_per_step,
         "current_per_step": cur.reads_per_step,
         "compared_by": "exact line" if has_exact_lines(base.syncs) and has_exact_lines(cur.syncs) else "site",
         "added": added,
         "removed": removed,
+        "moved": moved,
     }, notes
 
 

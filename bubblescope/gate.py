@@ -204,9 +204,12 @@ def load_gate_input(path: str | os.PathLike[str]) -> GateInput:
 
 
 def _reads_check(baseline: GateInput, current: GateInput) -> dict[str, Any]:
-    from bubblescope.diff import compared_reads
+    from bubblescope.diff import compared_reads, moved_reads
 
     before, after, notes = compared_reads(baseline.syncs, current.syncs)
+    # A read that only moved to another line (an edit above it) is the same read, not a new one.
+    for old, new in moved_reads(before, after):
+        before[new] = before.pop(old)
     labels = {key: f"{key[0]} [{key[1]}]" for key in set(before) | set(after)}
     increased = [
         {"site": labels[key], "baseline": before.get(key, 0.0), "current": after[key]}

@@ -110,7 +110,8 @@ def kernel_category_entries(ranks: Sequence[Any]) -> list[dict[str, Any]]:
     """Kernel time by category (trace/kernel_names.py), over every in-step kernel, largest first.
 
     Returns:
-        [{category, kernels (distinct names), count, total_ns, share, ns_per_step}]; categories with no
+        [{category, kernels (distinct names), count, total_ns, share, count_per_step, ns_per_step}];
+        categories with no
         kernel are left out; [] without kernels.
     """
     return kernel_category_rows([in_step_kernels(rank) for rank in ranks], sum(len(r.steps) for r in ranks))
@@ -138,6 +139,7 @@ def kernel_category_rows(frames: Sequence[pd.DataFrame], steps_total: int) -> li
             "count": int(grouped.loc[category, "count"]),
             "total_ns": int(grouped.loc[category, "total_ns"]),
             "share": round(float(grouped.loc[category, "total_ns"]) / all_ns, 6),
+            "count_per_step": round(int(grouped.loc[category, "count"]) / steps_total, 4),
             "ns_per_step": round(float(grouped.loc[category, "total_ns"]) / steps_total, 1),
         }
         for category in order

@@ -15,6 +15,7 @@ import pandas as pd
 
 from bubblescope.host_ops import host_op_rows
 from bubblescope.kernel_table import kernel_category_rows, kernel_rows
+from bubblescope.not_measured import null_unmeasured_analysis
 from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult, fraction
 
 SCHEMA = "bubblescope.analysis/1"
@@ -51,7 +52,7 @@ def reduce_results(results: list[RankResult]) -> dict:
         offset += len(result.steps)
     gaps_out.sort(key=lambda g: -g["dur_ns"])
     steps_total = sum(result.steps_total for result in results)
-    return {
+    document = {
         "schema": SCHEMA,
         "inputs": [result.input for result in results],
         "warnings": [w for result in results for w in result.warnings],
@@ -75,6 +76,8 @@ def reduce_results(results: list[RankResult]) -> dict:
         "rank_timelines": [],
         "rank_summary": rank_summary(steps_out),
     }
+    # A trace without GPU activity measured no GPU time: null there, never 0 (bubblescope.not_measured).
+    return null_unmeasured_analysis(document)
 
 
 def top_gap_entries(result: RankResult, typical: np.ndarray | None = None) -> list[dict]:
@@ -91,6 +94,14 @@ def top_gap_entries(result: RankResult, typical: np.ndarray | None = None) -> li
     top = gaps.nlargest(TOP_GAPS, "dur_ns", keep="first")
     columns = [top[name].tolist() for name in GAP_COLUMNS]
     return [dict(zip(GAP_COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+# The hint of a site whose every read falls outside the steps (set-up, the profiler's own stop): the
+# kind's hint ("explicit synchronize in the loop") would send the reader to a loop it is not in.
+OUTSIDE_STEPS_HINT = (
+    "outside every decode step (set-up or tear-down, 0 per step): no step waits for it; if it runs inside "
+    "your loop, mark the steps so that they cover it"
+)
 
 
 def sync_entries(
@@ -121,7 +132,7 @@ def sync_entries(
             if len(mask):
                 in_step &= mask[np.clip(step, 0, len(mask) - 1)]
         if len(reads):
-            frames.append(reads.assign(in_step=in_step))
+            frames.append(reads.assign(in_step=in_step, outside=step < 0))
     if by_typical:
         n_steps = max(int(np.sum(typical)), 1)
     if not frames:
@@ -140,6 +151,7 @@ def sync_entries(
             wait_ns=("wait_ns", "sum"),
             hint=("hint", "first"),
             inner_op=("inner_op", "first"),
+            outside=("outside", "all"),
         )
         .reset_index()
     )
@@ -158,7 +170,7 @@ def sync_entries(
             "lost_lead_ns": int(r.lost_lead_ns),
             "drained": int(r.drained),
             "wait_ns": int(r.wait_ns),
-            "hint": r.hint,
+            "hint": OUTSIDE_STEPS_HINT if r.outside else r.hint,
         }
         for r in grouped.itertuples(index=False)
     ]

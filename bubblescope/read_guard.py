@@ -7,10 +7,11 @@ The guard installs bubblescope's read tap (`capture/user_reads.py`) while it is 
 each Python call that reads a device value back to the host (`.item()`, `.tolist()`, `.cpu()`,
 `.numpy()`, D2H `.to()`/`copy_`, `bool()`/`int()`/`float()` of a tensor, `nonzero`, `masked_select`,
 `unique`, one-argument `where`, `repeat_interleave` without `output_size`, `equal`, `allclose`,
-`torch.cuda.synchronize`/`empty_cache`, stream/event `synchronize`). By default every tensor counts, CPU
-tensors included: a CPU test then fails on the same `.item()` that would stall a GPU, so CI without a
-GPU catches it. Reads inside C++ ops that do not pass through those entry points (`x[bool_mask]`) and
-inside torch.compile'd graphs are not seen (README compares this with `torch.cuda.set_sync_debug_mode`).
+`torch.cuda.synchronize`/`empty_cache`, stream/event `synchronize`) and, for the guard only,
+boolean-mask indexing `x[mask]`. By default every tensor counts, CPU tensors included: a CPU test then
+fails on the same `.item()` that would stall a GPU, so CI without a GPU catches it. Reads made inside
+C++ ops without passing through those entry points (`torch.bincount`) and inside torch.compile'd graphs
+are not seen (README compares this with `torch.cuda.set_sync_debug_mode`).
 
 Nesting: one tap is shared by every guard entered (in any thread); each guard counts the calls made
 between its own enter and exit, so an outer guard also counts an inner guard's reads. torch is imported
@@ -37,6 +38,7 @@ _DUNDER_CALLS = {
     "Tensor.__float__": "float(tensor)",
     "Tensor.__index__": "operator.index(tensor)",
     "Tensor.__format__": "format(tensor) / f-string",
+    "Tensor.__getitem__": "x[bool_mask]",
 }
 
 
@@ -83,7 +85,7 @@ class _SharedTap:
                         "no_new_reads cannot be entered while a bubblescope profile or run records "
                         "(its read tap is installed)"
                     )
-                tap = user_reads.ReadTap(cuda_run=cuda_only).install()
+                tap = user_reads.ReadTap(cuda_run=cuda_only, index_reads=True).install()
                 # No profiler is recording the guard's reads: skip the per-read record_function.
                 tap.state.marker = None
                 tap.state.recording = True

@@ -253,8 +253,9 @@ def count_readbacks(path: str | os.PathLike[str] | CpuTrace) -> dict[str, Any]:
                 "api": "none (CPU trace)",
                 "count": count,
                 "per_step": count / len(steps),
-                "blocked_ns": 0,
-                "bubble_ns": 0,
+                # Nothing blocks on a CPU: not measured, null (bubblescope.not_measured).
+                "blocked_ns": None,
+                "bubble_ns": None,
                 "hint": hint,
             }
         )

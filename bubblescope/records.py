@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
-from bubblescope.stats import bootstrap_medians, interval, median_with_ci, per_token_samples_ns, stable_seed
+from bubblescope.record_budget import check_sample_budget
+from bubblescope.stats import (
+    DEFAULT_BOOTSTRAP,
+    bootstrap_medians,
+    interval,
+    per_token_samples_ns,
+    stable_seed,
+)
 from bubblescope.validate import check_analysis_block, check_count, check_depth
 
 RUN_SCHEMA = "bubblescope.run/1"
@@ -45,19 +55,59 @@ _OPTIONAL_NULLABLE: dict[str, type | tuple[type, ...]] = {
 }
 
 
+def tpot_seed(workload_name: Any, enabled: Iterable[str]) -> int:
+    """The bootstrap seed of one configuration's TPOT: its workload name and switches, nothing else.
+
+    `run`, `ablate` (its attribution) and every re-summary draw the same replicates from it, so one
+    configuration shows one interval in every table of every page (docs/intervals.md).
+    """
+    return stable_seed(workload_name, tuple(sorted(enabled)))
+
+
+def tpot_replicates_ns(
+    samples_ns: list[list[int]],
+    tokens_per_step: list[list[int]],
+    *,
+    seed: int,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+) -> tuple[float, np.ndarray]:
+    """Point TPOT (ns per token) and its [n_boot] two-level bootstrap replicates (repeats, then steps).
+
+    The one computation behind every TPOT interval: a record's summary and the ablation's per-config
+    intervals, differences and Shapley values all come from these replicates.
+    """
+    per_repeat = per_token_samples_ns(samples_ns, tokens_per_step)
+    point_ns = float(np.median(np.concatenate(per_repeat)))
+    return point_ns, bootstrap_medians(per_repeat, n_boot=n_boot, seed=seed, hierarchical=True)
+
+
+def tpot_interval_of(replicates_ns: np.ndarray) -> list[float]:
+    """[lo, hi] ms of TPOT replicates in ns: rounded once, the same way for every surface."""
+    lo_ns, hi_ns = interval(replicates_ns)
+    return [lo_ns / 1e6, hi_ns / 1e6]
+
+
+def record_tpot_replicates_ns(record: RunRecord, n_boot: int = DEFAULT_BOOTSTRAP) -> tuple[float, np.ndarray]:
+    """`tpot_replicates_ns` of a RunRecord, seeded as `capture.measure` seeded its summary."""
+    seed = tpot_seed(record.get("workload", {}).get("name"), record["switches"].get("enabled", []))
+    return tpot_replicates_ns(record["samples_ns"], record["tokens_per_step"], seed=seed, n_boot=n_boot)
+
+
 def summarize_samples(
     samples_ns: list[list[int]], tokens_per_step: list[list[int]], *, seed: int = 0
 ) -> dict[str, Any]:
-    """The `summary` block: TPOT median (ms) with its bootstrap 95% interval, tokens/s, counts."""
-    per_repeat = per_token_samples_ns(samples_ns, tokens_per_step)
-    est_ns, lo_ns, hi_ns = median_with_ci(per_repeat, seed=seed)
-    # Added within run/1: the interval that also resamples repeats (what gate and ablate use).
-    two_level_lo_ns, two_level_hi_ns = interval(bootstrap_medians(per_repeat, seed=seed, hierarchical=True))
+    """The `summary` block: TPOT median (ms) with its bootstrap 95% interval, tokens/s, counts.
+
+    `tpot_ci95_ms` and `tpot_ci95_two_level_ms` are the same two-level interval (older records'
+    `tpot_ci95_ms` resampled steps only; readers prefer the two-level key).
+    """
+    est_ns, replicates_ns = tpot_replicates_ns(samples_ns, tokens_per_step, seed=seed)
+    ci_ms = tpot_interval_of(replicates_ns)
     tokens = int(sum(sum(r) for r in tokens_per_step))
     return {
         "tpot_ms": est_ns / 1e6,
-        "tpot_ci95_ms": [lo_ns / 1e6, hi_ns / 1e6],
-        "tpot_ci95_two_level_ms": [two_level_lo_ns / 1e6, two_level_hi_ns / 1e6],
+        "tpot_ci95_ms": list(ci_ms),
+        "tpot_ci95_two_level_ms": list(ci_ms),
         "tokens_per_s": 1e9 / est_ns if est_ns > 0 else 0.0,
         "steps": len(samples_ns[0]) if samples_ns else 0,
         "repeats": len(samples_ns),
@@ -88,14 +138,23 @@ def _check_identity_fields(record: RunRecord, source: str) -> None:
             raise RecordError(f"{source}: settings.{key} must be an integer >= 0")
 
 
-def validate_record(record: Any, *, source: str = "record") -> RunRecord:
+def validate_record(record: Any, *, source: str = "record", budget: bool = True) -> RunRecord:
     """Check a RunRecord's schema, required fields and sample shapes; return it unchanged.
+
+    Args:
+        record: the parsed JSON.
+        source: the file, for messages.
+        budget: also refuse more samples than `check_sample_budget` allows (records read for
+            statistics; a record being saved is checked without it).
 
     Raises:
         RecordError: one line naming the first problem.
     """
     if not isinstance(record, dict):
         raise RecordError(f"{source}: not a JSON object")
+    # Before the depth walk, which visits every sample.
+    if budget:
+        check_sample_budget(record, source)
     check_depth(record, source)
     schema = record.get("schema")
     if schema != RUN_SCHEMA:
@@ -148,10 +207,5 @@ def load_record(path: str | os.PathLike[str]) -> RunRecord:
 
 def save_record(record: RunRecord, path: str | os.PathLike[str]) -> Path:
     """Validate then write a RunRecord atomically."""
-    validate_record(record, source=str(path))
+    validate_record(record, source=str(path), budget=False)
     return write_json_atomic(path, record)
-
-
-def record_seed(record: RunRecord) -> int:
-    """A bootstrap seed derived from the record's identity, so re-summarising is reproducible."""
-    return stable_seed(record.get("created_utc"), tuple(record["switches"].get("enabled", [])))

@@ -40,11 +40,12 @@ class AnalysisResult:
     - `kernels`: one row per kernel name launched inside the steps; `kernel_categories` by category.
     - `host_ops`: host ops and runtime calls inside the steps, self and total time.
     - `top_gaps`: the largest GPU idle gaps inside typical steps, each blamed (as in the JSON).
+    - `ranks`: one row per rank (medians, per-step means, straggler flag).
     - `devices`, `streams`: per device and per stream totals (HTA's idle split for streams).
     - `gaps`, `read_events`: every idle gap and every single blocking read; only for traces analysed in
       this process (`bubblescope.analyze`), else `TracesNotKeptError`.
 
-    Also `summary` (per-step means and medians), `warnings`, `gpu_measured`, `step_source`, `ranks`
+    Also `summary` (per-step means and medians), `warnings`, `gpu_measured`, `step_source`, `rank_analyses`
     (the per-rank `analysis.RankAnalysis` objects, or None) and `to_dict()`.
     """
 
@@ -56,7 +57,8 @@ class AnalysisResult:
         tokens_per_step: float = 1.0,
         source: str | None = None,
     ) -> None:
-        """
+        """Wrap an analysis dict (`analyze`, `load_analysis` and `prof.result` make these for you).
+
         Args:
             analysis: a `bubblescope.analysis/1` dict.
             ranks: the `analysis.RankAnalysis` list it was built from, when in memory. Default None.
@@ -65,7 +67,7 @@ class AnalysisResult:
             source: where it came from (shown in `repr`). Default None.
         """
         self._analysis = analysis
-        self.ranks = ranks
+        self.rank_analyses = ranks
         self.tokens_per_step = tokens_per_step
         self.source = source
 
@@ -106,6 +108,13 @@ class AnalysisResult:
         `bubble_ns`, `lost_lead_ns`, `drained`, `wait_ns`, `hint` (plus `line_exact`, `read_at`, `stack`,
         `line` for a `bubblescope profile` analysis), largest bubble first."""
         return frames.reads_frame(self._analysis)
+
+    @cached_property
+    def ranks(self) -> pd.DataFrame:
+        """One row per rank: `steps`, `blocking_reads_per_step`, `gpu_step_ns_median`,
+        `step_dur_ns_median`, per-step means of `gpu_busy_ns` and each idle class over its typical steps
+        (`*_ns_per_step`), `vs_median_rank` and `straggler` (`<NA>` with one rank)."""
+        return frames.ranks_frame(self._analysis, self.steps)
 
     @cached_property
     def findings(self) -> pd.DataFrame:
@@ -168,20 +177,21 @@ class AnalysisResult:
         return frames.read_events_frame(self._traces("read_events", "reads"))
 
     def _traces(self, table: str, instead: str) -> list[Any]:
-        if self.ranks is None:
+        if self.rank_analyses is None:
             raise TracesNotKeptError(
                 f"`{table}` needs the traces analysed in this process (bubblescope.analyze); "
                 f"a result loaded from JSON has `{instead}`"
             )
-        return self.ranks
+        return self.rank_analyses
 
     def __repr__(self) -> str:
         summary = self._analysis.get("summary") or {}
         where = f" of {self.source}" if self.source else ""
+        steps, sites = summary.get("steps", 0), len(self._analysis.get("syncs") or [])
         return (
-            f"<AnalysisResult{where}: {summary.get('steps', 0)} steps, "
+            f"<AnalysisResult{where}: {steps} step{'s' * (steps != 1)}, "
             f"{summary.get('blocking_reads_per_step', 0)} blocking reads/step, "
-            f"{len(self._analysis.get('syncs') or [])} read sites>"
+            f"{sites} read site{'s' * (sites != 1)}>"
         )
 
 

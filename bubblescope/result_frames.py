@@ -68,7 +68,15 @@ KERNEL_COLUMNS = [
     "count_per_step",
     "ns_per_step",
 ]
-KERNEL_CATEGORY_COLUMNS = ["category", "kernels", "count", "total_ns", "share", "ns_per_step"]
+KERNEL_CATEGORY_COLUMNS = [
+    "category",
+    "kernels",
+    "count",
+    "total_ns",
+    "share",
+    "count_per_step",
+    "ns_per_step",
+]
 HOST_OP_COLUMNS = [
     "name",
     "kind",
@@ -103,6 +111,17 @@ STREAM_COLUMNS = [
     "kernel_wait_ns",
     "other_ns",
     "ops",
+]
+RANK_COLUMNS = [
+    "rank",
+    "steps",
+    "blocking_reads_per_step",
+    "gpu_step_ns_median",
+    "step_dur_ns_median",
+    "gpu_busy_ns_per_step",
+    *(f"idle_{c}_ns_per_step" for c in STEP_IDLE_CLASSES),
+    "vs_median_rank",
+    "straggler",
 ]
 FINDING_COLUMNS = [
     "order",
@@ -279,6 +298,42 @@ def streams_frame(analysis: dict[str, Any]) -> pd.DataFrame:
         if isinstance(stream, dict)
     ]
     return _frame(rows, STREAM_COLUMNS)
+
+
+def ranks_frame(analysis: dict[str, Any], steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank, from the steps table and the JSON's cross-rank view (`rank_summary`):
+    `steps`, `blocking_reads_per_step` (over all its steps), `gpu_step_ns_median`, `step_dur_ns_median`,
+    the per-step means over its typical steps of `gpu_busy_ns` and each idle class, and
+    `vs_median_rank` (its median GPU step over the median rank's) and `straggler` (over the 1.05x the
+    analysis flags), both `<NA>` with one rank."""
+    if not len(steps):
+        return _frame([], RANK_COLUMNS)
+    typical = steps[steps["typical"].fillna(True).astype(bool)]
+    means = typical.groupby("rank")[["gpu_busy_ns", *(f"idle_{c}_ns" for c in STEP_IDLE_CLASSES)]].mean()
+    grouped = steps.groupby("rank")
+    table = pd.DataFrame(
+        {
+            "steps": grouped.size(),
+            "blocking_reads_per_step": grouped["blocking_reads"].mean(),
+            "gpu_step_ns_median": grouped["gpu_dur_ns"].median(),
+            "step_dur_ns_median": grouped["dur_ns"].median(),
+        }
+    ).join(means.add_suffix("_per_step"))
+    cross = analysis.get("rank_summary") if isinstance(analysis.get("rank_summary"), dict) else None
+    overall = cross.get("gpu_step_ns_median") if cross else None
+    stragglers = {int(s["rank"]) for s in (cross or {}).get("stragglers") or [] if isinstance(s, dict)}
+    rows = []
+    for rank, row in table.iterrows():
+        median_ns = row["gpu_step_ns_median"]
+        rows.append(
+            {
+                "rank": int(rank),
+                **row.to_dict(),
+                "vs_median_rank": float(median_ns) / overall if overall and pd.notna(median_ns) else None,
+                "straggler": int(rank) in stragglers if cross else None,
+            }
+        )
+    return _frame(rows, RANK_COLUMNS).astype({"vs_median_rank": "Float64", "straggler": "boolean"})
 
 
 def findings_frame(analysis: dict[str, Any], tokens_per_step: float = 1.0) -> pd.DataFrame:

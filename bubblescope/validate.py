@@ -124,7 +124,9 @@ def check_analysis_block(analysis: Any, source: str) -> None:
         if not isinstance(idle, dict):
             raise RecordError(f"{where}.idle_by_class_ns_per_step is {_short(idle)}; expected an object")
         for cls, value in idle.items():
-            check_count(value, f"{where}.idle_by_class_ns_per_step.{cls}")
+            # null: not measured (a CPU run; bubblescope.not_measured)
+            if value is not None:
+                check_count(value, f"{where}.idle_by_class_ns_per_step.{cls}")
     if analysis.get("gpu_measured") is not None and not isinstance(analysis["gpu_measured"], bool):
         raise RecordError(f"{where}.gpu_measured is {_short(analysis['gpu_measured'])}; expected true/false")
 

@@ -21,7 +21,7 @@ class SwitchInfo:
     """One optimization switch a workload offers.
 
     Attributes:
-        name: identifier used on the command line (`--toggle name`).
+        name: identifier used on the command line (`--toggles name`).
         help: one line for a user.
         replaces: what the switch removes when on (the baseline behaviour it replaces).
         needs_gpu: True when the switch only exists on a CUDA device; on CPU it is reported unavailable.
@@ -61,7 +61,7 @@ class Workload(Protocol):
 def parse_toggles(
     text: str | None, available: Iterable[SwitchInfo], *, all_on: bool = False
 ) -> frozenset[str]:
-    """Turn `--toggle a,b` (or `--all`) into a set of switch names, rejecting unknown ones.
+    """Turn `--toggles a,b` (or `--all`) into a set of switch names, rejecting unknown ones.
 
     Raises:
         ConfigError: naming the unknown switches and listing the valid ones.

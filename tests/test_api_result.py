@@ -60,6 +60,12 @@ def test_frames_hold_the_scenario_numbers(item_trace: Path) -> None:
     )
     assert result.devices.iloc[0]["idle_outside_ns"] == 20 * US
     assert result.streams.iloc[0]["busy_ns"] == 42 * US
+    assert (result.summary["steps"], result.step_source, result.gpu_measured) == (1, "bubblescope.step", True)
+    assert result.warnings == result.to_dict()["warnings"]
+    assert "1 step, 1.0 blocking reads/step, 1 read site>" in repr(result)
+    one_rank = result.ranks.iloc[0]
+    assert (one_rank["steps"], one_rank["gpu_step_ns_median"]) == (1, 80 * US)
+    assert pd.isna(one_rank["straggler"]) and pd.isna(one_rank["vs_median_rank"])
 
 
 def test_to_dict_is_what_the_cli_prints(item_trace: Path) -> None:
@@ -102,6 +108,7 @@ def test_load_analysis_round_trip(item_trace: Path, tmp_path: Path) -> None:
             "kernel_categories",
             "host_ops",
             "top_gaps",
+            "ranks",
             "devices",
             "streams",
         ):
@@ -189,6 +196,12 @@ def test_two_real_ranks(shared_dir: Path) -> None:
     assert sorted(result.steps["rank"].unique().tolist()) == [0, 1]
     per_site = result.read_events.groupby("site").size()
     assert {r.site: r.count for r in result.reads.itertuples()} == per_site.to_dict()
+    ranks = result.ranks.set_index("rank")
+    assert ranks["steps"].tolist() == [2, 2] and not ranks["straggler"].any()
+    for rank in (0, 1):
+        own = result.steps[result.steps["rank"] == rank]
+        assert ranks.loc[rank, "gpu_step_ns_median"] == own["gpu_dur_ns"].median()
+        assert ranks.loc[rank, "idle_sync_ns_per_step"] == own.loc[own["typical"], "idle_sync_ns"].mean()
     in_steps = result.gaps[result.gaps["step"] >= 0]
     sync_by_step = in_steps[in_steps["class"] == "sync"].groupby(["rank", "step"])["dur_ns"].sum()
     for step in result.steps.itertuples():
@@ -216,3 +229,23 @@ def test_public_names_and_no_torch() -> None:
     assert done.returncode == 0, done.stderr
     assert bubblescope.AnalysisResult is AnalysisResult
     assert {"analyze", "load_analysis", "analyze_traces", "no_new_reads"} <= set(dir(bubblescope))
+
+
+def test_ranks_flag_the_straggler_the_analysis_names() -> None:
+    from bubblescope.rank_reduce import rank_summary
+
+    def step(rank: int, index: int, gpu_dur_ns: int) -> dict:
+        idle = {"sync": 0, "host": 0, "launch": 0, "dependency": 0}
+        return {
+            **{"rank": rank, "index": index, "name": "s", "start_ns": 0, "dur_ns": gpu_dur_ns},
+            **{"gpu_start_ns": 0, "gpu_dur_ns": gpu_dur_ns, "gpu_busy_ns": gpu_dur_ns, "idle_ns": 0},
+            **{"idle_by_class_ns": idle, "blocking_reads": rank, "kernels": 1},
+        }
+
+    # Rank 2's median GPU step is 2x the median rank's (rank 1: 100 µs).
+    steps = [step(r, i, ns) for r, ns in ((0, 90_000), (1, 100_000), (2, 200_000)) for i in range(3)]
+    analysis = {"schema": "bubblescope.analysis/1", "steps": steps, "rank_summary": rank_summary(steps)}
+    ranks = AnalysisResult(analysis).ranks.set_index("rank")
+    assert ranks["straggler"].tolist() == [False, False, True]
+    assert ranks.loc[2, "vs_median_rank"] == 2.0
+    assert ranks["blocking_reads_per_step"].tolist() == [0.0, 1.0, 2.0]

@@ -35,7 +35,7 @@ def test_run_writes_record_and_trace(tmp_path: Path) -> None:
     assert record["analysis"]["gpu_measured"] is False
     assert (out / record["trace"]).is_file()
     assert "GPU bubbles not measured" in result.output
-    assert "blocking reads per step: 2.00" in result.output
+    assert "blocking reads / step: 2.00" in result.output
     assert not list(out.glob(".*.tmp")), "no temporary files left behind"
 
 
@@ -60,7 +60,7 @@ def test_run_json_prints_the_record(tmp_path: Path) -> None:
         ),
         (["--steps", "0"], "--steps >= 1"),
         (["--format", "xml"], "--format"),
-        (["--toggle", "no_readback", "--all"], "either --toggle or --all"),
+        (["--toggle", "no_readback", "--all"], "either --toggles or --all"),
     ],
 )
 def test_run_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:

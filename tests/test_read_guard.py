@@ -50,7 +50,11 @@ def test_each_read_op_is_named() -> None:
         torch.nonzero(x)
         bool(x[0])
         f"{x[1]}"
+        x[x > 1]
+        x[:, None][x > 1, 0]
         x.to(torch.float32)
+        x[torch.tensor([0, 2])]
+        x[1:3]
     assert [r.op for r in guard.reads] == [
         ".tolist()",
         ".cpu()",
@@ -58,8 +62,20 @@ def test_each_read_op_is_named() -> None:
         "torch.nonzero()",
         "bool(tensor)",
         "format(tensor) / f-string",
+        "x[bool_mask]",
+        "x[bool_mask]",
     ]
     assert [r.kind for r in guard.reads][:4] == ["copy", "copy", "copy", "nonzero"]
+
+
+def test_profiles_leave_indexing_untapped() -> None:
+    # Only the guard taps x[mask]: a profile's tap must not wrap every indexing call.
+    original = torch.Tensor.__getitem__
+    with ReadTap(cuda_run=False):
+        assert torch.Tensor.__getitem__ is original
+    with no_new_reads(max_per_step=None):
+        assert torch.Tensor.__getitem__ is not original
+    assert torch.Tensor.__getitem__ is original
 
 
 def test_max_per_step_divides_over_steps() -> None:
@@ -169,6 +185,12 @@ def test_bad_arguments_and_conflicts_are_one_line_errors() -> None:
         no_new_reads(cuda_only=True).__enter__()
     with ReadTap(cuda_run=False), pytest.raises(ConfigError, match="profile or run records"):
         no_new_reads().__enter__()
+
+
+def test_a_profile_inside_a_guard_is_refused_in_one_line(tmp_path: Path) -> None:
+    with no_new_reads(), pytest.raises(ConfigError, match="cannot be nested"):
+        bubblescope.profile(out=tmp_path, progress=False).__enter__()
+    assert not hasattr(torch.Tensor.item, "__wrapped__")
 
 
 def test_exported_from_the_package() -> None:

@@ -13,39 +13,34 @@ from typing import Any
 import numpy as np
 
 from bubblescope.ablate.plan import AblationPlan
+from bubblescope.ablate.predicted_vs_measured import predicted_vs_measured
+from bubblescope.ablate.removed_idle import removed_idle
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord
-from bubblescope.stats import (
-    DEFAULT_BOOTSTRAP,
-    bootstrap_medians,
-    estimate,
-    per_token_samples_ns,
-    shapley_exact,
-    shapley_from_permutations,
-    stable_seed,
-)
-
-IDLE_CLASSES = ("sync", "host", "launch", "dependency")
+from bubblescope.records import RunRecord, record_tpot_replicates_ns, tpot_interval_of
+from bubblescope.stats import DEFAULT_BOOTSTRAP, estimate, shapley_exact, shapley_from_permutations
 
 
 class _Tpot:
-    """Point TPOT (ms) and its [B] bootstrap replicates for every measured configuration."""
+    """Point TPOT (ms), its [B] bootstrap replicates and its 95% interval for every measured configuration.
+
+    The replicates are the record's own (`records.record_tpot_replicates_ns`: same seed, same two-level
+    resampling as its summary), so a configuration's interval here is the one its run page shows.
+    """
 
     def __init__(self, plan: AblationPlan, records: dict[str, RunRecord], n_boot: int) -> None:
         self.point: dict[frozenset[str], float] = {}
         self.reps: dict[frozenset[str], np.ndarray] = {}
+        self.interval: dict[frozenset[str], list[float]] = {}
         for config in plan.configs:
             record = records.get(config.key)
             if record is None:
                 raise RecordError(f"configuration {config.key} has not been measured")
-            per_repeat = per_token_samples_ns(record["samples_ns"], record["tokens_per_step"])
-            self.point[config.enabled] = float(np.median(np.concatenate(per_repeat))) / 1e6
             # Two-level (repeats, then steps): configurations are measured one after another, so
             # repeat-to-repeat drift is part of the noise a saving must stand out from.
-            self.reps[config.enabled] = (
-                bootstrap_medians(per_repeat, n_boot=n_boot, seed=stable_seed(config.key), hierarchical=True)
-                / 1e6
-            )
+            point_ns, reps_ns = record_tpot_replicates_ns(record, n_boot)
+            self.point[config.enabled] = point_ns / 1e6
+            self.reps[config.enabled] = reps_ns / 1e6
+            self.interval[config.enabled] = tpot_interval_of(reps_ns)
 
     def saving(self, enabled: frozenset[str], replicates: bool) -> np.ndarray | float:
         """baseline TPOT - TPOT(enabled): the value of a coalition of switches."""
@@ -62,23 +57,11 @@ def _sync_counts(record: RunRecord) -> dict[str, float]:
     return counts
 
 
-def _idle_us(record: RunRecord) -> dict[str, float]:
-    idle = (record.get("analysis") or {}).get("idle_by_class_ns_per_step", {})
-    return {c: float(idle.get(c, 0)) / 1e3 for c in IDLE_CLASSES}
-
-
-def removed_by(baseline: RunRecord, switched: RunRecord) -> tuple[dict[str, float], dict[str, float]]:
-    """Blocking reads per step (by site) and idle µs per step (by class) that a switch removed.
-
-    Positive numbers were removed; a negative one means the switch added reads or idle time.
-    """
+def removed_reads(baseline: RunRecord, switched: RunRecord) -> dict[str, float]:
+    """Blocking reads per step (by site) that a switch removed; negative: it added reads."""
     before, after = _sync_counts(baseline), _sync_counts(switched)
     reads = {site: before.get(site, 0.0) - after.get(site, 0.0) for site in sorted(set(before) | set(after))}
-    idle_before, idle_after = _idle_us(baseline), _idle_us(switched)
-    return (
-        {k: v for k, v in reads.items() if v != 0.0},
-        {c: idle_before[c] - idle_after[c] for c in IDLE_CLASSES},
-    )
+    return {k: v for k, v in reads.items() if v != 0.0}
 
 
 def _shapley(plan: AblationPlan, tpot: _Tpot, replicates: bool) -> dict[str, Any]:
@@ -91,19 +74,19 @@ def _shapley(plan: AblationPlan, tpot: _Tpot, replicates: bool) -> dict[str, Any
 
 
 def _waterfall(plan: AblationPlan, tpot: _Tpot) -> list[dict[str, Any]]:
-    lo, hi = np.percentile(tpot.reps[frozenset()], [2.5, 97.5])
-    steps = [{"step": "baseline", "tpot_ms": tpot.point[frozenset()], "lo": float(lo), "hi": float(hi)}]
+    lo, hi = tpot.interval[frozenset()]
+    steps = [{"step": "baseline", "tpot_ms": tpot.point[frozenset()], "lo": lo, "hi": hi}]
     previous: frozenset[str] = frozenset()
     for name in plan.order:
         current = previous | {name}
-        lo, hi = np.percentile(tpot.reps[current], [2.5, 97.5])
+        lo, hi = tpot.interval[current]
         delta = estimate(tpot.point[current] - tpot.point[previous], tpot.reps[current] - tpot.reps[previous])
         steps.append(
             {
                 "step": f"+{name}",
                 "tpot_ms": tpot.point[current],
-                "lo": float(lo),
-                "hi": float(hi),
+                "lo": lo,
+                "hi": hi,
                 "delta_ms": delta["est"],
                 "delta_lo": delta["lo"],
                 "delta_hi": delta["hi"],
@@ -114,9 +97,18 @@ def _waterfall(plan: AblationPlan, tpot: _Tpot) -> list[dict[str, Any]]:
 
 
 def attribute(
-    plan: AblationPlan, records: dict[str, RunRecord], *, n_boot: int = DEFAULT_BOOTSTRAP
+    plan: AblationPlan,
+    records: dict[str, RunRecord],
+    *,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    base_analysis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The `attribution` block of `bubblescope.ablation/1` from a complete set of records."""
+    """The `attribution` block of `bubblescope.ablation/1` from a complete set of records.
+
+    Args:
+        base_analysis: the baseline's full analysis/1 (its kernel table feeds the launch predictions of
+            `predicted_vs_measured`); None predicts from the records alone.
+    """
     tpot = _Tpot(plan, records, n_boot)
     everything = frozenset(plan.toggles)
     by_set = plan.by_set()
@@ -134,19 +126,25 @@ def attribute(
         previous = current
     for name in plan.toggles:
         alone = frozenset({name})
-        reads, idle = removed_by(baseline, records[by_set[alone].key])
+        switched = records[by_set[alone].key]
+        alone_ms = estimate(tpot.saving(alone, False), tpot.saving(alone, True))
+        idle = removed_idle(baseline, switched, alone_ms, n_boot=n_boot)
         switches.append(
             {
                 "name": name,
-                "alone_ms": estimate(tpot.saving(alone, False), tpot.saving(alone, True)),
+                "alone_ms": alone_ms,
                 "removed_from_all_ms": estimate(
                     tpot.saving(everything, False) - tpot.saving(everything - {name}, False),
                     tpot.saving(everything, True) - tpot.saving(everything - {name}, True),
                 ),
                 "shapley_ms": estimate(float(shapley_point[name]), shapley_reps[name]),
                 "cumulative_ms": cumulative[name],
-                "removed_reads_per_step": reads,
-                "removed_idle_us_per_step": idle,
+                "removed_reads_per_step": removed_reads(baseline, switched),
+                # Point values of `removed_idle_per_step` (null: not measured), for older readers.
+                "removed_idle_us_per_step": (
+                    {c: e["est"] for c, e in idle["by_class_us"].items()} if idle["by_class_us"] else None
+                ),
+                "removed_idle_per_step": idle,
             }
         )
     alone_sum_point = sum(tpot.saving(frozenset({n}), False) for n in plan.toggles)
@@ -166,4 +164,5 @@ def attribute(
             "resampling": "repeats, then steps within them; each config once, shared by all statistics",
         },
         "waterfall": _waterfall(plan, tpot),
+        "predicted_vs_measured": predicted_vs_measured(plan, records, switches, base_analysis),
     }

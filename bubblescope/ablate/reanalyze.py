@@ -116,7 +116,9 @@ def reanalyze_ablation(root: str | Path) -> dict[str, Any]:
         _check_config_files(record, store.record_path(key), Path(root))
     done = {key: _reanalyze_config(record, store.record_path(key)) for key, record in records.items()}
     complete = all(config.key in done for config in plan.configs)
-    attribution = attribute(plan, done) if complete else None
+    attribution = (
+        attribute(plan, done, base_analysis=store.baseline_analysis(plan, done)) if complete else None
+    )
     identity = {key: manifest.get(key) for key in ("workload", "preset", "settings")}
     store.write_manifest(plan, identity, done, attribution)
     return attribution

@@ -79,6 +79,8 @@ def run_ablation(
         if on_config is not None:
             on_config(config, record, False)
     complete = all(config.key in done for config in plan.configs)
-    attribution = attribute(plan, done) if complete else None
+    attribution = (
+        attribute(plan, done, base_analysis=store.baseline_analysis(plan, done)) if complete else None
+    )
     store.write_manifest(plan, identity, done, attribution)
     return attribution, done, notices

@@ -42,8 +42,8 @@ def _size_text(size_bytes: int) -> str:
 def remove_leftovers(folder: Path) -> list[str]:
     """Delete the temporary files an interrupted run left in `folder` (not below it); notices say what.
 
-    Only regular files matching the temporary names bubblescope writes are touched; two processes
-    writing into one ablation folder at once are not supported, so none of these can be in use.
+    Only regular files matching the temporary names bubblescope writes are touched; `ablate` holds the
+    folder's writer lock (`out_lock`), so none of these can be in use by another process.
     """
     if not folder.is_dir():
         return []
@@ -148,6 +148,21 @@ class AblationStore:
             else:
                 notices.append(f"re-measuring {config.key}: its record is of another configuration")
         return done, notices
+
+    def baseline_analysis(self, plan: AblationPlan, done: dict[str, RunRecord]) -> dict[str, Any] | None:
+        """The baseline's full analysis/1 beside its record (for predictions), or None when absent."""
+        key = plan.by_set()[frozenset()].key
+        name = (done.get(key) or {}).get("analysis_file")
+        if not isinstance(name, str) or "/" in name or "\\" in name or not name.endswith(".analysis.json"):
+            return None
+        path = self.root / "runs" / name
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST_BYTES:
+            return None
+        try:
+            analysis = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return analysis if isinstance(analysis, dict) else None
 
     def _make_room(self, key: str) -> list[str]:
         """Clear the way for re-measuring `key`: links and non-regular files at its artifact paths."""

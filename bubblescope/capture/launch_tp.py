@@ -88,7 +88,7 @@ def check_request(request: TPRunRequest) -> None:
         )
     check_divisible(get_preset(request.preset), request.world_size)
     if request.toggle and request.all_on:
-        raise ConfigError("use either --toggle or --all, not both")
+        raise ConfigError("use either --toggles or --all, not both")
     from bubblescope.capture.setup import check_usable
 
     RunSettings(**request.settings)

@@ -22,8 +22,8 @@ from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
 from bubblescope.profiling.run_sites import read_calls_path
 from bubblescope.readbacks import count_readbacks
-from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples
-from bubblescope.stats import stable_seed
+from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples, tpot_seed
+from bubblescope.step_samples import idle_step_samples
 
 CPU_NOTE = (
     "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
@@ -113,6 +113,8 @@ def analysis_block(
             "gpu_measured": True,
             "note": None,
             "read_sites": read_sites,
+            # Each typical step's idle by class: the samples behind removed-idle intervals (ablate).
+            "idle_steps": idle_step_samples(full),
         }, full
     counted = count_readbacks(trace_path)
     if calls is not None:
@@ -123,10 +125,11 @@ def analysis_block(
     return {
         "blocking_reads_per_step": counted["blocking_reads_per_step"],
         "syncs": counted["syncs"],
-        "idle_by_class_ns_per_step": {c: 0 for c in IDLE_CLASSES},
-        "gpu_busy_ns_per_step": 0,
-        "idle_ns_per_step": 0,
-        "kernels_per_step": 0,
+        # Not measured without a GPU timeline: null, never 0 (bubblescope.not_measured).
+        "idle_by_class_ns_per_step": {c: None for c in IDLE_CLASSES},
+        "gpu_busy_ns_per_step": None,
+        "idle_ns_per_step": None,
+        "kernels_per_step": None,
         "gpu_measured": False,
         "readbacks_per_step": counted["per_step"],
         "note": note,
@@ -202,6 +205,7 @@ def measure_config(
     workload_info: dict[str, Any],
     bandwidth: tuple[float, str] | None,
     on_repeat: Callable[[int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[RunRecord, list[str]]:
     """Measure `enabled` on `workload` and write its RunRecord (and trace, analysis) atomically.
 
@@ -212,6 +216,9 @@ def measure_config(
     tap on, `<stem>.read_calls.json.gz` (stem = record file name without `.json`; `record.json` uses
     plain `trace.json.gz` etc.).
 
+    Args:
+        on_repeat: called with the repeat index after each timed repeat (progress displays).
+        on_phase: called with a short description when the profiled window and its analysis start.
     Returns:
         (the record, notices for the user).
     """
@@ -223,12 +230,14 @@ def measure_config(
     )
     folder, stem = record_path.parent, record_path.name.removesuffix(".json")
     prefix = "" if stem == "record" else f"{stem}."
+    if on_phase is not None and settings.profile_steps:
+        on_phase(f"profiled window ({settings.profile_steps} steps) and its analysis")
     kernel_bytes = kernel_bytes_block(workload, frozenset(enabled), bandwidth) if on_cuda else None
     profiled = _profile_and_analyse(workload, settings, folder, prefix, on_cuda, kernel_bytes)
     analysis, full = profiled["analysis"], profiled["full"]
     if analysis and analysis.get("note"):
         notices.append(analysis["note"])
-    seed = stable_seed(workload_info.get("name"), tuple(sorted(enabled)))
+    seed = tpot_seed(workload_info.get("name"), enabled)
     summary = summarize_samples(timed.samples_ns, timed.tokens_per_step, seed=seed)
     ratio = add_profiled_ratio(analysis, full, timed.samples_ns)
     if ratio is not None and ratio > PROFILED_SLOWDOWN_NOTICE:

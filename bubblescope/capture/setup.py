@@ -193,7 +193,7 @@ def resolve_toggles(toggle: str | None, all_on: bool, workload: Any) -> tuple[fr
     from bubblescope.workload import parse_toggles
 
     if toggle and all_on:
-        raise ConfigError("use either --toggle or --all, not both")
+        raise ConfigError("use either --toggles or --all, not both")
     infos = workload.switches()
     on_cuda = workload_on_cuda(workload)
     notices = []

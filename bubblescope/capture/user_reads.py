@@ -28,10 +28,12 @@ from types import CodeType
 from typing import Any
 
 from bubblescope.capture.user_frames import frame_class
+from bubblescope.errors import ConfigError
 from bubblescope.markers import READ_MARKER_PREFIX
 
 MAX_FRAMES = 64
 _MISSING = object()
+_MASK_DTYPES = ("torch.bool", "torch.uint8")
 
 # name -> (kind, predicate name). Kinds are the analysis' sync kinds (detect/host_syncs.HINTS).
 TENSOR_METHODS: dict[str, tuple[str, str]] = {
@@ -54,6 +56,12 @@ TENSOR_METHODS: dict[str, tuple[str, str]] = {
     "repeat_interleave": ("nonzero", "repeats_tensor"),
     "equal": ("item", "on_device"),
     "allclose": ("item", "on_device"),
+}
+# Boolean-mask indexing (`x[mask]`) reads the mask's true count (a nonzero). Tapped only for the test
+# guard (`ReadTap(index_reads=True)`, `bubblescope.read_guard`): every indexing call would go through a
+# Python wrapper, host time that would show up as GPU idle in a profiled window.
+INDEX_METHODS: dict[str, tuple[str, str]] = {
+    "__getitem__": ("nonzero", "bool_mask_index"),
 }
 TORCH_FUNCTIONS: dict[str, tuple[str, str]] = {
     "nonzero": ("nonzero", "on_device"),
@@ -151,6 +159,10 @@ def _is_read(predicate: str, args: tuple, kwargs: dict, state: TapState) -> bool
         if len(args) == 1 and hasattr(args[0], "is_cuda") and repeats is None:
             repeats = args[0]  # torch.repeat_interleave(repeats): the one-tensor form
         return kwargs.get("output_size") is None and _is_device_tensor(repeats, state)
+    if predicate == "bool_mask_index":
+        index = args[1] if len(args) > 1 else None
+        items = index if isinstance(index, (tuple, list)) else (index,)
+        return any(_is_device_tensor(i, state) and str(i.dtype) in _MASK_DTYPES for i in items)
     if predicate == "where_one_arg":
         return len(args) == 1 and not kwargs and _is_device_tensor(args[0], state)
     return False
@@ -237,10 +249,12 @@ class ReadTap:
     Args:
         cuda_run: True when the workload runs on CUDA (then only CUDA tensors count as reads);
             False counts every tensor, as the reads the same code would make on a GPU.
+        index_reads: also tap boolean-mask indexing (`INDEX_METHODS`). Default False.
     """
 
-    def __init__(self, cuda_run: bool) -> None:
+    def __init__(self, cuda_run: bool, *, index_reads: bool = False) -> None:
         self.state = TapState(cuda_run=cuda_run)
+        self.index_reads = index_reads
         self._saved: list[tuple[Any, str, Any]] = []
 
     def install(self) -> ReadTap:
@@ -248,11 +262,15 @@ class ReadTap:
         import torch
 
         if _STATE is not None:
-            raise RuntimeError("a bubblescope read tap is already installed")
+            raise ConfigError(
+                "a bubblescope read tap is already installed (a profile or run recording, or a "
+                "no_new_reads guard): they cannot be nested"
+            )
         is_compiling = torch.compiler.is_compiling
         self.state.marker = _marker_factory(torch)
+        methods = {**TENSOR_METHODS, **(INDEX_METHODS if self.index_reads else {})}
         targets: list[tuple[Any, str, str, tuple[str, str]]] = [
-            (torch.Tensor, name, f"Tensor.{name}", spec) for name, spec in TENSOR_METHODS.items()
+            (torch.Tensor, name, f"Tensor.{name}", spec) for name, spec in methods.items()
         ]
         targets += [(torch, name, f"torch.{name}", spec) for name, spec in TORCH_FUNCTIONS.items()]
         targets += [(torch.cuda, name, f"torch.cuda.{name}", spec) for name, spec in CUDA_FUNCTIONS.items()]

@@ -9,12 +9,54 @@ import os
 import sys
 from pathlib import Path
 from types import TracebackType
+from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from bubblescope.errors import BubblescopeError
 
+
+class Interrupted(Exception):
+    """Ctrl-C inside a command (typer would turn KeyboardInterrupt into a silent exit 130)."""
+
+
+class ReaderGone(Exception):
+    """The reader of stdout closed the pipe (typer would exit 1 on EPIPE: the gate's regression code)."""
+
+
+class _Group(TyperGroup):
+    """The command group: Ctrl-C and a closed pipe leave every command as exceptions `main` handles."""
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted() from exc
+        except BrokenPipeError as exc:
+            raise ReaderGone() from exc
+
+
+def package_version() -> str:
+    """The installed distribution's version (the package's own when it is run from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bubblescope")
+    except PackageNotFoundError:
+        from bubblescope import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"bubblescope {package_version()}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
+    cls=_Group,
     name="bubblescope",
     help=(
         "Latency profiler for batch-size-1 LLM decoding. Finds host-blocking device reads and the GPU "
@@ -25,7 +67,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # Markdown mode reflows docstring paragraphs to the terminal instead of keeping their hard line breaks.
     rich_markup_mode="markdown",
+    # -h on every command (click's contexts inherit the group's help option names).
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Latency profiler for batch-size-1 LLM decoding. Finds host-blocking device reads and the GPU idle
+    gaps they cause, and attributes TPOT savings to named optimization switches."""
 
 
 def _register() -> None:
@@ -134,9 +189,16 @@ def main() -> None:
     except typer.Abort:
         typer.echo("bubblescope: aborted", err=True)
         sys.exit(130)
-    except KeyboardInterrupt:
-        typer.echo("bubblescope: interrupted", err=True)
+    except (Interrupted, KeyboardInterrupt):
+        from bubblescope.cli.saved import interrupted_line
+
+        typer.echo(interrupted_line(), err=True)
         sys.exit(130)
+    except (ReaderGone, BrokenPipeError):
+        # `bubblescope analyze ... | head`: the reader left; not a bug. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except click_errors as exc:
         # Usage errors (unknown option, bad value): click's message on one line, exit 2. click's own
         # show() prints four (usage, hint, blank, error).
@@ -144,11 +206,6 @@ def main() -> None:
         sys.exit(getattr(exc, "exit_code", 2))
     except (SystemExit, GeneratorExit):
         raise
-    except BrokenPipeError:
-        # `bubblescope analyze ... | head`: the reader left; not a bug. Point stdout at /dev/null so the
-        # interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
     except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
         if _reraise_unexpected():
             raise

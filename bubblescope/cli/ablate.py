@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from bubblescope.ablate.toggles import split_names, study_toggles
+from bubblescope.cli.outputs import check_out_folder
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -17,8 +19,10 @@ from bubblescope.cli.reference_options import (
     SpecOption,
     reference_options,
 )
+from bubblescope.cli.run_options import BandwidthOption, ThreadsOption, TogglesOption
 from bubblescope.cli.trace_cap import DEFAULT_MAX_DECOMPRESSED_MB, MAX_DECOMPRESSED_HELP, trace_cap_mb
 from bubblescope.errors import ConfigError
+from bubblescope.report.cells import plural
 from bubblescope.report.escape import console_text, plain_console_text
 
 FORMATS = ("table", "json")
@@ -53,17 +57,25 @@ def _write_html(out_dir: Path) -> str | None:
 
 
 def _measure_with_progress(
-    workload: Any, plan: Any, out_dir: Path, *, settings: Any, workload_info: dict[str, Any]
+    workload: Any,
+    plan: Any,
+    out_dir: Path,
+    *,
+    settings: Any,
+    workload_info: dict[str, Any],
+    bandwidth: tuple[float, str] | None,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Run the ablation under a rich progress bar (stderr) counting repeats, with ETA."""
-    from rich.console import Console
-
     from bubblescope.ablate.runner import run_ablation
     from bubblescope.ablate.store import AblationStore
     from bubblescope.capture.floor import resolve_floor_bandwidth
+    from bubblescope.cli.saved import note_saved
+    from bubblescope.report.console import make_console
     from bubblescope.report.run_console import ablation_progress
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
+    saved = [0]
+    note_saved(f"no configuration measured yet in {out_dir}")
     with ablation_progress(console) as progress:
         task = progress.add_task("ablation", total=None)
 
@@ -76,6 +88,10 @@ def _measure_with_progress(
             progress.update(task, total=max(1, pending * settings.repeats))
 
         def on_config(config: Any, record: Any, resumed: bool) -> None:
+            saved[0] += 1
+            note_saved(
+                f"{plural(saved[0], 'configuration')} saved in {out_dir}; the same command resumes from there"
+            )
             if not resumed:
                 progress.update(task, description=f"done {console_text(config.key)}")
 
@@ -85,7 +101,7 @@ def _measure_with_progress(
             AblationStore(out_dir),
             settings=settings,
             workload_info=workload_info,
-            bandwidth=resolve_floor_bandwidth(),
+            bandwidth=bandwidth or resolve_floor_bandwidth(),
             on_start=on_start,
             on_config=on_config,
             on_repeat=lambda _r: progress.advance(task),
@@ -96,7 +112,7 @@ def _measure_with_progress(
 def register(app: typer.Typer) -> None:
     @app.command("ablate")
     def ablate(
-        toggles: str = typer.Option(None, "--toggles", help="Switches to study, comma-separated."),
+        toggles: TogglesOption = None,
         all_on: bool = typer.Option(False, "--all", help="Study every switch usable on this device."),
         order: str = typer.Option(
             None, "--order", help="Order of the cumulative waterfall (default: --toggles order)."
@@ -126,7 +142,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
-            typer.Option("--out", help="Ablation folder; rerunning with the same folder resumes."),
+            typer.Option(
+                "-o", "--out", metavar="DIR", help="Ablation folder; rerunning with the same folder resumes."
+            ),
         ] = None,
         output_format: Annotated[
             AblateFormat, typer.Option("--format", help="table, or json (prints ablation.json).")
@@ -152,6 +170,8 @@ def register(app: typer.Typer) -> None:
             "--max-decompressed-mb",
             help="With --reanalyze: " + MAX_DECOMPRESSED_HELP,
         ),
+        threads: ThreadsOption = None,
+        bandwidth: BandwidthOption = None,
     ) -> None:
         """Measure the baseline, each switch alone, all on, all on minus each and the cumulative order.
 
@@ -174,13 +194,15 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
         if tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {tp}")
+        if out is not None:
+            check_out_folder(out)
         if reanalyze:
             if tp != 1:
                 raise ConfigError(
                     "--reanalyze starts no ranks; leave out --tp (a TP ablation's ranks are re-analysed "
                     "from their records)"
                 )
-            with trace_cap_mb(max_decompressed_mb):
+            with trace_cap_mb(max_decompressed_mb), _writer_lock(out):
                 _reanalyze(out, output_format)
             return
         settings = RunSettings(
@@ -196,6 +218,11 @@ def register(app: typer.Typer) -> None:
             "routing_overlap": routing_overlap,
         }
         if tp != 1:
+            if threads is not None or bandwidth is not None:
+                raise ConfigError(
+                    "--threads and --bandwidth apply to a single-process ablation; with --tp each CPU rank "
+                    "uses cpu_count/N threads and the floor the measured (or assumed H200) bandwidth"
+                )
             if workload is not None:
                 raise ConfigError(
                     "--tp runs the reference Ling workload; --workload cannot be combined with it"
@@ -204,17 +231,33 @@ def register(app: typer.Typer) -> None:
             if out_dir is not None:
                 _finish(out_dir, None, [], output_format)
             return
-        out_dir, attribution, notices = _ablate_one_process(
-            workload, preset, study, shapley, reference, settings=settings, seed=seed, out=out
-        )
-        _finish(out_dir, attribution, notices, output_format)
+        with _writer_lock(out):
+            out_dir, attribution, notices = _ablate_one_process(
+                workload,
+                preset,
+                study,
+                shapley,
+                reference,
+                settings=settings,
+                seed=seed,
+                out=out,
+                threads=threads,
+                bandwidth=bandwidth,
+            )
+            _finish(out_dir, attribution, notices, output_format)
+
+
+def _writer_lock(out: Path | None) -> contextlib.AbstractContextManager[None]:
+    """The --out folder's writer lock (a default folder is new, named by the time: nobody else's)."""
+    from bubblescope.out_lock import out_lock
+
+    return out_lock(out, "ablate") if out is not None else contextlib.nullcontext()
 
 
 def _reanalyze(out: Path | None, output_format: str) -> None:
     """`ablate --reanalyze --out DIR`: rebuild analyses, attribution and report from stored traces."""
-    from rich.console import Console
-
     from bubblescope.ablate.reanalyze import reanalyze_ablation
+    from bubblescope.report.console import make_console
     from bubblescope.report.run_console import print_ablation_summary
 
     if out is None:
@@ -224,7 +267,12 @@ def _reanalyze(out: Path | None, output_format: str) -> None:
     if output_format == "json":
         typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
         return
-    print_ablation_summary(Console(), attribution or {}, [html_notice] if html_notice else [])
+    print_ablation_summary(
+        make_console(),
+        attribution or {},
+        [html_notice] if html_notice else [],
+        notes=make_console(stderr=True),
+    )
     typer.echo(f"re-analysed {plain_console_text(out)}")
 
 
@@ -238,10 +286,14 @@ def _ablate_one_process(
     settings: Any,
     seed: int,
     out: Path | None,
+    threads: int | None,
+    bandwidth: float | None,
 ) -> tuple[Path, dict[str, Any] | None, list[str]]:
     """The ablation in this process (any workload); returns (folder, attribution, notices)."""
     from bubblescope.ablate.plan import plan_ablation
+    from bubblescope.capture.floor import resolve_floor_bandwidth
     from bubblescope.capture.setup import build_workload
+    from bubblescope.capture.threads import apply_cpu_threads
     from bubblescope.cli.run import default_out_dir
 
     built = build_workload(
@@ -255,6 +307,10 @@ def _ablate_one_process(
     plan = plan_ablation(names, split_names(study["order"]) or None, **shapley)
     if built.notice:
         typer.echo(plain_console_text(built.notice), err=True)
+    threads_line = apply_cpu_threads(built.workload, threads)
+    if threads_line:
+        typer.echo(plain_console_text(threads_line), err=True)
+    floor_bandwidth = resolve_floor_bandwidth(bandwidth) if bandwidth is not None else None
     out_dir = out or default_out_dir("ablations", built.preset, frozenset(names))
     workload_info = {
         "name": getattr(built.workload, "name", "workload"),
@@ -265,7 +321,12 @@ def _ablate_one_process(
         "options": reference_options(**reference).identity(seed),
     }
     attribution, run_notices = _measure_with_progress(
-        built.workload, plan, out_dir, settings=settings, workload_info=workload_info
+        built.workload,
+        plan,
+        out_dir,
+        settings=settings,
+        workload_info=workload_info,
+        bandwidth=floor_bandwidth,
     )
     return out_dir, attribution, notices + run_notices
 
@@ -319,9 +380,8 @@ def _finish(
     out_dir: Path, attribution: dict[str, Any] | None, notices: list[str], output_format: str
 ) -> None:
     """Write report.html, then print ablation.json or the summary (with the per-rank lines of a TP run)."""
-    from rich.console import Console
-
     from bubblescope.ablate.store import load_ablation
+    from bubblescope.report.console import make_console
     from bubblescope.report.run_console import print_ablation_summary
 
     html_notice = _write_html(out_dir)
@@ -331,5 +391,12 @@ def _finish(
         return
     manifest, records = load_ablation(out_dir)
     attribution = attribution if attribution is not None else manifest.get("attribution")
-    print_ablation_summary(Console(), attribution or {}, notices, manifest=manifest, records=records)
+    print_ablation_summary(
+        make_console(),
+        attribution or {},
+        notices,
+        manifest=manifest,
+        records=records,
+        notes=make_console(stderr=True),
+    )
     typer.echo(f"written to {plain_console_text(out_dir)}")

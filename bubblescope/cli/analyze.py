@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -50,7 +49,8 @@ TABLE_HELP = (
 )
 TRACES_HELP = "Trace files (.json/.json.gz) or folders of them; one file per rank."
 STEP_MARKER_HELP = (
-    "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. 'decode_step_.*'."
+    "Regex naming step annotations when there is no bubblescope.step / ProfilerStep#N, e.g. "
+    "'decode_step_.*'. It must match the whole name (a full match: 'decode' does not match 'decode_1')."
 )
 BYTES_HELP = (
     "Bytes one decoded token reads from HBM (your model's weights + KV); with --bandwidth gives a floor."
@@ -116,12 +116,15 @@ def register(app: typer.Typer) -> None:
         idle breakdown in Holistic Trace Analysis' terms (host wait, kernel wait, other), in exact ns.
         Exit 0 on success, 2 on a bad trace or option.
         """
+        from bubblescope.cli.outputs import check_out_file
         from bubblescope.trace_floor import trace_floor
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
         if max_decompressed_mb <= 0:
             raise ConfigError("--max-decompressed-mb must be positive")
+        if annotate is not None:
+            check_out_file(annotate, option="--annotate")
         if output_format == "csv":
             from bubblescope.report.csv_tables import ANALYSIS_TABLES, pick_table
 
@@ -170,11 +173,10 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(render_analysis_markdown(result, top), nl=False)
         else:
-            from rich.console import Console
-
             from bubblescope.report.analysis_console import print_analysis
+            from bubblescope.report.console import make_console
 
-            print_analysis(Console(file=sys.stdout), result, top)
+            print_analysis(make_console(), result, top, notes=make_console(stderr=True))
 
 
 def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
@@ -183,4 +185,6 @@ def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
 
     for rank, path in zip(ranks, annotated_paths(out, len(ranks)), strict=True):
         written = write_annotated_trace(rank, gap_blamer(rank), path, max_bytes)
-        typer.echo(f"annotated trace: {written}", err=True)
+        from bubblescope.report.escape import plain_console_text
+
+        typer.echo(f"annotated trace: {plain_console_text(written)}", err=True)

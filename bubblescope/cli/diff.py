@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bubblescope.cli.trace_cap import DEFAULT_MAX_TRACE_FILES, MAX_FILES_HELP, trace_files_cap
+from bubblescope.cli.trace_cap import (
+    DEFAULT_MAX_SAMPLES,
+    DEFAULT_MAX_TRACE_FILES,
+    MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
+)
 from bubblescope.errors import BubblescopeError
 
 DIFF_HELP = "\n\n".join(
@@ -56,32 +61,49 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         output: Annotated[
-            Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write here instead of stdout.")
+            Path | None,
+            typer.Option(
+                "-o", "--out", metavar="FILE", help="Write here instead of stdout (its folder must exist)."
+            ),
         ] = None,
+        output_alias: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,
         step_marker: Annotated[
             str | None,
-            typer.Option("--step-marker", metavar="REGEX", help="Step annotation regex for bare traces."),
+            typer.Option(
+                "--step-marker",
+                metavar="REGEX",
+                help="Step annotation regex for bare traces; it must match the whole name (a full match).",
+            ),
         ] = None,
         max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        max_samples: Annotated[
+            int, typer.Option("--max-samples", help=MAX_SAMPLES_HELP)
+        ] = DEFAULT_MAX_SAMPLES,
     ) -> None:
+        from bubblescope.cli.outputs import check_out_file
         from bubblescope.cli.report import ReportCommandError
         from bubblescope.diff import run_diff
         from bubblescope.report import diff_render
         from bubblescope.report.csv_tables import DIFF_TABLES, diff_csv, pick_table
 
+        if output is not None and output_alias is not None:
+            raise ReportCommandError("give -o/--out once (--output is its old spelling)")
+        output = output if output is not None else output_alias
+        if output is not None:
+            check_out_file(output)
         try:
             if output_format is DiffFormat.csv:
                 pick_table(DIFF_TABLES, table, "diff")
             elif table is not None:
                 raise BubblescopeError("--table goes with --format csv")
-            with trace_files_cap(max_files):
+            with input_caps(max_files, max_samples):
                 result = run_diff(baseline, current, step_marker)
         except BubblescopeError as exc:
             raise ReportCommandError(str(exc)) from None
         if output_format is DiffFormat.table and output is None:
-            from rich.console import Console
+            from bubblescope.report.console import make_console
 
-            diff_render.print_diff(Console(file=sys.stdout), result)
+            diff_render.print_diff(make_console(), result)
             return
         if output_format is DiffFormat.json or output_format is DiffFormat.table:
             text = json.dumps(result, indent=1, allow_nan=False) + "\n"
@@ -100,4 +122,6 @@ def register(app: typer.Typer) -> None:
             written = write_text_atomic(output, text)
         except OSError as exc:
             raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
-        typer.echo(f"wrote {written}")
+        from bubblescope.report.escape import plain_console_text
+
+        typer.echo(f"wrote {plain_console_text(written)}")

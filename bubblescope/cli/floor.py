@@ -156,14 +156,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_table(summary: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from bubblescope.report.console import make_console
 
     table = Table(
         title=(
             f"{summary['preset']}: bytes per token (tp={summary['tp']}, context={summary['context']}, "
             f"router {summary['router']}, lm_head {summary['lm_head']})"
-        )
+        ),
+        title_justify="left",
     )
     table.add_column("component")
     table.add_column("MB per token", justify="right")
@@ -174,7 +176,7 @@ def _print_table(summary: dict[str, Any]) -> None:
             table.add_row(name, f"{value / 1e6:,.2f}", f"{value / total:.1%}")
     table.add_row("weights", f"{summary['weight_bytes_per_token'] / 1e6:,.2f}", "", style="bold")
     table.add_row("total", f"{total / 1e6:,.2f}", "100.0%", style="bold")
-    console = Console()
+    console = make_console()
     console.print(table)
     console.print(
         f"parameters: {summary['params_total'] / 1e9:.2f} B total "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from typing import Annotated
@@ -11,11 +12,13 @@ import typer
 
 from bubblescope.cli.trace_cap import (
     DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TRACE_FILES,
     MAX_DECOMPRESSED_HELP,
     MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
     trace_cap_mb,
-    trace_files_cap,
 )
 from bubblescope.errors import ConfigError
 
@@ -49,6 +52,7 @@ def register(app: typer.Typer) -> None:
             DEFAULT_MAX_DECOMPRESSED_MB, "--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP
         ),
         max_files: int = typer.Option(DEFAULT_MAX_TRACE_FILES, "--max-files", help=MAX_FILES_HELP),
+        max_samples: int = typer.Option(DEFAULT_MAX_SAMPLES, "--max-samples", help=MAX_SAMPLES_HELP),
     ) -> None:
         """Compare a current run with a baseline; exit 0 pass, 1 regression, 2 bad input.
 
@@ -61,21 +65,28 @@ def register(app: typer.Typer) -> None:
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
-        with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
+        with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
             verdict = run_gate(baseline, current, max_regression)
-        if output_format == "json":
-            typer.echo(json.dumps(verdict, indent=1))
-        elif output_format == "markdown":
-            from bubblescope.report.gate_markdown import render_gate_markdown
-
-            typer.echo(render_gate_markdown(verdict))
-        else:
-            from rich.console import Console
-
-            from bubblescope.report.run_console import print_gate_table
-
-            print_gate_table(Console(), verdict)
+        try:
+            _print_verdict(verdict, output_format)
+        except BrokenPipeError:
+            # `gate ... | head -1`: the reader left; the verdict still decides the exit status.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if verdict["exit_code"]:
             # SystemExit, not typer.Exit: with standalone_mode=False click returns an Exit's code
             # from app() instead of exiting, and CI needs the process status.
             sys.exit(verdict["exit_code"])
+
+
+def _print_verdict(verdict: dict, output_format: str) -> None:
+    if output_format == "json":
+        typer.echo(json.dumps(verdict, indent=1))
+    elif output_format == "markdown":
+        from bubblescope.report.gate_markdown import render_gate_markdown
+
+        typer.echo(render_gate_markdown(verdict))
+    else:
+        from bubblescope.report.console import make_console
+        from bubblescope.report.run_console import print_gate_table
+
+        print_gate_table(make_console(), verdict, notes=make_console(stderr=True))

@@ -10,33 +10,16 @@ import typer
 from bubblescope.cli.floor import DEFAULT_CONTEXT, OutputFormat
 
 PRESETS_SCHEMA = "bubblescope.presets/1"
-# Bytes copied to measure host memory bandwidth (large enough to leave the caches, quick to copy).
-HOST_COPY_BYTES = 256 << 20
 
 
-def host_copy_gbps(repeats: int = 3) -> float:
-    """This machine's host memory bandwidth (GB/s, read + write of one large copy, best of `repeats`).
+def preset_rows(*, remeasure: bool = False) -> dict[str, Any]:
+    """The `bubblescope.presets/1` object: one row per preset plus the machine it was judged against.
 
-    A CPU decode step reads every active weight at least once, so bytes per token / this is a lower
-    bound on its step time: what "fits" means on a CPU is "runs, at this speed at best".
+    Args:
+        remeasure: on a CPU machine, measure the host bandwidth again instead of using the cached one.
     """
-    import time
-
-    import numpy as np
-
-    source = np.ones(HOST_COPY_BYTES // 8, dtype=np.float64)
-    target = np.empty_like(source)
-    best_s = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        np.copyto(target, source)
-        best_s = min(best_s, time.perf_counter() - start)
-    return 2 * HOST_COPY_BYTES / best_s / 1e9
-
-
-def preset_rows() -> dict[str, Any]:
-    """The `bubblescope.presets/1` object: one row per preset plus the machine it was judged against."""
     from bubblescope.bandwidth import machine_memory
+    from bubblescope.host_bandwidth import host_bandwidth
     from bubblescope.reference_model.accounting import (
         bytes_per_token,
         count_parameters,
@@ -46,7 +29,8 @@ def preset_rows() -> dict[str, Any]:
     from bubblescope.reference_model.config import PRESETS
 
     machine = machine_memory()
-    host_gbps = host_copy_gbps() if machine.kind == "cpu" else None
+    host = host_bandwidth(remeasure=remeasure) if machine.kind == "cpu" else None
+    host_gbps = host.gbps if host else None
     rows = []
     for config in PRESETS.values():
         params = count_parameters(config)
@@ -84,6 +68,8 @@ def preset_rows() -> dict[str, Any]:
             "bytes_per_device": machine.bytes_per_device,
             "name": machine.name,
             "host_copy_gbps": host_gbps,
+            "host_copy_measured_utc": host.measured_utc if host else None,
+            "host_copy_source": host.source if host else None,
         },
         "presets": rows,
     }
@@ -95,6 +81,14 @@ def register(app: typer.Typer) -> None:
         output_format: Annotated[
             OutputFormat, typer.Option("--format", help="table or json.")
         ] = OutputFormat.table,
+        remeasure: Annotated[
+            bool,
+            typer.Option(
+                "--remeasure",
+                help="Measure the host bandwidth again (CPU machines; it is cached per machine with its "
+                "date under $XDG_CACHE_HOME/bubblescope, default ~/.cache/bubblescope).",
+            ),
+        ] = False,
     ) -> None:
         """List the presets: layers, experts, parameters, memory, bytes per token.
 
@@ -103,9 +97,11 @@ def register(app: typer.Typer) -> None:
         weights (its dtype, MTP included, plus 5 % and 1 GiB headroom) with
         this machine: one CUDA device, or tensor parallelism over up to all of
         them ("TP 2"). Without a GPU it shows the step time a memory-bound
-        decode cannot beat here (bytes per token / measured host copy GB/s).
+        decode cannot beat here (bytes per token / host copy GB/s, measured
+        once per machine and cached with its date; --remeasure measures again).
+        Imports torch only on a machine with a GPU driver, to read its memory.
         """
-        listing = preset_rows()
+        listing = preset_rows(remeasure=remeasure)
         if output_format is OutputFormat.json:
             typer.echo(json.dumps(listing, indent=1))
         else:
@@ -122,26 +118,33 @@ def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
             return "in RAM"
         from bubblescope.report.cells import fmt_duration_ns
 
-        return f"≥ {fmt_duration_ns(step_s * 1e9)}/step" if step_s < 1 else f"≥ {step_s:.1f} s/step"
+        return f"≥ {fmt_duration_ns(step_s * 1e9)}" if step_s < 1 else f"≥ {step_s:.1f} s"
     return "yes" if row["min_devices"] == 1 else f"TP {row['min_devices']}"
 
 
 def _print_table(listing: dict[str, Any]) -> None:
-    from rich import box
-    from rich.console import Console
+    """The presets as a table that fits 80 columns whole (numbers never cut), notes below it."""
     from rich.table import Table
 
+    from bubblescope.report.console import make_console
+    from bubblescope.report.escape import console_text
+
     machine = listing["machine"]
+    cpu = machine["kind"] == "cpu"
     where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f} GB each"
+    # No column rules and one space between columns: at 80 columns every name and number fits whole
+    # ("ling3-flash-e256" folded to "ling3-flash" + "-e256" read as another preset).
     table = Table(
         title=f"presets (fit judged on {where})",
-        caption="layers: total (KDA+MLA); experts: routed/top-k; GB/tok: bf16 router+lm_head, 8K context",
-        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        box=None,
+        padding=(0, 0, 0, 1),
         pad_edge=False,
-        collapse_padding=True,
+        header_style="bold underline",
     )
     table.add_column("preset", no_wrap=True)
-    for column in ("layers", "experts", "params", "active", "bf16 GB", "GB/tok", "fits"):
+    headers = ("layers", "experts", "params", "active", "weights", "bytes/tok", "step ≥" if cpu else "fits")
+    for column in headers:
         table.add_column(column, justify="right", no_wrap=True)
     for row in listing["presets"]:
         table.add_row(
@@ -150,12 +153,37 @@ def _print_table(listing: dict[str, Any]) -> None:
             f"{row['experts']}/{row['experts_per_token']}",
             _count(row["params_total"]),
             _count(row["params_active"]),
-            f"{row['bf16_weight_bytes'] / 1e9:.1f}",
-            f"{row['bytes_per_token'] / 1e9:.3f}",
-            _fit_text(row, machine),
+            _size(row["bf16_weight_bytes"]),
+            _size(row["bytes_per_token"]),
+            _fit_text(row, machine).removeprefix("≥ "),
         )
-    Console().print(table)
+    console = make_console()
+    console.print(table)
+    console.print(
+        "layers: total (KDA+MLA); experts: routed/top-k; weights: all of them in bf16; bytes/tok: bf16 "
+        "router and lm_head, 8K context"
+    )
+    if cpu and machine.get("host_copy_gbps"):
+        console.print(
+            console_text(
+                f"step ≥: the time a memory-bound step cannot beat here, bytes/tok at "
+                f"{machine['host_copy_gbps']:.1f} GB/s host copy ({machine.get('host_copy_source')}, "
+                f"measured {machine.get('host_copy_measured_utc')}; --remeasure takes a new one); "
+                '"no": does not fit in RAM'
+            )
+        )
 
 
 def _count(value: int) -> str:
-    return f"{value / 1e9:.4g} B" if value >= 1e8 else f"{value / 1e6:.4g} M"
+    """Parameters with four significant digits: 124.4 B, 354.1 M, 755.5 k."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return str(value)
+
+
+def _size(value: float) -> str:
+    """Bytes in GB (MB below one GB): two decimals (10.42 and 10.37 GB/tok stay apart), one from 100."""
+    scale, unit = (1e9, "GB") if value >= 1e9 else (1e6, "MB")
+    number = value / scale
+    return f"{number:.1f} {unit}" if number >= 100 else f"{number:.2f} {unit}"

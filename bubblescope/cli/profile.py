@@ -20,7 +20,8 @@ TIMED_HELP = (
 )
 STEP_MARKER_HELP = (
     "Regex naming step annotations already in the trace (record_function/NVTX names, e.g. "
-    "'decode_step_.*'). The whole run is recorded; --warmup/--active do not apply."
+    "'decode_step_.*'; a full match of the whole name). The whole run is recorded; --warmup/--active do "
+    "not apply."
 )
 
 
@@ -33,7 +34,9 @@ def register(app: typer.Typer) -> None:
         command: Annotated[
             list[str], typer.Argument(help="The script to run, after --: `python my_loop.py ARGS...`.")
         ],
-        out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("runs/profile"),
+        out: Annotated[Path, typer.Option("-o", "--out", metavar="DIR", help="Output folder.")] = Path(
+            "runs/profile"
+        ),
         step_frame: Annotated[str | None, typer.Option("--step-frame", help=STEP_FRAME_HELP)] = None,
         step_marker: Annotated[str | None, typer.Option("--step-marker", help=STEP_MARKER_HELP)] = None,
         active: Annotated[int, typer.Option("--active", help="Steps recorded.")] = 8,
@@ -58,22 +61,26 @@ def register(app: typer.Typer) -> None:
         report.html and profile.json under --out, even when the script raises. Exit status: the
         script's; 2 for a bad option.
         """
+        from bubblescope.out_lock import out_lock
         from bubblescope.profiling.script import empty_selection, profile_script
 
         if active < 1 or warmup < 0 or timed < 0:
             raise ConfigError("need --active >= 1, --warmup >= 0 and --timed >= 0")
-        status, session = profile_script(
-            command,
-            out=out,
-            active=active,
-            warmup=warmup,
-            timed=timed,
-            step_frame=step_frame,
-            step_marker=step_marker,
-            read_sites=read_sites,
-        )
+        with out_lock(out, "profile"):
+            status, session = profile_script(
+                command,
+                out=out,
+                active=active,
+                warmup=warmup,
+                timed=timed,
+                step_frame=step_frame,
+                step_marker=step_marker,
+                read_sites=read_sites,
+            )
+        from bubblescope.report.escape import plain_console_text
+
         for notice in session.outputs.get("notices", []):
-            typer.echo(f"bubblescope: {notice}", err=True)
+            typer.echo(f"bubblescope: {plain_console_text(notice)}", err=True)
         problem = empty_selection(session, step_frame, step_marker)
         if status == 0 and problem:
             raise ConfigError(f"{problem} (files kept under {out})")

@@ -10,11 +10,13 @@ import typer
 
 from bubblescope.cli.trace_cap import (
     DEFAULT_MAX_DECOMPRESSED_MB,
+    DEFAULT_MAX_SAMPLES,
     DEFAULT_MAX_TRACE_FILES,
     MAX_DECOMPRESSED_HELP,
     MAX_FILES_HELP,
+    MAX_SAMPLES_HELP,
+    input_caps,
     trace_cap_mb,
-    trace_files_cap,
 )
 from bubblescope.errors import BubblescopeError
 
@@ -52,6 +54,12 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+def _format_for(output: Path | None) -> ReportFormat:
+    """`-o notes.md` without --format writes Markdown (an HTML page in a .md file renders as raw text)."""
+    markdown = output is not None and output.suffix.lower() in (".md", ".markdown")
+    return ReportFormat.markdown if markdown else ReportFormat.html
+
+
 def write_report(
     paths: list[Path],
     output: Path | None,
@@ -74,14 +82,16 @@ def write_report(
         BubblescopeError: bad input (one line naming the path).
     """
     from bubblescope.atomic import write_text_atomic
+    from bubblescope.cli.outputs import check_out_file
     from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput, load_inputs
     from bubblescope.report.views import limit_views
-    from bubblescope.trace_floor import trace_floor
 
+    if output is not None:
+        check_out_file(output)
     inputs = load_inputs(list(paths), step_marker=step_marker)
+    apply_floor_inputs(inputs, *floor_inputs)
     for item in inputs:
         if isinstance(item, TraceInput):
-            item.analysis["floor"] = trace_floor(item.analysis, *floor_inputs)
             item.analysis = limit_views(item.analysis, *views)
         elif isinstance(item, RunInput) and item.analysis:
             item.analysis = limit_views(item.analysis, *views)
@@ -102,12 +112,59 @@ def write_report(
         output = output or Path(DEFAULT_HTML_NAME)
     if output is None:
         return text, None
-    if output.is_dir():
-        raise BubblescopeError(f"{output}: is a folder; give a file name for -o")
+    check_out_file(output)
     try:
         return text, write_text_atomic(output, text)
     except OSError as exc:
         raise BubblescopeError(f"{output}: cannot write ({exc.strerror or exc})") from None
+
+
+def apply_floor_inputs(inputs: list, bytes_per_token: float | None, bandwidth_gbps: float | None) -> None:
+    """--bytes-per-token / --bandwidth: a bare trace's floor (trace_floor.py), and a recorded run's
+    floor at the given bandwidth (its own bytes per token unless --bytes-per-token is given).
+
+    Raises:
+        BubblescopeError: the options were given but no input can use them.
+    """
+    from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
+    from bubblescope.trace_floor import trace_floor
+
+    used = False
+    for item in inputs:
+        if isinstance(item, TraceInput):
+            item.analysis["floor"] = trace_floor(item.analysis, bytes_per_token, bandwidth_gbps)
+            used = True
+        elif bandwidth_gbps is not None:
+            records = [item.record] if isinstance(item, RunInput) else []
+            if isinstance(item, AblationInput):
+                records = list(item.records.values())
+            used = any([_refloor(record, bandwidth_gbps, bytes_per_token) for record in records]) or used
+    if (bandwidth_gbps is not None or bytes_per_token is not None) and not used:
+        raise BubblescopeError(
+            "--bandwidth / --bytes-per-token: no input can use them (a run needs --bandwidth and its "
+            "recorded bytes per token; a bare trace needs both)"
+        )
+
+
+def _refloor(record: dict, bandwidth_gbps: float, bytes_per_token: float | None) -> bool:
+    """Recompute a RunRecord's floor block at `bandwidth_gbps` (source "given"); False without bytes."""
+    from bubblescope.bandwidth import GIVEN_SOURCE, resolve_bandwidth
+
+    gbps = resolve_bandwidth(bandwidth_gbps).gbps
+    floor = record.get("floor") or {}
+    bytes_read = bytes_per_token if bytes_per_token is not None else floor.get("bytes_per_token")
+    tpot_ms = (record.get("summary") or {}).get("tpot_ms")
+    if not isinstance(bytes_read, (int, float)) or bytes_read <= 0:
+        return False
+    floor_ms = bytes_read / (gbps * 1e9) * 1e3
+    record["floor"] = {
+        "bytes_per_token": bytes_read,
+        "bandwidth_gbps": gbps,
+        "bandwidth_source": GIVEN_SOURCE,
+        "floor_ms": floor_ms,
+        "tpot_over_floor": tpot_ms / floor_ms if isinstance(tpot_ms, (int, float)) else None,
+    }
+    return True
 
 
 def register(app: typer.Typer) -> None:
@@ -125,38 +182,56 @@ def register(app: typer.Typer) -> None:
         output: Annotated[
             Path | None,
             typer.Option(
-                "-o", "--output", help="File to write (default: report.html for HTML, stdout for Markdown)."
+                "-o",
+                "--out",
+                metavar="FILE",
+                help="File to write (default: report.html for HTML, stdout for Markdown); its folder "
+                "must exist.",
             ),
         ] = None,
+        output_alias: Annotated[Path | None, typer.Option("--output", hidden=True)] = None,
         report_format: Annotated[
-            ReportFormat,
-            typer.Option("--format", help="html: one self-contained page; markdown: for CI summaries."),
-        ] = ReportFormat.html,
+            ReportFormat | None,
+            typer.Option(
+                "--format",
+                help="html: one self-contained page; markdown: for CI summaries. Default: markdown when "
+                "-o names a .md file, else html.",
+            ),
+        ] = None,
         step_marker: Annotated[
             str | None,
             typer.Option(
                 "--step-marker",
                 metavar="REGEX",
                 help="For bare traces without bubblescope.step or ProfilerStep#N: the regex naming one "
-                "step's annotation (e.g. 'decode_step_.*').",
+                "step's annotation (e.g. 'decode_step_.*'); it must match the whole name (a full match).",
             ),
         ] = None,
         bytes_per_token: Annotated[
             float | None,
             typer.Option(
-                "--bytes-per-token", metavar="BYTES", help="For bare traces: bytes one token reads."
+                "--bytes-per-token",
+                metavar="BYTES",
+                help="Bytes one token reads: a bare trace's floor (with --bandwidth); for runs, instead "
+                "of the recorded bytes.",
             ),
         ] = None,
         bandwidth: Annotated[
             float | None,
             typer.Option(
-                "--bandwidth", metavar="GB/S", help="For bare traces: HBM GB/s of the GPU that ran them."
+                "--bandwidth",
+                metavar="GB/S",
+                help="HBM GB/s of the GPU that ran the inputs: the floor of bare traces (with "
+                "--bytes-per-token) and of runs (their recorded bytes per token).",
             ),
         ] = None,
         max_decompressed_mb: Annotated[
             int, typer.Option("--max-decompressed-mb", help=MAX_DECOMPRESSED_HELP)
         ] = DEFAULT_MAX_DECOMPRESSED_MB,
         max_files: Annotated[int, typer.Option("--max-files", help=MAX_FILES_HELP)] = DEFAULT_MAX_TRACE_FILES,
+        max_samples: Annotated[
+            int, typer.Option("--max-samples", help=MAX_SAMPLES_HELP)
+        ] = DEFAULT_MAX_SAMPLES,
         top: Annotated[
             int | None,
             typer.Option(
@@ -170,12 +245,15 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
+        if output is not None and output_alias is not None:
+            raise ReportCommandError("give -o/--out once (--output is its old spelling)")
+        output = output if output is not None else output_alias
         try:
-            with trace_cap_mb(max_decompressed_mb), trace_files_cap(max_files):
+            with trace_cap_mb(max_decompressed_mb), input_caps(max_files, max_samples):
                 text, written = write_report(
                     paths or [],
                     output,
-                    report_format,
+                    report_format or _format_for(output),
                     step_marker,
                     (bytes_per_token, bandwidth),
                     (top, min_gap_us),
@@ -185,4 +263,6 @@ def register(app: typer.Typer) -> None:
         if written is None:
             typer.echo(text, nl=False)
         else:
-            typer.echo(f"wrote {written}")
+            from bubblescope.report.escape import plain_console_text
+
+            typer.echo(f"wrote {plain_console_text(written)}")

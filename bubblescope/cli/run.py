@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from bubblescope.capture.setup import resolve_toggles
+from bubblescope.cli.outputs import check_out_folder
 from bubblescope.cli.reference_options import (
     AcceptLenOption,
     BlockOption,
@@ -18,6 +19,14 @@ from bubblescope.cli.reference_options import (
     RoutingOverlapOption,
     SpecOption,
     reference_options,
+)
+from bubblescope.cli.run_options import (
+    BandwidthOption,
+    ForceOption,
+    ThreadsOption,
+    ToggleAliasOption,
+    TogglesOption,
+    merged_toggles,
 )
 from bubblescope.errors import ConfigError
 
@@ -38,26 +47,6 @@ def default_out_dir(kind: str, preset: str | None, enabled: frozenset[str]) -> P
     return Path("reports") / kind / f"{stamp}-{preset or 'default'}-{switches}"
 
 
-def _print_plain(record: dict[str, Any], out_dir: Path, notices: list[str]) -> None:
-    from bubblescope.report.cells import fmt_ms_estimate, plural, tpot_noise_note
-    from bubblescope.report.markdown import tpot_interval_ms
-    from bubblescope.stats import INTERVAL_LABEL
-
-    summary = record["summary"]
-    lo, hi = tpot_interval_ms(summary)
-    tpot_text, range_text = fmt_ms_estimate(summary["tpot_ms"], lo, hi)
-    typer.echo(
-        f"TPOT {tpot_text} ({INTERVAL_LABEL} {range_text}){tpot_noise_note(summary['tpot_ms'], lo, hi)}, "
-        f"{plural(summary['tokens'], 'token')}"
-    )
-    analysis = record.get("analysis")
-    if analysis:
-        typer.echo(f"blocking reads per step: {analysis['blocking_reads_per_step']:.2f}")
-    for notice in notices:
-        typer.echo(f"note: {notice}")
-    typer.echo(f"written to {out_dir}")
-
-
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
@@ -67,7 +56,8 @@ def register(app: typer.Typer) -> None:
         preset: str = typer.Option(
             None, "--preset", help="Preset; default: the largest this machine holds (debug on CPU)."
         ),
-        toggle: str = typer.Option(None, "--toggle", help="Switches to turn on, comma-separated."),
+        toggles: TogglesOption = None,
+        toggle_alias: ToggleAliasOption = None,
         all_on: bool = typer.Option(False, "--all", help="Turn on every switch usable on this device."),
         steps: int = typer.Option(64, "--steps", help="Timed decode steps per repeat."),
         warmup: int = typer.Option(8, "--warmup", help="Untimed steps before each repeat."),
@@ -84,8 +74,15 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Weight seed."),
         out: Annotated[
             Path | None,
-            typer.Option("--out", help="Output folder (default reports/runs/UTC_TIME-PRESET-SWITCHES/)."),
+            typer.Option(
+                "-o",
+                "--out",
+                metavar="DIR",
+                help="Output folder (default reports/runs/UTC_TIME-PRESET-SWITCHES/); one that already "
+                "holds a run is refused unless --force.",
+            ),
         ] = None,
+        force: ForceOption = False,
         output_format: Annotated[
             RunFormat, typer.Option("--format", help="table, or json (prints the RunRecord).")
         ] = RunFormat.table,
@@ -97,6 +94,8 @@ def register(app: typer.Typer) -> None:
         accept_len: AcceptLenOption = None,
         routing_overlap: RoutingOverlapOption = 0.0,
         path: PathOption = "auto",
+        threads: ThreadsOption = None,
+        bandwidth: BandwidthOption = None,
     ) -> None:
         """Measure TPOT of one switch configuration: timed steps, a profiled window, a RunRecord.
 
@@ -104,22 +103,30 @@ def register(app: typer.Typer) -> None:
         into --out. With --tp N it starts N ranks (torchrun-compatible), rank 0 times, every rank
         writes trace.rankN.json.gz, and record.json lists them under "tp". On CPU it runs the
         tiny debug preset and counts device readbacks per step from
-        the trace (each would block the host on a GPU); GPU bubbles are not measured there.
+        the trace (each would block the host on a GPU); GPU bubbles are not measured there, and
+        torch uses one intra-op thread (--threads) so TPOT is stable.
+        Progress (repeats, steps, the profiled window) and notes go to stderr.
         """
-        from rich.console import Console
-
         from bubblescope.capture.floor import resolve_floor_bandwidth
-        from bubblescope.capture.measure import RunSettings, measure_config
-        from bubblescope.capture.setup import build_workload
-        from bubblescope.report.run_console import print_run_summary
+        from bubblescope.capture.measure import RunSettings
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+        toggle = merged_toggles(toggles, toggle_alias)
         settings = RunSettings(
             steps=steps, warmup=warmup, repeats=repeats, profile_steps=profile_steps, read_sites=read_sites
         )
+        if out is not None:
+            check_out_folder(out, holds="record.json", force=force)
+        floor_bandwidth = resolve_floor_bandwidth(bandwidth) if bandwidth is not None else None
         if tp != 1:
             from bubblescope.capture.launch_tp import run_tp_from_cli
+
+            if threads is not None or bandwidth is not None:
+                raise ConfigError(
+                    "--threads and --bandwidth apply to a single-process run; with --tp each CPU rank "
+                    "uses cpu_count/N threads and the floor the measured (or assumed H200) bandwidth"
+                )
 
             options = {
                 "workload": workload,
@@ -136,46 +143,96 @@ def register(app: typer.Typer) -> None:
             if result is None:
                 return
             record, notices, out_dir = result
-            if output_format == "json":
-                typer.echo(json.dumps(record, indent=1))
-            elif Console().is_terminal:
-                print_run_summary(Console(), record, str(out_dir), notices)
-            else:
-                _print_plain(record, out_dir, notices)
+            _print_result(record, out_dir, notices, output_format)
             return
-        built = build_workload(
+        record, notices, out_dir = _run_one_process(
             workload,
             preset,
+            toggle,
+            all_on,
+            reference_options(spec, block, accept_len, path, routing_overlap),
+            settings=settings,
             seed=seed,
-            max_steps=warmup + steps,
-            reference=reference_options(spec, block, accept_len, path, routing_overlap),
+            out=out,
+            threads=threads,
+            bandwidth=floor_bandwidth,
         )
-        enabled, notices = resolve_toggles(toggle, all_on, built.workload)
-        if built.notice:
-            typer.echo(built.notice, err=True)
-        out_dir = out or default_out_dir("runs", built.preset, enabled)
-        workload_info = {
-            "name": getattr(built.workload, "name", "workload"),
-            "factory": built.factory,
-            "preset": built.preset,
-        }
+        _print_result(record, out_dir, notices, output_format)
+
+
+def _run_one_process(
+    workload_spec: str | None,
+    preset: str | None,
+    toggle: str | None,
+    all_on: bool,
+    reference: Any,
+    *,
+    settings: Any,
+    seed: int,
+    out: Path | None,
+    threads: int | None,
+    bandwidth: tuple[float, str] | None,
+) -> tuple[dict[str, Any], list[str], Path]:
+    """Build, measure under a progress display (stderr), write record and report; (record, notices, dir)."""
+    from bubblescope.capture.floor import resolve_floor_bandwidth
+    from bubblescope.capture.measure import measure_config
+    from bubblescope.capture.setup import build_workload
+    from bubblescope.capture.threads import apply_cpu_threads
+    from bubblescope.cli.saved import note_saved
+    from bubblescope.report.console import make_console
+    from bubblescope.report.escape import console_text
+    from bubblescope.report.run_console import run_progress
+
+    errors = make_console(stderr=True)
+    built = build_workload(
+        workload_spec,
+        preset,
+        seed=seed,
+        max_steps=settings.warmup + settings.steps,
+        reference=reference,
+    )
+    enabled, notices = resolve_toggles(toggle, all_on, built.workload)
+    if built.notice:
+        errors.print(console_text(built.notice))
+    threads_line = apply_cpu_threads(built.workload, threads)
+    if threads_line:
+        errors.print(console_text(threads_line))
+    out_dir = out or default_out_dir("runs", built.preset, enabled)
+    workload_info = {
+        "name": getattr(built.workload, "name", "workload"),
+        "factory": built.factory,
+        "preset": built.preset,
+    }
+    from bubblescope.out_lock import out_lock
+
+    note_saved(f"no run recorded in {out_dir}")
+    with out_lock(out_dir, "run"), run_progress(errors, settings) as progress:
         record, run_notices = measure_config(
             built.workload,
             enabled,
             settings=settings,
             record_path=out_dir / "record.json",
             workload_info=workload_info,
-            bandwidth=resolve_floor_bandwidth(),
+            bandwidth=bandwidth or resolve_floor_bandwidth(),
+            on_repeat=progress.repeat_done,
+            on_phase=progress.phase,
         )
+        note_saved(f"the run is recorded in {out_dir / 'record.json'} (report.html not written yet)")
+        progress.phase("writing report.html")
         from bubblescope.report.run_page import write_run_report
 
         record, notice = write_run_report(out_dir / "record.json")
-        notices += run_notices + ([notice] if notice else [])
-        if output_format == "json":
-            typer.echo(json.dumps(record, indent=1))
-            return
-        console = Console()
-        if console.is_terminal:
-            print_run_summary(console, record, str(out_dir), notices)
-        else:
-            _print_plain(record, out_dir, notices)
+    note_saved(f"the run is recorded in {out_dir}")
+    return record, notices + run_notices + ([notice] if notice else []), out_dir
+
+
+def _print_result(record: dict[str, Any], out_dir: Path, notices: list[str], output_format: str) -> None:
+    """The RunRecord as JSON, or the summary: the same content on a terminal and in a pipe (80 columns
+    unless $COLUMNS says otherwise); notes on stderr."""
+    from bubblescope.report.console import make_console
+    from bubblescope.report.run_console import print_run_summary
+
+    if output_format == "json":
+        typer.echo(json.dumps(record, indent=1))
+        return
+    print_run_summary(make_console(), record, str(out_dir), notices, notes=make_console(stderr=True))

@@ -247,9 +247,10 @@ def _add_cpu_reads(analysis: dict, rank: Any, markers: pd.DataFrame, described: 
                 "inner_op": "",
                 "count": 0,
                 "in_steps": 0,
-                "blocked_ns": 0,
-                "bubble_ns": 0,
-                "wait_ns": 0,
+                # A CPU run blocks on nothing: not measured, null (bubblescope.not_measured).
+                "blocked_ns": None,
+                "bubble_ns": None,
+                "wait_ns": None,
                 "hint": HINTS.get(info["kind"], HINTS["other"]),
             },
         )

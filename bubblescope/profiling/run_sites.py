@@ -118,21 +118,24 @@ def _stats(calls: list[dict[str, Any]], matched: int, reads: int) -> dict[str, A
     }
 
 
-def _line_entry(info: dict[str, Any], count: int, per_step: float, blocked_ns: int, bubble_ns: int) -> dict:
+def _line_entry(
+    info: dict[str, Any], count: int, per_step: float, blocked_ns: int | None, bubble_ns: int | None
+) -> dict:
+    """One exact line of a read row; blocked and bubble times are null on a CPU run (not measured)."""
     return {
         "line_exact": info["site"],
         "read_at": info["read_at"],
         "stack": info["stack"],
         "count": int(count),
         "per_step": per_step,
-        "blocked_ns": int(blocked_ns),
-        "bubble_ns": int(bubble_ns),
+        "blocked_ns": None if blocked_ns is None else int(blocked_ns),
+        "bubble_ns": None if bubble_ns is None else int(bubble_ns),
     }
 
 
 def _annotate_row(row: dict[str, Any], lines: list[dict[str, Any]], unmatched: int) -> dict[str, Any]:
     """The row with its exact lines (`lines` most reads first) and `line` exact / partial / def."""
-    lines = sorted(lines, key=lambda e: (-e["count"], -e["bubble_ns"], -e["blocked_ns"]))
+    lines = sorted(lines, key=lambda e: (-e["count"], -(e["bubble_ns"] or 0), -(e["blocked_ns"] or 0)))
     top = lines[0] if lines else {"line_exact": None, "read_at": None, "stack": None}
     state = "def" if not lines else ("partial" if unmatched else "exact")
     return {
@@ -234,7 +237,7 @@ def annotate_counted_syncs(
             stats["warning"] = "the tap's readbacks differ from the trace's count; exact lines left out"
             return [_annotate_row(r, [], int(r["count"])) for r in counted["syncs"]], stats
         lines = [
-            _line_entry(info_of[display], count, count / steps, 0, 0)
+            _line_entry(info_of[display], count, count / steps, None, None)
             for display, count in parts.items()
             if display
         ]

@@ -182,13 +182,17 @@ def profile_script(
         if not session.explicit_steps:
             session.step()
 
-    with session:
+    from bubblescope.profiling.faults import leave_if_forked_child, script_faults
+
+    owner_pid = os.getpid()
+    with session, script_faults(session):
         hook = StepFrameHook(pattern, on_frame_step).install() if pattern is not None else None
         try:
             status, raised = run_in_process(script)
         finally:
             if hook is not None:
                 hook.uninstall()
+        leave_if_forked_child(owner_pid, status)
         session.exit_code = status
         if raised is not None:
             from bubblescope.profiling.session import one_line_error

@@ -129,6 +129,8 @@ class ProfileSession:
         self._tap: Any = None
         self._on_cuda = False
         self._started_s = 0.0
+        # A forked child (the profiled script's fork) shares this object; only this process writes.
+        self._owner_pid = os.getpid()
 
     # -- public ------------------------------------------------------------------------------------------
     @property
@@ -178,6 +180,9 @@ class ProfileSession:
         return StepHandle(self, self.steps_started - 1)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if os.getpid() != self._owner_pid or self.outputs:
+            # A forked child leaving the block, or a session already closed (by `os._exit`, faults.py).
+            return
         try:
             if self._open_index is not None:
                 # A step still open now ran until the session closed: after the loop's last iteration
@@ -340,7 +345,10 @@ class ProfileSession:
 
     def _say(self, text: str) -> None:
         if self.progress and text:
-            print(text, file=sys.stderr, flush=True)
+            from bubblescope.report.escape import plain_console_text
+
+            # The summary names the script's files and functions: control characters shown, not sent.
+            print(plain_console_text(text), file=sys.stderr, flush=True)
 
 
 def _exported_trace(prof: Any, folder: Path) -> bytes:

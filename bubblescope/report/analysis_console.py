@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bubblescope.report.bandwidth_rows import (
     BANDWIDTH_TITLE,
@@ -20,14 +21,14 @@ from bubblescope.report.bandwidth_rows import (
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
-    fmt_duration_ns,
+    fmt_measured_ns,
     nothing_to_fix_text,
-    numeric_columns,
     plural,
     reads_undetectable,
     steps_and_ranks,
 )
-from bubblescope.report.escape import console_text
+from bubblescope.report.console import print_rows
+from bubblescope.report.escape import console_text, plain_console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.trace_floor import floor_line
@@ -41,16 +42,12 @@ CLASS_STYLE = {
 }
 TOP_GAPS_SHOWN = 8
 TOP_KERNELS_SHOWN = 10
-SHORT_CELL_CHARS = 14
 
 
-def us(ns: float) -> str:
-    """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere)."""
-    return fmt_duration_ns(ns)
-
-
-# The narrowest a folding column (kernel names, sites, hints) is drawn when the table is squeezed.
-LONG_CELL_MIN_CHARS = 20
+def us(ns: float | None) -> str:
+    """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere); null is
+    `not measured` (bubblescope.not_measured)."""
+    return fmt_measured_ns(ns)
 
 
 # The console's kernel columns: eleven did not fit 100 columns and rich drew the names zero wide. The
@@ -71,25 +68,9 @@ def console_kernel_rows(table: tuple[list[str], list[list[str]]]) -> tuple[list[
 
 
 def print_table(console: Console, title: str, rows: tuple[list[str], list[list[str]]]) -> None:
-    """Plain-string rows as a rich table, every cell escaped."""
+    """Plain-string rows as a table (numbers never cut), or as blocks on a console too narrow for it."""
     headers, body = rows
-    table = Table(title=console_text(title), title_justify="left")
-    numeric = numeric_columns(body)
-    for index, header in enumerate(headers):
-        # Short cells (numbers with units, ranks) never wrap mid-number; long names and hints fold.
-        short = all(len(str(row[index])) <= SHORT_CELL_CHARS for row in body)
-        # A long column keeps a readable minimum: at 100 columns the kernel names were squeezed to nothing.
-        table.add_column(
-            console_text(header),
-            overflow="fold",
-            no_wrap=short,
-            # Numbers line up by their last digit, as on the HTML page.
-            justify="right" if numeric and numeric[index] else "left",
-            min_width=None if short else LONG_CELL_MIN_CHARS,
-        )
-    for row in body:
-        table.add_row(*(console_text(cell) for cell in row))
-    console.print(table)
+    print_rows(console, title, headers, body)
 
 
 def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1.0) -> None:
@@ -104,10 +85,12 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
         console.print(f"[dim]{console_text(caption)}[/dim]")
 
 
-def print_analysis(console: Console, analysis: dict, top: int | None = None) -> None:
+def print_analysis(
+    console: Console, analysis: dict, top: int | None = None, *, notes: Console | None = None
+) -> None:
     """Print the fix-first list, then the summary, device, sync, kernel and gap tables of `analysis`,
     then utilisation, kernel categories and host ops (report/views_console.py); `top` (--top) sets the
-    rows of the kernel, gap and host op tables."""
+    rows of the kernel, gap and host op tables; warnings go to `notes` (the CLI's stderr) when given."""
     summary = analysis["summary"]
     print_fix_first(console, analysis)
     steps, ranks = steps_and_ranks(analysis)
@@ -129,7 +112,7 @@ def print_analysis(console: Console, analysis: dict, top: int | None = None) -> 
     console.print(headline)
     console.print(console_text(floor_line(analysis)))
     for warning in analysis["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {console_text(warning)}")
+        (notes or console).print(f"[yellow]warning:[/yellow] {console_text(warning)}")
     if analysis.get("gpu_measured", True):
         console.print(_per_step_classes(summary))
         console.print(_devices_table(analysis["devices"]))
@@ -224,8 +207,13 @@ def _syncs_table(syncs: list[dict]) -> Table:
 
 
 def _sync_hints(console: Console, syncs: list[dict]) -> None:
+    """One numbered fix per site, wrapped under its number (a hanging indent, at any width)."""
+    hints = Table.grid(padding=(0, 1))
+    hints.add_column(justify="right", no_wrap=True, min_width=3)
+    hints.add_column(overflow="fold")
     for i, s in enumerate(syncs, start=1):
-        console.print(f"  [bold]{i}.[/bold] {console_text(s['hint'])}")
+        hints.add_row(f"{i}.", Text(plain_console_text(s["hint"])))
+    console.print(hints)
 
 
 def _gaps_table(gaps: list[dict]) -> Table:

@@ -11,6 +11,7 @@ from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
     blame_text,
     fmt_duration_ns,
+    fmt_measured_ns,
     md_cell,
     md_table,
     nothing_to_fix_text,
@@ -76,7 +77,7 @@ def render_analysis_markdown(analysis: dict, top: int | None = None) -> str:
         "",
         "| " + " | ".join(_cell(c) for c in by_class) + " |",
         "|" + "---:|" * len(by_class),
-        "| " + " | ".join(fmt_duration_ns(v) for v in by_class.values()) + " |",
+        "| " + " | ".join(fmt_measured_ns(v) for v in by_class.values()) + " |",
     ]
     lines += [
         "",
@@ -99,8 +100,8 @@ def render_analysis_markdown(analysis: dict, top: int | None = None) -> str:
         for i, s in enumerate(analysis["syncs"], start=1):
             lines.append(
                 f"| {i} | {_cell(s['site'])} | {_cell(s['op'] or s['api'])} | {s['count']} | "
-                f"{s['per_step']:g} | {fmt_duration_ns(s['blocked_ns'])} | "
-                f"{fmt_duration_ns(s['bubble_ns'])} | "
+                f"{s['per_step']:g} | {fmt_measured_ns(s['blocked_ns'])} | "
+                f"{fmt_measured_ns(s['bubble_ns'])} | "
                 f"{_cell(s['hint'])} |"
             )
     else:

@@ -55,6 +55,15 @@ def fmt_duration_ns(value: Any) -> str:
     return f"{number / 1e6:,.0f}{NBSP}ms"
 
 
+# A GPU number a trace without GPU activity could not measure is null (bubblescope.not_measured).
+NOT_MEASURED = "not measured"
+
+
+def fmt_measured_ns(value: Any) -> str:
+    """`fmt_duration_ns` of a GPU time, saying `not measured` where it is null (a CPU run or trace)."""
+    return NOT_MEASURED if value is None else fmt_duration_ns(value)
+
+
 def fmt_duration_ms(value: Any) -> str:
     """`fmt_duration_ns` for a value in ms."""
     number = num(value)

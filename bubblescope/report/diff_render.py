@@ -8,6 +8,7 @@ from bubblescope.report.cells import (
     Rows,
     fmt_duration_ms,
     fmt_duration_ns,
+    fmt_estimate,
     fmt_interval,
     md_cell,
     md_table,
@@ -48,8 +49,9 @@ def headline(diff: dict[str, Any]) -> str:
     delta = tpot["delta_ms"]
     return (
         f"TPOT {fmt_duration_ms(tpot['baseline_ms'])} → {fmt_duration_ms(tpot['current_ms'])}: "
-        f"Δ {_signed_ns(delta['est'] * 1e6)} "
-        f"[{_signed_ns(delta['lo'] * 1e6)}, {_signed_ns(delta['hi'] * 1e6)}] "
+        # Digits to the interval's resolution, as every surface shows an estimate (cells.fmt_estimate).
+        # (with the typographic minus the headline's percentage uses).
+        f"Δ {fmt_estimate(delta['est'], delta['lo'], delta['hi'], 'ms', signed=True).replace('-', '−')} "
         f"({_signed_percent((tpot['ratio']['est'] - 1) * 100)}; {tpot['interval']}) — "
         f"{CHANGE_WORDS.get(tpot.get('change'), plain(tpot.get('change')))}"
     )
@@ -81,7 +83,19 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, Rows, str]]:
         for label, key in (("added", "added"), ("removed", "removed"))
         for r in reads.get(key) or []
     ]
-    out.append(("Blocking reads added / removed, by site", (read_headers, read_rows), "no read site changed"))
+    # Same read, another line number (code above it changed): shown, never counted as added or removed.
+    read_rows += [
+        [
+            "moved",
+            f"{plain(r['from_site'])} ⇒ {plain(r['site'])}",
+            plain(r["op"]),
+            _per_step(r["baseline_per_step"]),
+            _per_step(r["current_per_step"]),
+        ]
+        for r in reads.get("moved") or []
+    ]
+    by = "by exact line" if reads.get("compared_by") == "exact line" else "by site"
+    out.append((f"Blocking reads added / removed, {by}", (read_headers, read_rows), "no read site changed"))
     kernels = diff.get("kernels")
     if kernels is not None:
         kernel_rows = [

@@ -45,6 +45,9 @@ _MD_PUNCTUATION = set("\\`*_[]|~@$#")
 _CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # GFM's bare-URL autolinks start at `www.` or `scheme://`; an escaped `.`/`:` there stops them.
 _AUTOLINK_RE = re.compile(r"(www)\.|(:)(?=//)", re.IGNORECASE)
+# Rich turns `:name:` into an emoji (`:smile:` is drawn as a face) in every string it prints, and has no
+# escape for it; an empty style span after the first colon splits the code, and prints nothing.
+_EMOJI_CODE_RE = re.compile(r":(?=[^\s:\[\]]+:)")
 # A label in a figure shows this many characters (tables show the whole name).
 PLOT_CHARS_SHOWN = 200
 
@@ -70,9 +73,10 @@ def truncate(text: str, limit: int) -> str:
 
 
 def console_text(value: Any) -> str:
-    """A string safe to print through rich: controls visible, markup shown literally, on one line."""
+    """A string safe to print through rich: controls visible, markup and emoji codes shown literally, on
+    one line."""
     text = _WHITESPACE_RE.sub(" ", as_text(value))
-    return _rich_escape(visible_controls(text))
+    return _EMOJI_CODE_RE.sub(":[b][/b]", _rich_escape(visible_controls(text)))
 
 
 def plain_console_text(value: Any) -> str:

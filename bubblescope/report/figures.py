@@ -12,9 +12,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import escape
+from bubblescope.report.ablation_cells import removed_idle_text, timed_idle_text
 from bubblescope.report.cells import (
     ESTIMATORS,
-    blame_text,
     fmt_at_resolution,
     fmt_estimate,
     fmt_range,
@@ -22,44 +22,15 @@ from bubblescope.report.cells import (
 )
 from bubblescope.report.markdown import shown_estimators
 
+# One hue per gap class, far apart (host orange and launch yellow read as one colour when shaded).
 GAP_COLORS = {
     "sync": "#d62728",
     "host": "#ff7f0e",
-    "launch": "#e6c229",
+    "launch": "#17becf",
     "dependency": "#9467bd",
-    "outside": "#9e9e9e",
+    "outside": "#7f7f7f",
 }
-SLICE_COLORS = {
-    "user_annotation": "#c7d7ea",
-    "gpu_user_annotation": "#c7d7ea",
-    "python_function": "#d9e8d0",
-    "cpu_op": "#6baed6",
-    "cuda_runtime": "#31a354",
-    "cuda_driver": "#74c476",
-    "kernel": "#3182bd",
-    "gpu_memcpy": "#e377c2",
-    "gpu_memset": "#f7b6d2",
-    "cuda_sync": "#d62728",
-}
-# Draw outer (long, enclosing) categories first so nested slices end up on top of them.
-SLICE_DRAW_ORDER = [
-    "user_annotation",
-    "gpu_user_annotation",
-    "python_function",
-    "cpu_op",
-    "cuda_driver",
-    "cuda_runtime",
-    "kernel",
-    "gpu_memcpy",
-    "gpu_memset",
-    "cuda_sync",
-]
 NS_PER_US = 1000.0
-# Nested host slices get their own lane per depth, up to this many (deeper ones share the last).
-MAX_HOST_DEPTH_LANES = 4
-BAR_WIDTH_OUTER = 0.8
-BAR_WIDTH_STEP = 0.14
-BAR_WIDTH_MIN = 0.25
 
 
 def plot_text(value: Any) -> str:
@@ -173,10 +144,11 @@ def _interval_markers(
 
 def _removed_text(switch: dict[str, Any]) -> str:
     reads = switch.get("removed_reads_per_step") or {}
-    idle_us = switch.get("removed_idle_us_per_step") or {}
     parts = [f"−{_num(n):g} read/step at {plot_text(site)}" for site, n in reads.items() if _num(n)]
-    parts += [f"−{_num(us):.1f} µs/step {plot_text(cls)} idle" for cls, us in idle_us.items() if _num(us)]
-    return "<br>".join(parts) if parts else "no blocking reads or idle removed"
+    # The same text as the tables' column: intervals, `not resolved`, and why it is not a timed saving.
+    parts.append(f"GPU idle per timed step: {plot_text(timed_idle_text(switch))}")
+    parts.append(f"GPU idle per profiled step: {plot_text(removed_idle_text(switch))}")
+    return "<br>".join(parts)
 
 
 def switch_deltas_figure(switches: list[dict[str, Any]], shapley_method: Any = None) -> go.Figure:
@@ -321,225 +293,17 @@ def idle_by_class_figure(rows: list[dict[str, Any]]) -> go.Figure:
     return _base_layout(fig, "GPU idle per step by cause", 140 + 36 * max(len(rows), 1))
 
 
-def _slice_depths(slices: list[dict[str, Any]]) -> list[int]:
-    """Nesting depth of each slice within its lane (0 = outermost), from start/end containment."""
-    depths = [0] * len(slices)
-    by_lane: dict[str, list[int]] = {}
-    for index, sl in enumerate(slices):
-        by_lane.setdefault(str(sl.get("lane")), []).append(index)
-    for indices in by_lane.values():
-        indices.sort(key=lambda i: (_num(slices[i].get("start_ns")), -_num(slices[i].get("dur_ns"))))
-        open_ends_ns: list[float] = []
-        for i in indices:
-            start_ns = _num(slices[i].get("start_ns"))
-            while open_ends_ns and open_ends_ns[-1] <= start_ns:
-                open_ends_ns.pop()
-            depths[i] = len(open_ends_ns)
-            open_ends_ns.append(start_ns + _num(slices[i].get("dur_ns")))
-    return depths
-
-
-def _gap_lanes(gap_lane: str, lanes: list[dict[str, Any]]) -> list[str]:
-    """GPU lanes a gap shades: its own lane if drawn, else lanes of that device, else every GPU lane."""
-    gpu_lanes = [str(lane.get("lane")) for lane in lanes if lane.get("kind") == "gpu"]
-    if gap_lane in gpu_lanes:
-        return [gap_lane]
-    matching = [name for name in gpu_lanes if name.startswith(gap_lane + " ")]
-    return matching or gpu_lanes
-
-
-def _add_gap_traces(fig: go.Figure, timeline: dict[str, Any], origin_ns: float) -> None:
-    lanes = timeline.get("lanes") or []
-    grouped: dict[str, dict[str, list[Any]]] = {}
-    for gap in timeline.get("gaps") or []:
-        cls = str(gap.get("class", "other"))
-        start_us = (_num(gap.get("start_ns")) - origin_ns) / NS_PER_US
-        dur_us = _num(gap.get("dur_ns")) / NS_PER_US
-        hover = (
-            f"<b>idle gap · {plot_text(cls)}</b><br>{dur_us:.1f} µs at +{start_us:.1f} µs"
-            f"<br>blame: {plot_text(blame_text(gap.get('blame') or None))}"
-        )
-        for lane in _gap_lanes(str(gap.get("lane")), lanes):
-            bucket = grouped.setdefault(cls, {"y": [], "x": [], "base": [], "hover": []})
-            bucket["y"].append(plot_text(lane))
-            bucket["x"].append(dur_us)
-            bucket["base"].append(start_us)
-            bucket["hover"].append(hover)
-    for cls, bucket in grouped.items():
-        fig.add_trace(
-            go.Bar(
-                y=bucket["y"],
-                x=bucket["x"],
-                base=bucket["base"],
-                orientation="h",
-                name=f"gap: {plot_text(cls)}",
-                width=0.95,
-                opacity=0.35,
-                marker={"color": GAP_COLORS.get(cls, "#bbbbbb"), "line": {"width": 0}},
-                hovertext=bucket["hover"],
-                hoverinfo="text",
-                legendgroup="gaps",
-            )
-        )
-
-
-def depth_lane(lane: str, depth: int, host_lanes: set[str]) -> str:
-    """The lane a slice is drawn on: a host slice nested `depth` deep gets `lane · depth N`."""
-    if lane not in host_lanes or depth == 0:
-        return lane
-    return f"{lane} · depth {min(depth, MAX_HOST_DEPTH_LANES)}"
-
-
-def _add_slice_traces(
-    fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lanes: set[str]
-) -> list[str]:
-    """Slices as bars, one trace per category; returns the depth lanes it drew on."""
-    slices = [sl for sl in timeline.get("slices") or [] if isinstance(sl, dict)]
-    depths = _slice_depths(slices)
-    used: list[str] = []
-    by_cat: dict[str, list[int]] = {}
-    for index, sl in enumerate(slices):
-        by_cat.setdefault(str(sl.get("cat", "other")), []).append(index)
-    ordered = sorted(
-        by_cat, key=lambda c: SLICE_DRAW_ORDER.index(c) if c in SLICE_DRAW_ORDER else len(SLICE_DRAW_ORDER)
-    )
-    for cat in ordered:
-        indices = sorted(by_cat[cat], key=lambda i: depths[i])
-        rows = [slices[i] for i in indices]
-        start_us = [(_num(sl.get("start_ns")) - origin_ns) / NS_PER_US for sl in rows]
-        dur_us = [_num(sl.get("dur_ns")) / NS_PER_US for sl in rows]
-        lanes = [depth_lane(str(slices[i].get("lane")), depths[i], host_lanes) for i in indices]
-        used += [lane for lane in lanes if lane not in used]
-        widths = [
-            BAR_WIDTH_OUTER
-            if str(slices[i].get("lane")) in host_lanes
-            else max(BAR_WIDTH_OUTER - BAR_WIDTH_STEP * depths[i], BAR_WIDTH_MIN)
-            for i in indices
-        ]
-        hover = [
-            f"<b>{plot_text(sl.get('name'))}</b><br>{plot_text(cat)} · {d:.1f} µs at +{s:.1f} µs"
-            for sl, s, d in zip(rows, start_us, dur_us, strict=True)
-        ]
-        fig.add_trace(
-            go.Bar(
-                y=[plot_text(lane) for lane in lanes],
-                x=dur_us,
-                base=start_us,
-                width=widths,
-                orientation="h",
-                name=plot_text(cat),
-                hovertext=hover,
-                hoverinfo="text",
-                marker={"color": SLICE_COLORS.get(cat, "#8c8c8c"), "line": {"width": 0.5, "color": "#fff"}},
-            )
-        )
-    return used
-
-
-def _add_sync_marks(fig: go.Figure, timeline: dict[str, Any], origin_ns: float, host_lane: str) -> None:
-    syncs = [s for s in timeline.get("syncs") or [] if isinstance(s, dict)]
-    if not syncs:
-        return
-    start_us = [(_num(s.get("start_ns")) - origin_ns) / NS_PER_US for s in syncs]
-    hover = [
-        f"<b>blocking read · {plot_text(s.get('op'))}</b><br>{plot_text(s.get('site') or '—')}"
-        f"<br>host blocked {_num(s.get('dur_ns')) / NS_PER_US:.1f} µs at +{x:.1f} µs"
-        for s, x in zip(syncs, start_us, strict=True)
-    ]
-    fig.add_trace(
-        go.Scatter(
-            x=start_us,
-            # A merged multi-rank timeline names each read's host lane; one rank's reads sit on its host.
-            y=[plot_text(s.get("lane") or host_lane) for s in syncs],
-            mode="markers",
-            name="blocking read",
-            hovertext=hover,
-            hoverinfo="text",
-            marker={
-                "symbol": "triangle-down",
-                "size": 14,
-                "color": "#d62728",
-                "line": {"width": 1, "color": "#fff"},
-            },
-        )
-    )
-    # One trace of dotted vertical lines (None breaks the line between reads): `add_vline` per read made
-    # a 1000-read step take minutes to build, since each call re-validates every shape before it.
-    line_x: list[float | None] = []
-    line_y: list[float | None] = []
-    for x_us in start_us:
-        line_x += [x_us, x_us, None]
-        line_y += [0.0, 1.0, None]
-    fig.add_trace(
-        go.Scatter(
-            x=line_x,
-            y=line_y,
-            yaxis="y2",
-            mode="lines",
-            line={"color": "#d62728", "width": 1, "dash": "dot"},
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    fig.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False})
+def draws_something(fig: go.Figure) -> bool:
+    """True when some trace of `fig` has a non-zero value (else the figure is bare axes)."""
+    for trace in fig.data:
+        for values in (getattr(trace, "x", None), getattr(trace, "y", None)):
+            if values is not None and any(isinstance(v, int | float) and v for v in values):
+                return True
+    return False
 
 
 def timeline_figure(timeline: dict[str, Any]) -> go.Figure:
-    """One decode step: host lane, GPU lane(s), idle gaps shaded by class, blocking reads marked.
+    """One decode step's timeline (report/timeline_figure.py, where it is drawn)."""
+    from bubblescope.report.timeline_figure import timeline_figure as draw
 
-    Args:
-        timeline: analysis/1 `timeline`: {start_ns, dur_ns, lanes[], slices[], gaps[], syncs[]}; times are
-            ns from trace start, drawn as µs from the start of the step's GPU interval (`gpu_start_ns`;
-            the whole window's start when the timeline has none), the view spanning that interval.
-    Returns:
-        a horizontal-bar timeline with hover details for every slice, gap and read; host slices nested
-        in others are drawn on their own `host · depth N` lanes.
-    """
-    # Aligned to the step's GPU interval: under host run-ahead the host window starts long before the
-    # GPU work it launched, and a window spanning both showed empty GPU lanes and a step wider than TPOT.
-    gpu_start_ns, gpu_dur_ns = _num(timeline.get("gpu_start_ns"), -1.0), _num(timeline.get("gpu_dur_ns"))
-    aligned = gpu_start_ns >= 0 and gpu_dur_ns > 0
-    origin_ns = gpu_start_ns if aligned else _num(timeline.get("start_ns"))
-    lanes = [lane for lane in timeline.get("lanes") or [] if isinstance(lane, dict)]
-    lane_names = [str(lane.get("lane")) for lane in lanes]
-    for sl in timeline.get("slices") or []:
-        if isinstance(sl, dict) and str(sl.get("lane")) not in lane_names:
-            lane_names.append(str(sl.get("lane")))
-    host_lane = next(
-        (str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"),
-        lane_names[0] if lane_names else "host",
-    )
-    host_lanes = {str(lane.get("lane")) for lane in lanes if lane.get("kind") == "host"}
-    fig = go.Figure()
-    _add_gap_traces(fig, timeline, origin_ns)
-    for lane in sorted(_add_slice_traces(fig, timeline, origin_ns, host_lanes)):
-        if lane not in lane_names:
-            # A depth lane sits right under the lanes of its host thread drawn so far.
-            parent = lane.split(" · depth ")[0]
-            at = max(i for i, name in enumerate(lane_names) if name.split(" · depth ")[0] == parent)
-            lane_names.insert(at + 1, lane)
-    _add_sync_marks(fig, timeline, origin_ns, host_lane)
-    fig.update_layout(barmode="overlay", bargap=0.1, legend={"orientation": "h", "y": -0.25})
-    # A CPU step spans 100+ ms: plotly's default ticks read "140k" on a µs axis; say 140,000.
-    fig.update_xaxes(exponentformat="none", separatethousands=True)
-    fig.update_yaxes(
-        categoryorder="array", categoryarray=[plot_text(n) for n in lane_names], autorange="reversed"
-    )
-    if aligned:
-        host_lead_us = (gpu_start_ns - _num(timeline.get("host_start_ns"), gpu_start_ns)) / NS_PER_US
-        note = f" (host window starts {host_lead_us:.1f} µs earlier: pan left)" if host_lead_us > 0 else ""
-        fig.update_xaxes(title_text="µs from the start of the step's GPU interval" + note)
-        fig.update_xaxes(range=[0, gpu_dur_ns / NS_PER_US])
-    else:
-        fig.update_xaxes(title_text="µs from step start")
-        step_us = _num(timeline.get("dur_ns")) / NS_PER_US
-        if step_us > 0:
-            fig.update_xaxes(range=[0, step_us])
-    ranks = timeline.get("ranks")
-    who = (
-        f"ranks {', '.join(plot_text(r) for r in ranks)}"
-        if isinstance(ranks, list) and len(ranks) > 1
-        else f"rank {plot_text(timeline.get('rank', 0))}"
-    )
-    title = f"One decode step (step {plot_text(timeline.get('step'))}, {who})"
-    return _base_layout(fig, title, 260 + 70 * max(len(lane_names), 1))
+    return draw(timeline)

@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
@@ -56,6 +57,7 @@ from bubblescope.report.markdown import (
     trace_title,
     trace_warnings,
 )
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
@@ -111,6 +113,13 @@ class Page:
             }
         )
         self.parts.append(f'<div class="figure" id="{fig_id}"></div>')
+
+    def figure_or_note(self, fig: go.Figure, note: str) -> None:
+        """The figure, or `note` in its place when it would draw nothing (bare axes say nothing)."""
+        if figures.draws_something(fig):
+            self.figure(fig)
+        else:
+            self.add(f'<p class="muted">{esc(note)}</p>')
 
     def render(self) -> str:
         scripts = ""
@@ -348,13 +357,23 @@ def add_ablation_sections(
         page.figure(figures.waterfall_figure(attribution["waterfall"]))
     page.add("<h2>Per-switch ΔTPOT and what it removed</h2>")
     if attribution.get("switches"):
-        page.figure(figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")))
+        page.figure_or_note(
+            figures.switch_deltas_figure(attribution["switches"], attribution.get("shapley_method")),
+            "no switch's ΔTPOT is resolved: every interval holds zero or is wider than the effect "
+            "(the table below has the estimates)",
+        )
     page.add(
         table_html(
             switch_rows(attribution.get("switches"), attribution.get("shapley_method")),
             "no per-switch attribution",
         )
     )
+    if idle_note := removed_idle_note(attribution.get("switches")):
+        page.add(f'<p class="sub">{esc(idle_note)}</p>')
+    if attribution.get("predicted_vs_measured"):
+        page.add(f"<h2>{esc(PREDICTED_TITLE)}</h2>")
+        page.add(f'<p class="sub">{esc(PREDICTED_NOTE)}</p>')
+        page.add(table_html(predicted_rows(attribution["predicted_vs_measured"])))
     all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
@@ -395,17 +414,23 @@ def _ablation_config_sections(
             }
         )
         stats = record.get("analysis") or {}
-        if stats.get("idle_by_class_ns_per_step"):
+        if stats.get("idle_by_class_ns_per_step") and stats.get("gpu_measured") is not False:
             idle_rows.append(
                 {"label": config.get("key"), "idle_by_class_ns_per_step": stats["idle_by_class_ns_per_step"]}
             )
     base_record = records.get(base_key or "") or {}
     floor_ms = (base_record.get("floor") or {}).get("floor_ms") if floor_measured(base_record) else None
     page.add("<h2>Speed of light per configuration</h2>")
-    if rows:
+    if rows and (floor_ms is not None or any(row["floor_ms"] is not None for row in rows)):
         page.figure(figures.speed_of_light_figure(rows, num(floor_ms)))
+    elif rows:
+        # Bars without a floor compare nothing with the speed of light; the table has every TPOT.
+        page.add(f'<p class="muted">no floor: {esc(floor_unmeasured_text(base_record))}</p>')
     if idle_rows:
-        page.figure(figures.idle_by_class_figure(idle_rows))
+        page.figure_or_note(
+            figures.idle_by_class_figure(idle_rows),
+            "no GPU idle measured in any configuration (no GPU events in their traces)",
+        )
     page.add(table_html(config_rows(ablation, records), "no configurations"))
     tp_rows = ablation_tp_rows(ablation, records)
     if tp_rows[1]:

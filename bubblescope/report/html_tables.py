@@ -69,11 +69,16 @@ def table_html(
         )
         lines.append(f"<tr>{cells}</tr>")
     sortable = ' class="sortable"' if sort_keys else ""
-    return f"<table{sortable}><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+    # The wrapper scrolls a table wider than the page (many columns at 800 px) instead of the page.
+    return (
+        f'<div class="table-wrap"><table{sortable}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(lines)}</tbody></table></div>"
+    )
 
 
 TABLE_CSS = """
-table{border-collapse:collapse;width:100%;font-size:.88em;margin:8px 0}
+.table-wrap{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;width:auto;max-width:100%;font-size:.88em;margin:8px 0}
 th,td{border:1px solid #e3e3e3;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f5f8}td{overflow-wrap:break-word}td.short{white-space:nowrap}
 th.num,td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.errors import BubblescopeError, RecordError
+from bubblescope.not_measured import null_unmeasured_analysis, null_unmeasured_record
 from bubblescope.records import validate_record
-from bubblescope.validate import check_depth, contained_path
+from bubblescope.trace import json_scan
+from bubblescope.validate import MAX_DOCUMENT_DEPTH, check_depth, contained_path
 
 RUN_SCHEMA = "bubblescope.run/1"
 ABLATION_SCHEMA = "bubblescope.ablation/1"
@@ -92,6 +94,12 @@ def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[
                 raw = handle.read(MAX_DOCUMENT_BYTES + 1)
             if len(raw) > MAX_DOCUMENT_BYTES:
                 raise RecordError(f"{path}: decompresses past {MAX_DOCUMENT_BYTES >> 20} MiB")
+        # Depth from the text (numpy, ~1 s per 100 MB): a walk of the parsed document took 5 s per
+        # 8 M elements, and a parser would recurse first.
+        if json_scan.max_depth(raw) > MAX_DOCUMENT_DEPTH:
+            raise RecordError(
+                f"{path}: nested deeper than {MAX_DOCUMENT_DEPTH} levels; not a bubblescope document"
+            )
         doc = json.loads(raw)
     except FileNotFoundError:
         raise RecordError(f"{path}: file not found") from None
@@ -105,7 +113,6 @@ def read_json_document(path: Path, *, expect_schema: str | None = None) -> dict[
         ) from None
     if not isinstance(doc, dict):
         raise RecordError(f"{path}: expected a JSON object, found {type(doc).__name__}")
-    check_depth(doc, str(path))
     if expect_schema is not None and doc.get("schema") != expect_schema:
         raise RecordError(f"{path}: schema is {doc.get('schema')!r}, expected {expect_schema!r}")
     return doc
@@ -338,9 +345,18 @@ ABLATION_SHAPE: Shape = {
                 **{key: dict for key in INTERVAL_KEYS},
                 "removed_reads_per_step": dict,
                 "removed_idle_us_per_step": dict,
+                "removed_idle_per_step": {"by_class_us": dict},
             }
         ],
         "waterfall": [dict],
+        "predicted_vs_measured": [
+            {
+                "predicted_ms": dict,
+                "measured_alone_ms": dict,
+                "measured_removed_from_all_ms": dict,
+                "reasons": list,
+            }
+        ],
     },
 }
 _MISSING = object()
@@ -374,11 +390,12 @@ def conform_document(doc: Any, shape: Shape) -> dict[str, Any]:
 
 
 def conform_run(record: Any) -> dict[str, Any]:
-    return conform_document(record, RUN_SHAPE)
+    # Records written before not-measured became null carry zeros beside gpu_measured false.
+    return conform_document(null_unmeasured_record(record), RUN_SHAPE)
 
 
 def conform_analysis(analysis: Any) -> dict[str, Any] | None:
-    return None if analysis is None else conform_document(analysis, ANALYSIS_SHAPE)
+    return None if analysis is None else conform_document(null_unmeasured_analysis(analysis), ANALYSIS_SHAPE)
 
 
 def conform_ablation(ablation: Any, records: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.ablation_cells import (
+    REMOVED_IDLE_HEADER,
+    TIMED_IDLE_HEADER,
+    removed_idle_note,
+    removed_idle_text,
+    timed_idle_text,
+)
 from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
@@ -26,6 +33,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     fmt_duration_ns,
     fmt_estimate,
     fmt_interval,
+    fmt_measured_ns,
     fmt_ms,
     fmt_number,
     fmt_range,
@@ -43,9 +51,11 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
 from bubblescope.timed_idle import timed_step_ns_of
+from bubblescope.trace.kernel_names import short_kernel_name
 from bubblescope.trace_floor import floor_line
 
 # Said under every headline TPOT so a reader knows which interval every surface shows.
@@ -119,7 +129,7 @@ def gap_rows(gaps: list[dict[str, Any]] | None, limit: int = GAP_ROWS_SHOWN) -> 
             fmt_duration_ns(g.get("dur_ns")),
             plain(g.get("class")),
             blame_text(g.get("blame")),
-            shorten(plain(g.get("next_op"))),
+            short_kernel_name(plain(g.get("next_op"))) if g.get("next_op") else "—",
         ]
         for g in largest[:limit]
     ]
@@ -146,23 +156,13 @@ def shown_estimators(shapley_method: Any = None) -> list[tuple[str, str]]:
     return [(key, label) for key, label in ESTIMATORS if not (single_ordering and key == "shapley_ms")]
 
 
-def removed_idle_text(idle_us: dict[str, Any] | None) -> str:
-    """`sync −886.0 µs; host +12.0 µs` style text of idle removed per step (removed = positive)."""
-    parts = [
-        f"{cls} {fmt_duration_ns(value * 1e3)}"
-        for cls, us in (idle_us or {}).items()
-        if (value := num(us)) and abs(value) >= 0.05
-    ]
-    return "; ".join(parts) or "—"
-
-
 def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = None) -> Rows:
     """Per-switch attribution: each estimator `est [lo, hi]` in ms (two-level bootstrap 95% CI; marked
     `not resolved` when the interval holds zero or is wider than the effect), and what the switch removed
     *alone vs the baseline* (the same comparison as the `alone` column)."""
     estimators = shown_estimators(shapley_method)
     headers = ["switch"] + [label for _, label in estimators]
-    headers += ["alone: removed reads/step", "alone: removed GPU idle/step"]
+    headers += ["alone: removed reads/step", TIMED_IDLE_HEADER, REMOVED_IDLE_HEADER]
     rows = []
     for sw in switches or []:
         reads = sw.get("removed_reads_per_step") or {}
@@ -171,7 +171,8 @@ def switch_rows(switches: list[dict[str, Any]] | None, shapley_method: Any = Non
             + [fmt_interval(sw.get(key)) for key, _ in estimators]
             + [
                 "; ".join(f"{site}: {plain(n)}" for site, n in reads.items()) or "—",
-                removed_idle_text(sw.get("removed_idle_us_per_step")),
+                timed_idle_text(sw),
+                removed_idle_text(sw),
             ]
         )
     return headers, rows
@@ -368,11 +369,11 @@ def trace_summary_items(analysis: dict[str, Any]) -> list[tuple[str, str]]:
             if reads_undetectable(analysis)
             else plain(summary.get("blocking_reads_per_step")),
         ),
-        ("GPU busy/step", fmt_duration_ns(summary.get("gpu_busy_ns_per_step"))),
-        ("GPU idle/step", fmt_duration_ns(summary.get("idle_ns_per_step"))),
+        ("GPU busy/step", fmt_measured_ns(summary.get("gpu_busy_ns_per_step"))),
+        ("GPU idle/step", fmt_measured_ns(summary.get("idle_ns_per_step"))),
     ]
     by_class = summary.get("idle_by_class_ns_per_step") or {}
-    items += [(f"idle/step: {cls}", fmt_duration_ns(ns)) for cls, ns in by_class.items()]
+    items += [(f"idle/step: {cls}", fmt_measured_ns(ns)) for cls, ns in by_class.items()]
     items += [("GPU utilisation", utilization_text(analysis))]
     return items + [("speed-of-light floor", floor_line(analysis))]
 
@@ -504,6 +505,11 @@ def ablation_markdown(
     parts += ["### Per-switch ΔTPOT (ms saved, est [lo, hi])"]
     switches = switch_rows(attribution.get("switches"), attribution.get("shapley_method"))
     parts.append(md_table(switches, "no per-switch attribution"))
+    if idle_note := removed_idle_note(attribution.get("switches")):
+        parts.append(f"_{md_cell(idle_note)}_")
+    if attribution.get("predicted_vs_measured"):
+        parts += [f"### {PREDICTED_TITLE}", f"_{md_cell(PREDICTED_NOTE)}_"]
+        parts.append(md_table(predicted_rows(attribution["predicted_vs_measured"])))
     waterfall = [
         [
             plain(row.get("step")),

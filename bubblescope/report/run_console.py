@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
+from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text as escape
 from bubblescope.stats import INTERVAL_LABEL
 
@@ -27,8 +30,16 @@ def _interval(block: dict[str, float]) -> str:
     return escape(fmt_interval(block))
 
 
-def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, notices: list[str]) -> None:
-    """What to fix first, TPOT with its interval, floor, blocking reads by site, idle by class, files."""
+def print_run_summary(
+    console: Console,
+    record: dict[str, Any],
+    out_dir: str,
+    notices: list[str],
+    *,
+    notes: Console | None = None,
+) -> None:
+    """What to fix first, TPOT with its interval, floor, blocking reads by site, idle by class, files;
+    the notices go to `notes` (the CLI's stderr console) when given."""
     from bubblescope.report.analysis_console import print_fix_first
     from bubblescope.report.markdown import findings_analysis, floor_text, tokens_per_step, tpot_interval_ms
 
@@ -55,26 +66,27 @@ def print_run_summary(console: Console, record: dict[str, Any], out_dir: str, no
     analysis = record.get("analysis")
     if analysis:
         console.print(f"blocking reads / step: [bold]{analysis['blocking_reads_per_step']:.2f}[/]")
-        table = Table("#", "site", "op", "per step", "hint", box=None)
-        for index, sync in enumerate(analysis.get("syncs", [])[:10], start=1):
-            table.add_row(
-                str(index),
-                escape(sync.get("site")),
-                escape(sync.get("op")),
-                f"{float(sync.get('per_step', 0)):.2f}",
-                escape(sync.get("hint", "")),
-            )
-        if analysis.get("syncs"):
-            console.print(table)
+        rows = [
+            [str(index), str(sync.get("site")), str(sync.get("op")), f"{float(sync.get('per_step', 0)):.2f}"]
+            + [str(sync.get("hint", ""))]
+            for index, sync in enumerate(analysis.get("syncs", [])[:10], start=1)
+        ]
+        if rows:
+            print_rows(console, "Blocking reads by site", ["#", "site", "op", "per step", "hint"], rows)
         if analysis.get("gpu_measured"):
             idle = analysis["idle_by_class_ns_per_step"]
             console.print(
                 "GPU idle / step: " + ", ".join(f"{escape(k)} {fmt_duration_ns(v)}" for k, v in idle.items())
             )
     _print_tp_ranks(console, record)
-    for notice in notices:
-        console.print(f"[yellow]note:[/] {escape(notice)}")
+    _print_notes(notes or console, "note", notices)
     console.print(f"written to {escape(out_dir)}")
+
+
+def _print_notes(console: Console, label: str, notices: list[str]) -> None:
+    """`label: text` per notice, the label coloured (yellow), the text escaped and wrapped."""
+    for notice in notices:
+        console.print(f"[yellow]{label}:[/] {escape(notice)}")
 
 
 def _print_tp_ranks(console: Console, record: dict[str, Any]) -> None:
@@ -90,10 +102,7 @@ def _print_tp_ranks(console: Console, record: dict[str, Any]) -> None:
     )
     console.print(escape(slowest_rank_text(tp)))
     headers, rows = rank_rows(tp)
-    table = Table(*headers, box=None)
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    console.print(table)
+    print_rows(console, "Ranks", headers, rows)
 
 
 def print_ablation_summary(
@@ -103,6 +112,7 @@ def print_ablation_summary(
     *,
     manifest: dict[str, Any] | None = None,
     records: dict[str, dict[str, Any]] | None = None,
+    notes: Console | None = None,
 ) -> None:
     """Per-switch savings with intervals, the interaction term and the waterfall; with the manifest and
     records of a tensor-parallel ablation also the world size and each configuration's slowest rank."""
@@ -110,8 +120,7 @@ def print_ablation_summary(
         _print_ablation_tp(console, manifest, records or {})
     if not attribution:
         console.print("[yellow]no attribution yet:[/] some configurations are not measured")
-        for notice in notices:
-            console.print(f"[yellow]note:[/] {escape(notice)}")
+        _print_notes(notes or console, "note", notices)
         return
     console.print(
         f"baseline {fmt_duration_ms(attribution['baseline_tpot_ms'])} → all on "
@@ -121,22 +130,28 @@ def print_ablation_summary(
     from bubblescope.report.markdown import switch_rows
 
     headers, rows = switch_rows(attribution["switches"], attribution.get("shapley_method"))
-    table = Table(
-        *(escape(h) for h in headers),
-        title=f"TPOT saving per switch (ms, {INTERVAL_LABEL}; positive = faster)",
-    )
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    console.print(table)
+    print_rows(console, f"TPOT saving per switch (ms, {INTERVAL_LABEL}; positive = faster)", headers, rows)
+    from bubblescope.report.ablation_cells import removed_idle_note
+
+    if idle_note := removed_idle_note(attribution["switches"]):
+        console.print(escape(idle_note))
     console.print(
         f"interaction (all-on saving − sum of single savings): {_interval(attribution['interaction_ms'])}"
     )
+    if attribution.get("predicted_vs_measured"):
+        from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
+
+        headers, rows = predicted_rows(attribution["predicted_vs_measured"])
+        predicted = Table(*(escape(h) for h in headers), title=PREDICTED_TITLE)
+        for row in rows:
+            predicted.add_row(*(escape(cell) for cell in row))
+        console.print(predicted)
+        console.print(escape(PREDICTED_NOTE))
     console.print(
         "waterfall: "
         + " → ".join(f"{escape(s['step'])} {fmt_duration_ms(s['tpot_ms'])}" for s in attribution["waterfall"])
     )
-    for notice in notices:
-        console.print(f"[yellow]note:[/] {escape(notice)}")
+    _print_notes(notes or console, "note", notices)
 
 
 def _print_ablation_tp(
@@ -147,15 +162,12 @@ def _print_ablation_tp(
     headers, rows = ablation_tp_rows(manifest, records)
     if not rows:
         return
-    console.print(f"tensor parallel: [bold]{escape(rows[0][1])}[/] ranks; slowest rank per configuration")
-    table = Table(*headers, box=None)
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    console.print(table)
+    console.print(f"tensor parallel: [bold]{escape(rows[0][1])}[/] ranks")
+    print_rows(console, "Slowest rank per configuration", headers, rows)
 
 
-def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
-    """The gate verdict as a rich table."""
+def print_gate_table(console: Console, verdict: dict[str, Any], *, notes: Console | None = None) -> None:
+    """The gate verdict as a rich table; its warnings go to `notes` (stderr in the CLI) when given."""
     colour = "green" if verdict["verdict"] == "pass" else "red"
     console.print(f"[bold {colour}]gate: {verdict['verdict']}[/]")
     table = Table("check", "baseline", "current", "status", "detail", box=None)
@@ -176,8 +188,10 @@ def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
                 fmt_duration_ms(check["baseline_ms"]),
                 fmt_duration_ms(check["current_ms"]),
                 "[green]improved[/]",
-                f"{(1 - check['ratio']['est']) * 100:.1f}% faster "
-                f"[{(1 - check['ratio']['hi']) * 100:.1f}%, {(1 - check['ratio']['lo']) * 100:.1f}%]",
+                escape(
+                    f"{(1 - check['ratio']['est']) * 100:.1f}% faster "
+                    f"[{(1 - check['ratio']['hi']) * 100:.1f}%, {(1 - check['ratio']['lo']) * 100:.1f}%]"
+                ),
             )
         else:
             ratio = check["ratio"]
@@ -186,12 +200,11 @@ def print_gate_table(console: Console, verdict: dict[str, Any]) -> None:
                 fmt_duration_ms(check["baseline_ms"]),
                 fmt_duration_ms(check["current_ms"]),
                 check["status"],
-                f"ratio {ratio['est']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}], "
-                f"limit {1 + check['threshold']:.3f}: {escape(check['reason'])}",
+                escape(f"ratio {ratio['est']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}], ")
+                + f"limit {1 + check['threshold']:.3f}: {escape(check['reason'])}",
             )
     console.print(table)
-    for warning in verdict.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    _print_notes(notes or console, "warning", verdict.get("warnings", []))
     if verdict.get("diff"):
         from bubblescope.report.diff_render import print_diff
 
@@ -210,3 +223,55 @@ def ablation_progress(console: Console) -> Progress:
         console=console,
         transient=False,
     )
+
+
+class RunProgress:
+    """`run`'s progress on stderr: timed repeats (counted in steps), then the profiled window, then the
+    report. A bar with ETA on a terminal; in a pipe or CI log one line per stage instead of a bar."""
+
+    def __init__(self, console: Console, progress: Progress | None, steps: int, repeats: int) -> None:
+        self._console, self._progress = console, progress
+        self._steps, self._repeats = steps, repeats
+        self._task = None
+        if progress is not None:
+            self._task = progress.add_task(self._repeat_text(0), total=steps * repeats)
+        else:
+            console.print(f"timing {plural(repeats, 'repeat')} of {plural(steps, 'step')}")
+
+    def _repeat_text(self, done: int) -> str:
+        return f"timed repeat {min(done + 1, self._repeats)}/{self._repeats}"
+
+    def repeat_done(self, index: int) -> None:
+        """Called after timed repeat `index` (0-based)."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=self._steps, description=self._repeat_text(index + 1))
+        else:
+            self._console.print(f"timed repeat {index + 1}/{self._repeats} done")
+
+    def phase(self, text: str) -> None:
+        """A stage after the timed repeats (profiled window, report)."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=escape(text))
+        else:
+            self._console.print(escape(text))
+
+
+@contextlib.contextmanager
+def run_progress(console: Console, settings: Any) -> Iterator[RunProgress]:
+    """A RunProgress for `settings` (steps, repeats) on `console` (stderr)."""
+    if not console.is_terminal:
+        yield RunProgress(console, None, settings.steps, settings.repeats)
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    with bar:
+        yield RunProgress(console, bar, settings.steps, settings.repeats)

@@ -33,7 +33,8 @@ def fmt_per_step(value: Any) -> str:
     number = num(value)
     if number is None:
         return "—"
-    return f"{number:.0f}" if float(number).is_integer() else f"{number:.2f}"
+    # Rounded first: 91.0000001 launches per step is 91.
+    return f"{number:.0f}" if abs(number - round(number)) < 5e-3 else f"{number:.2f}"
 
 
 def host_op_rows(host_ops: list[dict[str, Any]] | None) -> Rows:
@@ -63,7 +64,7 @@ def kernel_category_rows(categories: list[dict[str, Any]] | None) -> Rows:
         [
             plain(c.get("category")),
             plain(c.get("kernels")),
-            fmt_per_step(_per_step(c)),
+            fmt_per_step(c.get("count_per_step")),
             fmt_duration_ns(c.get("ns_per_step")),
             fmt_share(c.get("share")),
         ]
@@ -71,18 +72,6 @@ def kernel_category_rows(categories: list[dict[str, Any]] | None) -> Rows:
         if isinstance(c, dict)
     ]
     return headers, rows
-
-
-def _per_step(category: dict[str, Any]) -> float | None:
-    count, total, per_step = (
-        num(category.get("count")),
-        num(category.get("total_ns")),
-        num(category.get("ns_per_step")),
-    )
-    if count is None or not total or per_step is None:
-        return None
-    # Launches per step = count × (time per step ÷ total time): the analysis' own step count.
-    return count * per_step / total
 
 
 def utilization_heading(analysis: dict[str, Any]) -> str:

@@ -125,3 +125,15 @@ def events_end(buf: bytes, pos: int, target: int) -> tuple[int, bool] | None:
         if len(event_end):
             return int(offsets[event_end[0]]) + 1, False
     return None
+
+
+def max_depth(data: bytes | memoryview) -> int:
+    """How deeply the JSON text `data` nests (0 for a scalar), without decoding it: a document can be
+    refused for its depth before a parser recurses into it or a checker walks every element."""
+    state = ScanState()
+    deepest = 0
+    for start in range(0, len(data), WINDOW_BYTES):
+        window = scan_window(data[start : start + WINDOW_BYTES], state)
+        if len(window.depth):
+            deepest = max(deepest, int(window.depth.max()))
+    return deepest

@@ -28,7 +28,7 @@ from bubblescope.trace.source import (
     trace_file_cap,
     trace_size_cap,
 )
-from bubblescope.trace.text import DEFAULT_CHUNK_BYTES, TraceText
+from bubblescope.trace.text import BYTES_PER_EVENT_BUDGET, DEFAULT_CHUNK_BYTES, TraceText
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -178,7 +178,8 @@ class StreamedTrace:
         self, path: Path, max_decompressed_bytes: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
     ) -> None:
         self.path = path
-        self._text = TraceText(text_blocks(path, effective_cap(max_decompressed_bytes)), path, chunk_bytes)
+        cap = effective_cap(max_decompressed_bytes)
+        self._text = TraceText(text_blocks(path, cap), path, chunk_bytes, cap // BYTES_PER_EVENT_BUDGET)
 
     @property
     def meta(self) -> dict[str, Any]:

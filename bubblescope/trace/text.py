@@ -30,6 +30,11 @@ MAX_META_VALUE_BYTES = 1 << 20
 # A Kineto trace has about 20 top-level members; each costs a Python step, so millions would be slow.
 MAX_META_MEMBERS = 10_000
 _MAX_CUT_ATTEMPTS = 4
+# Events a trace may hold: one per this many bytes of its text cap (2.1 M at the default 512 MiB).
+# Analysis holds ~600-900 bytes per event at its peak (3 M events with a gap after every kernel: 2.65 GB,
+# 78 s on a 2-core box), while the densest valid text is ~65 bytes per event, so the text cap alone
+# let a trace take 4x the memory its size suggests.
+BYTES_PER_EVENT_BUDGET = 256
 # Nesting allowed in a top-level value (deviceProperties is 3 deep).
 MAX_META_DEPTH = 100
 # Read this far past the chunk size, so the next boundary is usually already held.
@@ -61,8 +66,15 @@ class TraceText:
     `traceEvents`) and `event_count` are complete once it is exhausted.
     """
 
-    def __init__(self, blocks: Iterator[bytes], path: Path, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        blocks: Iterator[bytes],
+        path: Path,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        max_events: int | None = None,
+    ) -> None:
         self.path = path
+        self.max_events = max_events
         self.meta: dict[str, Any] = {}
         self.event_count = 0
         self._blocks = blocks
@@ -226,6 +238,11 @@ class TraceText:
                 raise self._bad("a comma before the array's end")
             events, resume, closes = self._fast_cut() or self._exact_cut()
             self.event_count += len(events)
+            if self.max_events is not None and self.event_count > self.max_events:
+                raise TraceError(
+                    f"{self.path}: more than {self.max_events} events (one per {BYTES_PER_EVENT_BUDGET} "
+                    "bytes of the text limit: what analysis fits in ~2 GB); raise --max-decompressed-mb"
+                )
             self._pos = resume
             yield events
 

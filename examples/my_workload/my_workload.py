@@ -1,7 +1,7 @@
 """A minimal user workload for `bubblescope run --workload my_workload:make_workload`.
 
 Run, from this folder (elsewhere: put this folder on PYTHONPATH, or install it):
-    bubblescope run --workload my_workload:make_workload --toggle keep_on_device
+    bubblescope run --workload my_workload:make_workload --toggles keep_on_device
     bubblescope ablate --workload my_workload:make_workload --all
     bubblescope gate --baseline reports/runs/<a> --current reports/runs/<b>
 

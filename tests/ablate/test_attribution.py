@@ -30,6 +30,18 @@ def _record(tpot_ms: float, enabled: frozenset[str], sites: dict[str, float], se
         "launch": 0,
         "dependency": 0,
     }
+    # Four profiled steps: sync idle 1 µs per read with 5% step-to-step spread, host idle 300 µs ± 10%
+    # in every configuration (the switches do not touch it).
+    sync_ns = 1000 * sum(sites.values()) * rng.normal(1.0, 0.05, 4)
+    record["analysis"]["idle_steps"] = {
+        "steps": [0, 1, 2, 3],
+        "by_class_ns": {
+            "sync": sync_ns.astype(int).tolist(),
+            "host": (300_000 * rng.normal(1.0, 0.1, 4)).astype(int).tolist(),
+            "launch": [0, 0, 0, 0],
+            "dependency": [0, 0, 0, 0],
+        },
+    }
     return record
 
 
@@ -68,7 +80,18 @@ def test_attribution_recovers_known_savings() -> None:
     shapley_sum = sum(r["shapley_ms"]["est"] for r in rows.values())
     assert shapley_sum == pytest.approx(result["total_saving_ms"]["est"], abs=1e-9)
     assert rows["a"]["removed_reads_per_step"] == {"engine.py(12): step [aten::item]": 1.0}
-    assert rows["a"]["removed_idle_us_per_step"]["sync"] == pytest.approx(1.0)
+    idle = rows["a"]["removed_idle_per_step"]["by_class_us"]
+    assert idle["sync"]["est"] == pytest.approx(1.0, abs=0.1)
+    assert idle["sync"]["resolved"] and idle["sync"]["lo"] <= idle["sync"]["est"] <= idle["sync"]["hi"]
+    assert rows["a"]["removed_idle_us_per_step"]["sync"] == idle["sync"]["est"]
+    # Host idle is the same in every configuration: its difference is noise, never a removal.
+    assert not idle["host"]["resolved"]
+    # Idle per timed step: the timed saving per step less the GPU busy removed (the fixture's busy is
+    # the same everywhere), with the saving's interval.
+    timed = rows["a"]["removed_idle_per_step"]["timed_us"]
+    alone = rows["a"]["alone_ms"]
+    assert timed["est"] == pytest.approx(alone["est"] * 1e3)
+    assert (timed["lo"], timed["hi"]) == pytest.approx((alone["lo"] * 1e3, alone["hi"] * 1e3))
     assert rows["b"]["removed_reads_per_step"] == {}
     steps = [w["step"] for w in result["waterfall"]]
     assert steps == ["baseline", "+c", "+b", "+a"]

@@ -42,7 +42,8 @@ def test_minimal_user_workload_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # next input (torch.tensor(..., device="cuda")), which waits for the stream as well.
     baseline_reads = 2.0 if torch.cuda.is_available() else 1.0
     for toggle, reads in ((None, baseline_reads), ("keep_on_device", 0.0)):
-        result = CliRunner().invoke(app, args + (["--toggle", toggle] if toggle else []))
+        # --force: the second configuration replaces the first run in the same folder.
+        result = CliRunner().invoke(app, args + (["--toggles", toggle, "--force"] if toggle else []))
         assert result.exit_code == 0, result.output
         assert load_record(tmp_path / "r")["analysis"]["blocking_reads_per_step"] == reads
 

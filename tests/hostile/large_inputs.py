@@ -112,13 +112,20 @@ def metadata_strings(path: Path, total_bytes: int, values: int = 3) -> Path:
     return _write_trace(path, _steps(400), head)
 
 
+def _repeated(out: Any, unit: str, count: int) -> None:
+    """`count` copies of `unit` joined by commas, written a block at a time."""
+    per_block = max(1, _BLOCK // (len(unit) + 1))
+    for done in range(0, count, per_block):
+        out.write(("," if done else "") + ",".join([unit] * min(per_block, count - done)))
+
+
 def metadata_nested(path: Path, total_bytes: int) -> Path:
     """A small valid trace with one top-level member of `total_bytes` of nested objects and arrays."""
     unit = '{"a": [1, {"b": ["c", [2.5, null]]}], "d": {"e": true}}'
 
     def head(out: Any) -> None:
         out.write('"deviceProperties": [')
-        out.write(",".join([unit] * max(1, total_bytes // (len(unit) + 1))))
+        _repeated(out, unit, max(1, total_bytes // (len(unit) + 1)))
         out.write("], ")
 
     return _write_trace(path, _steps(400), head)
@@ -143,8 +150,9 @@ def args_bytes(path: Path, total_bytes: int, as_list: bool = True) -> Path:
             '{"ph": "X", "cat": "cpu_op", "name": "aten::big", "pid": 1, "tid": 1, '
             f'"ts": {BASE_US}, "dur": 1, "args": '
         )
-        body = ",".join([item] * count)
-        out.write(f"[{body}]" if as_list else f'{{"Input Dims": [{body}]}}')
+        out.write("[" if as_list else '{"Input Dims": [')
+        _repeated(out, item, count)
+        out.write("]" if as_list else "]}")
         out.write("}]}")
     return path
 

@@ -69,3 +69,36 @@ def test_nested_metadata_and_big_args_are_read(tmp_path: Path) -> None:
         large_inputs.args_bytes(tmp_path / "args.json", 2 << 20, as_list=False),
     ):
         _fine(_analyze(str(path)))
+
+
+@pytest.mark.parametrize("command", ["gate", "diff", "report"])
+def test_record_over_the_sample_cap_is_refused_before_statistics(tmp_path: Path, command: str) -> None:
+    record = large_inputs.record_repeats(tmp_path / "record.json", 40)
+    samples = 40 * len(large_inputs.real_record()["samples_ns"][0])
+    args = {
+        "gate": ["gate", "--baseline", str(record), "--current", str(record)],
+        "diff": ["diff", str(record), str(record), "--format", "json"],
+        "report": ["report", str(record), "--format", "markdown"],
+    }[command]
+    line = _one_line_error(run_in_process([*args, "--max-samples", str(samples - 1)]))
+    assert f"holds {samples} samples (40 repeats)" in line and "--max-samples" in line
+    _fine(run_in_process([*args, "--max-samples", str(samples)]))
+
+
+def test_document_depth_is_refused_from_the_text(tmp_path: Path) -> None:
+    deep = tmp_path / "analysis.json"
+    deep.write_text('{"schema": "bubblescope.analysis/1", "x": ' + "[" * 70 + "]" * 70 + "}")
+    line = _one_line_error(run_in_process(["report", str(deep), "--format", "markdown"]))
+    assert "nested deeper than 64 levels" in line
+
+
+def test_events_are_bounded_by_the_text_cap_while_reading(tmp_path: Path) -> None:
+    # 1 MiB of text allows 4096 events (one per 256 bytes), however densely they are written.
+    over = large_inputs.orphan_kernels(tmp_path / "over.json", 4200)
+    line = _one_line_error(_analyze(str(over), "--max-decompressed-mb", "1"))
+    assert "more than 4096 events" in line and "--max-decompressed-mb" in line
+    _fine(
+        _analyze(
+            str(large_inputs.orphan_kernels(tmp_path / "within.json", 4000)), "--max-decompressed-mb", "1"
+        )
+    )

@@ -13,28 +13,21 @@ from typer.testing import CliRunner
 from bubblescope.cli import app
 from bubblescope.diff import reads_by_line, run_diff
 from bubblescope.gate import run_gate
+from tests.profile.conftest import TOY
 from tests.profile.helpers import line_of
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.cpu_only
 
 runner = CliRunner()
-TOY = Path(__file__).resolve().parents[2] / "examples" / "profile" / "toy_decode.py"
 FORMS = ["{}", "{}/profile.json", "{}/analysis.json", "{}/trace.json.gz"]
 STOP_LINE = f"toy_decode.py({line_of(TOY, 'READ-stop')}): main"
 EXTRA_LINE = f"toy_decode.py({line_of(TOY, 'READ-extra')}): main"
 
 
-@pytest.fixture(scope="module")
-def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("profiles")
-    for name, extra in (("toy", []), ("toy_extra", ["--extra-read"])):
-        argv = ["profile", "--out", str(root / name), "--step-frame", "decode_one_token", "--warmup", "1"]
-        result = runner.invoke(
-            app, [*argv, "--active", "4", "--", "python", str(TOY), "--tokens", "8", *extra]
-        )
-        assert result.exit_code == 0, result.output
-    return {"toy": root / "toy", "toy_extra": root / "toy_extra"}
+@pytest.fixture
+def profiles(toy_profiles: dict[str, Path]) -> dict[str, Path]:
+    return toy_profiles
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -112,3 +105,29 @@ def test_rows_without_a_captured_line_fall_back_to_the_trace_site() -> None:
         ("model.py(20): forward", "aten::item"): 0.5,
     }
     assert fallbacks == 2
+
+
+def test_a_read_that_only_moved_is_neither_added_nor_removed() -> None:
+    """An edit above the generate() call shifts its line: the same read at the same library line, moved."""
+    from bubblescope.diff import compute_diff, side_from
+    from bubblescope.gate import GateInput, evaluate_gate
+
+    def row(site: str, op: str) -> dict:
+        return {"site": site, "line_exact": site, "read_at": "utils.py(383): __call__", "line": "exact",
+                "op": op, "per_step": 1.0}  # fmt: skip
+
+    before = [row("hf.py(56): main", "Tensor.__bool__")]
+    after = [row("hf.py(72): main", "Tensor.__bool__"), row("hf.py(47): __call__", "Tensor.item")]
+    analyses = [{"syncs": s, "summary": {"blocking_reads_per_step": float(len(s))}} for s in (before, after)]
+    reads = compute_diff(
+        side_from("a", "analysis", None, analyses[0]), side_from("b", "analysis", None, analyses[1])
+    )
+    reads = reads["reads"]
+    assert [r["site"] for r in reads["added"]] == ["hf.py(47): __call__ → utils.py(383): __call__"]
+    assert reads["removed"] == []
+    assert [(m["from_site"], m["site"]) for m in reads["moved"]] == [
+        ("hf.py(56): main → utils.py(383): __call__", "hf.py(72): main → utils.py(383): __call__")
+    ]
+    sides = [GateInput(str(i), "analysis", len(s), s) for i, s in enumerate((before, after))]
+    increased = evaluate_gate(*sides, n_boot=10)["checks"][0]["increased_sites"]
+    assert [s["site"] for s in increased] == ["hf.py(47): __call__ → utils.py(383): __call__ [Tensor.item]"]

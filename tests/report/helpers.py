@@ -66,16 +66,20 @@ class LoadedPage:
 
 
 def load_in_chromium(
-    page: Path, screenshot: Path | None = None, window_px: tuple[int, int] = (1400, 2600)
+    page: Path,
+    screenshot: Path | None = None,
+    window_px: tuple[int, int] = (1400, 2600),
+    dump_dom: bool = False,
 ) -> LoadedPage:
-    """Open `page` in headless Chromium, offline, and return its DOM after scripts ran (and a screenshot)."""
+    """Open `page` in headless Chromium, offline, and return its DOM after scripts ran (and a screenshot;
+    both from one launch with `dump_dom`)."""
     binary = chromium_path()
     assert binary is not None, "chromium is not installed"
     with tempfile.TemporaryDirectory(prefix="bubblescope-chromium-") as profile_dir:
         flags = chromium_flags(profile_dir)
         if screenshot is not None:
             flags += [f"--window-size={window_px[0]},{window_px[1]}", f"--screenshot={screenshot}"]
-        else:
+        if screenshot is None or dump_dom:
             flags.append("--dump-dom")
         done = subprocess.run(
             [binary, *flags, page.resolve().as_uri()],

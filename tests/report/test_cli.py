@@ -18,6 +18,10 @@ runner = CliRunner(env={"COLUMNS": "400"})
 
 def test_html_to_named_file(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "ablation.html"
+    # -o never creates folders (issue 25): the folder must exist.
+    refused = runner.invoke(app, ["report", str(ABLATION_DIR), "-o", str(out)])
+    assert refused.exit_code == 2 and "does not exist" in refused.output and not out.parent.exists()
+    out.parent.mkdir()
     result = runner.invoke(app, ["report", str(ABLATION_DIR), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert f"wrote {out}" in result.output

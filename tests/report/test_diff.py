@@ -91,7 +91,9 @@ def test_cli_formats_and_bad_input(tmp_path: Path) -> None:
     page = tmp_path / "diff.html"
     html = runner.invoke(app, ["diff", str(base), str(cur), "--format", "html", "-o", str(page)])
     assert html.exit_code == 0 and "<h2>Kernels added, removed" in page.read_text()
-    missing = runner.invoke(app, ["diff", str(base), str(tmp_path / "nope.json")])
+    # Wide enough for the whole path: under pytest-xdist tmp_path is longer, and typer's error panel
+    # (CliRunner's standalone mode; `bubblescope` itself prints one line) cuts what does not fit.
+    missing = runner.invoke(app, ["diff", str(base), str(tmp_path / "nope.json")], env={"COLUMNS": "400"})
     assert missing.exit_code == 2 and "nope.json" in missing.output
     assert "Traceback" not in missing.output
 

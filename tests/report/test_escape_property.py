@@ -123,7 +123,7 @@ def test_terminal_text_shows_no_control_and_same_text(text: str, colour: bool) -
     out = io.StringIO()
     system = "truecolor" if colour else None
     console = Console(file=out, width=10_000, force_terminal=colour, color_system=system)
-    console.print(f"[bold]{console_text(text)}[/bold]", highlight=False, emoji=False, soft_wrap=True)
+    console.print(f"[bold]{console_text(text)}[/bold]", highlight=False, soft_wrap=True)
     shown = SGR.sub("", out.getvalue())
     assert TERMINAL_UNSAFE.search(shown) is None, repr(shown)
     assert shown.rstrip("\n") == _one_line(text), (text, shown)

@@ -140,8 +140,47 @@ def test_timeline_is_aligned_to_the_gpu_interval_with_depth_lanes(tmp_path: Path
     timeline = analyze_traces([scenarios.run_ahead().write(tmp_path / "ra.json")])["timeline"]
     fig = timeline_figure(timeline)
     assert list(fig.layout.xaxis.range) == [0, 41.0]
-    assert "host window starts 27.0 µs earlier" in fig.layout.xaxis.title.text
+    assert "host window starts 27.0\u00a0µs earlier" in fig.layout.xaxis.title.text
     # item_sync: `.item()`'s frame is nested in the step's frame: drawn on its own depth lane.
     nested = timeline_figure(analyze_traces([scenarios.item_sync().write(tmp_path / "is.json")])["timeline"])
     lanes = list(nested.layout.yaxis.categoryarray)
     assert lanes.index("host · depth 1") == lanes.index("host") + 1
+
+
+def _slice(lane: str, start_ns: int, dur_ns: int, name: str = "k", cat: str = "kernel") -> dict:
+    return {"lane": lane, "cat": cat, "name": name, "start_ns": start_ns, "dur_ns": dur_ns}
+
+
+def test_timeline_axis_in_ms_labels_on_large_slices_and_no_lane_without_a_slice_in_view() -> None:
+    """Issue 25: an axis to "1,000,000 µs", unlabelled bars, empty host-depth lanes."""
+    cutlass = "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_128x64_64x6_tn_align8>(x::Params)"
+    timeline = {
+        "start_ns": 0,
+        "dur_ns": 1_200_000_000,
+        "gpu_start_ns": 100_000_000,
+        "gpu_dur_ns": 1_000_000_000,
+        "host_start_ns": 0,
+        "lanes": [{"lane": "host", "kind": "host"}, {"lane": "GPU 0 stream 7", "kind": "gpu"}],
+        "slices": [
+            _slice("GPU 0 stream 7", 200_000_000, 500_000_000, cutlass),
+            _slice("GPU 0 stream 7", 800_000_000, 1_000_000, "tiny_kernel"),
+            _slice("host", 150_000_000, 600_000_000, "aten::mm", "cpu_op"),
+            # Nested only before the GPU interval: its depth lane would be an empty band.
+            _slice("host", 0, 50_000_000, "outer", "cpu_op"),
+            _slice("host", 10_000_000, 10_000_000, "inner", "cpu_op"),
+        ],
+        "gaps": [{"lane": "GPU 0 stream 7", "class": "host", "start_ns": 700_000_000, "dur_ns": 100_000_000}],
+        "syncs": [],
+        "step": 0,
+        "rank": 0,
+    }
+    fig = timeline_figure(timeline)
+    assert fig.layout.xaxis.title.text.startswith("ms from the start")
+    assert list(fig.layout.xaxis.range) == [0, 1000.0]
+    kernels = next(t for t in fig.data if t.name == "kernel")
+    assert list(kernels.base) == [100.0, 700.0] and list(kernels.x) == [500.0, 1.0]
+    # The large kernel carries its short name; the 0.1% one does not.
+    assert list(kernels.text) == ["cutlass_80_tensorop_s16816gemm_bf16_128x64_64x6_tn_align8", ""]
+    assert list(fig.layout.yaxis.categoryarray) == ["host", "GPU 0 stream 7"]
+    gap = next(t for t in fig.data if t.name == "gap: host")
+    assert gap.marker.color != next(t for t in fig.data if t.name == "kernel").marker.color

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from bubblescope.report import figures
+from bubblescope.report import figures, timeline_figure
 from bubblescope.report.html import (
     render_ablation_html,
     render_inputs_html,
@@ -165,14 +165,14 @@ def test_nested_slices_get_narrower_bars() -> None:
         {"lane": "host", "name": "innermost", "start_ns": 20, "dur_ns": 5, "cat": "cpu_op"},
         {"lane": "host", "name": "after", "start_ns": 100, "dur_ns": 5, "cat": "cpu_op"},
     ]
-    assert figures._slice_depths(slices) == [0, 1, 2, 0]
-    assert [figures.depth_lane("host", d, {"host"}) for d in (0, 1, 2, 9)] == [
+    assert timeline_figure._slice_depths(slices) == [0, 1, 2, 0]
+    assert [timeline_figure.depth_lane("host", d, {"host"}) for d in (0, 1, 2, 9)] == [
         "host",
         "host · depth 1",
         "host · depth 2",
-        f"host · depth {figures.MAX_HOST_DEPTH_LANES}",
+        f"host · depth {timeline_figure.MAX_HOST_DEPTH_LANES}",
     ]
-    assert figures.depth_lane("GPU 0", 3, {"host"}) == "GPU 0"
+    assert timeline_figure.depth_lane("GPU 0", 3, {"host"}) == "GPU 0"
 
 
 def test_minimal_record_renders_without_optional_sections() -> None:

@@ -71,6 +71,10 @@ def _surfaces(tmp_path: Path, name: str) -> dict[str, str]:
         result = runner.invoke(app, args)
         assert result.exit_code in (0, 1), (label, result.output)
         out[label] = result.stdout
+    # `report -o x.md` writes Markdown to the file (it wrote an HTML page there before issue 28).
+    written = tmp_path / f"report-{name == BENIGN}.md"
+    assert runner.invoke(app, ["report", str(trace), "-o", str(written)]).exit_code == 0
+    out["report -o x.md"] = written.read_text()
     return out
 
 

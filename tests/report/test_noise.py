@@ -35,11 +35,16 @@ SWITCHES = [
 
 def test_tables_flag_noise_and_label_the_removed_columns() -> None:
     headers, rows = switch_rows(SWITCHES, "exact")
-    assert headers[-2:] == ["alone: removed reads/step", "alone: removed GPU idle/step"]
+    assert headers[-3:] == [
+        "alone: removed reads/step",
+        "alone: removed GPU idle per timed step (µs, 95% CI)",
+        "alone: removed GPU idle per profiled step (95% CI)",
+    ]
     assert rows[0][1] == "3.520 [3.460, 3.580]"
     assert all(cell.startswith("not resolved (noise)") for cell in rows[1][1:5])
-    # 886 µs of sync idle removed alone, in µs with one unit spelling.
-    assert rows[0][-1] == "sync 886.0\u00a0µs"
+    # 886 µs of sync idle removed alone, in µs with one unit spelling; an ablation written before the
+    # intervals existed says it has none.
+    assert rows[0][-1] == "sync 886.0\u00a0µs (no interval: re-analyse with `ablate --reanalyze`)"
 
 
 def test_single_ordering_shapley_is_not_a_separate_estimate() -> None:

@@ -3,6 +3,7 @@ names with the full name on hover, columns that are `—` everywhere left out, M
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -69,8 +70,6 @@ def test_kernel_table_shows_short_names_with_the_full_name_on_hover(real_analysi
     assert len(longest["name"]) > 300 and len(longest["short_name"]) <= 68
     section = page.split("<h2>Kernels by GPU time")[1].split("</table>")[0]
     # The full name is only in the title attribute; the cell shows the short one.
-    import html
-
     assert f'title="{html.escape(longest["name"], quote=True)}"' in section
     assert f">{html.escape(longest['short_name'], quote=True)}</td>" in section
     assert "achieved GB/s" not in section, "no kernel carries bytes: the column is left out"
@@ -81,3 +80,35 @@ def test_markdown_rows_stay_short(real_analysis: dict) -> None:
     table_rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert table_rows and max(len(line) for line in table_rows) < 400
     assert re.search(r"\| ---: \|", text), "numeric columns are right-aligned"
+
+
+def _cpu_like_ablation():
+    """The 3-switch ablation as a CPU run leaves it: no switch resolved, no GPU idle, no measured floor."""
+    import copy
+
+    from bubblescope.report.load_inputs import load_inputs
+    from tests.report.helpers import ABLATION_DIR
+
+    item = copy.deepcopy(load_inputs([ABLATION_DIR])[0])
+    for record in item.records.values():
+        record["environment"]["device"] = "cpu"
+        record.setdefault("floor", {})["bandwidth_source"] = "assumed H200"
+        if isinstance(record.get("analysis"), dict):
+            record["analysis"]["idle_by_class_ns_per_step"] = {c: 0 for c in ("sync", "host", "launch")}
+    for switch in item.ablation["attribution"]["switches"]:
+        for key in ("alone_ms", "removed_from_all_ms", "shapley_ms", "cumulative_ms"):
+            if isinstance(switch.get(key), dict):
+                switch[key].update(est=0.01, lo=-0.5, hi=0.6)
+    return item
+
+
+def test_no_bare_plot_on_a_cpu_ablation_a_sentence_instead() -> None:
+    from bubblescope.report.html import render_ablation_html
+
+    item = _cpu_like_ablation()
+    page = html.unescape(render_ablation_html(item.ablation, item.records))
+    assert "no switch's ΔTPOT is resolved" in page
+    assert "no GPU idle measured in any configuration" in page
+    assert "no floor: not measured on CPU" in page
+    # Only the waterfall is drawn: ΔTPOT, speed of light and idle would be bare axes.
+    assert page.count('<div class="figure" id="bs-fig-') == 1

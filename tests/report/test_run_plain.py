@@ -1,5 +1,6 @@
-"""`bubblescope run` piped (not a terminal) prints plain lines: a noisy TPOT says so there too, the
-interval uses the same dash as every other surface, and counts take their plural."""
+"""`bubblescope run` piped (not a terminal) prints the same summary as on a terminal (issue 25): a noisy
+TPOT says so there too, the interval uses the same dash as every other surface, and counts take their
+plural."""
 
 from __future__ import annotations
 
@@ -9,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.cli.run import _print_plain
+from bubblescope.report.console import make_console
+from bubblescope.report.run_console import print_run_summary
 from tests.report.helpers import MINIMAL_RUN_FILE
+
+
+def _print_plain(record: dict, out_dir: Path, notices: list[str]) -> None:
+    """The run summary as `bubblescope run | cat` prints it (no terminal), wide enough for one line."""
+    print_run_summary(make_console(width=300), record, str(out_dir), notices)
+
+
+def _tpot_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("TPOT "))
 
 
 def _record(tpot_ms: float, lo_ms: float, hi_ms: float, tokens: int) -> dict:
@@ -22,18 +33,18 @@ def _record(tpot_ms: float, lo_ms: float, hi_ms: float, tokens: int) -> dict:
 def test_plain_line_flags_a_noisy_tpot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # The CPU debug run of the README walk: 67.28 ms in [45.97, 99.86].
     _print_plain(_record(67.28, 45.97, 99.86, 192), tmp_path, [])
-    first = capsys.readouterr().out.splitlines()[0]
+    first = _tpot_line(capsys.readouterr().out)
     # Digits to the interval's resolution (±27 ms): whole milliseconds, one unit after the range.
     assert first.startswith("TPOT 67\u00a0ms (")
-    assert "46 – 100\u00a0ms" in first and "(noisy: ±" in first and first.endswith("192 tokens")
+    assert "46 – 100\u00a0ms" in first and "(noisy: ±" in first and "192 tokens in" in first
 
 
 def test_plain_line_of_a_tight_tpot_has_no_noise_note(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     _print_plain(_record(7.93, 7.867, 8.001, 1), tmp_path, [])
-    first = capsys.readouterr().out.splitlines()[0]
-    assert "noisy" not in first and first.endswith("1 token")
+    first = _tpot_line(capsys.readouterr().out)
+    assert "noisy" not in first and "1 token in" in first
 
 
 def _cpu_record() -> dict:
