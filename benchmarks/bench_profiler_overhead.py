@@ -310,9 +310,10 @@ def main() -> None:
     parser.add_argument("--profile-steps", type=int, default=16, help="Event-timed steps per pass.")
     parser.add_argument("--warmup", type=int, default=8)
     parser.add_argument("--dry-run", action="store_true", help="CPU kinds, few calls, debug preset on CPU.")
+    parser.add_argument("--no-decode", action="store_true", help="Microloops only (no decode loop).")
     args = parser.parse_args()
     on_cuda = torch.cuda.is_available() and not args.dry_run
-    if not on_cuda:
+    if args.dry_run:
         args.repeats, args.calls, args.steps, args.profile_steps, args.warmup = 2, 100, 4, 4, 1
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -328,7 +329,7 @@ def main() -> None:
     write_json_atomic(args.out / "profiler_overhead.json", results)
     export_microloop_trace(on_cuda, args.out / "microloops.trace.json.gz", max(args.calls // 10, 20))
     results["decode"] = []
-    configs = [("ling3-tiny-all", "all"), ("ling3-tiny-base", "none")]
+    configs = [] if args.no_decode else [("ling3-tiny-all", "all"), ("ling3-tiny-base", "none")]
     for name, switches in configs:
         if time.monotonic() - started > TIME_BUDGET_S:
             results["decode"].append({"workload": name, "error": "not measured: time budget spent"})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bubblescope.detect.tracing_cost import GRAPH_LAUNCH_ADDED_NS
+from bubblescope.detect.tracing_cost import GRAPH_NODE_ADDED_NS
 from bubblescope.report.cells import blame_text, fmt_duration_ns, num
 from bubblescope.timed_idle import bound_idle
 
@@ -60,9 +60,9 @@ GRAPH_HINTS = {
     "launch": "the step is already a CUDA graph: this is kernel-to-kernel latency inside it; "
     + PDL_OR_FUSION,
     "host": "the step is already a CUDA graph: the host time is around its launch ({launch}); tracing "
-    "inflates a graph launch's host time (+{added} per launch measured on the H200, bounded out above "
-    "when a timed step exists): launch the next replay before the host work between steps, or shorten "
-    "that work",
+    "inflates a graph launch's host time (about {added} per graph node in H200 traces; the timed bound "
+    "takes that out when a timed step exists): launch the next replay before the host work between "
+    "steps, or shorten that work",
     "read": "; the step replays as a CUDA graph, so the read runs outside the graph between replays: "
     "launch the next replay before reading, or keep the value on device inside the graph",
 }
@@ -169,7 +169,7 @@ def _graph_host_hint(blame: str | None) -> str:
         if match and match.group(2)
         else "cudaGraphLaunch"
     )
-    return GRAPH_HINTS["host"].format(launch=launch, added=fmt_duration_ns(GRAPH_LAUNCH_ADDED_NS))
+    return GRAPH_HINTS["host"].format(launch=launch, added=fmt_duration_ns(GRAPH_NODE_ADDED_NS))
 
 
 def _kernel_findings(analysis: dict[str, Any], busy_ns: float | None) -> list[dict[str, Any]]:
