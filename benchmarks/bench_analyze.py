@@ -1,24 +1,23 @@
-"""Time load + analysis of real public traces and of a synthetic decode-like Kineto trace of >= 1 M
-events; report µs/event and peak RSS, and (optionally) the same for Holistic Trace Analysis on the same
-files in the same run.
+"""Whole-process analysis speed and memory: `bubblescope analyze FILE --format json` against Holistic
+Trace Analysis 0.5.0's `get_idle_time_breakdown`, on the real traces of >= 80 k events and on a >= 1.7 M
+event file made by replicating a real trace's steps (`replicate_trace.replicate_steps`).
 
 Usage:
-    .venv/bin/python benchmarks/bench_analyze.py [--events 1700000] [--repeats 3]
-        [--real /work/traces/hta/df_index_resolver ...] [--baseline-src DIR]
-        [--hta-python /work/traces/hta-venv/bin/python]
+    .venv/bin/python benchmarks/bench_analyze.py --hta-python .venv-hta/bin/python
+        [--repeats 3] [--hta-repeats 3] [--copies 10] [--linearity] [--stages] [--real NAME ...]
 
-Rows per file: bubblescope as installed; with `--baseline-src DIR`, the analysis from another source
-tree (e.g. an older commit: `git archive <sha> bubblescope | tar -x -C DIR`); with `--hta-python`, HTA
-0.5.0's `get_idle_time_breakdown` (in its own venv, never a dependency). `--real` takes folders that
-hold one trace file each (HTA reads a folder); `--skip-synthetic` leaves the synthetic file out.
+HTA lives in its own venv (`python3 -m venv .venv-hta && .venv-hta/bin/pip install
+HolisticTraceAnalysis==0.5.0`): it pins its own pandas and pulls in Jupyter, so it is never a dependency.
+Each measurement is a fresh process from interpreter start to exit: wall time (measured outside it), CPU
+time (user + sys of the process and of every worker it waited for: on a shared box the wall clock
+also counts other people's work) and peak RSS (the process' VmHWM, and its largest worker's). Medians of
+`--repeats` runs. Before any timing, the replicated file's analysis is checked against the original's
+(steps and blocking reads x copies): no speed claim without it.
 
-Each measurement runs in a fresh subprocess. Peak RSS is the child's VmHWM (/proc/self/status), not
-ru_maxrss: Linux carries ru_maxrss over exec from the forked parent, which holds the generated trace.
-
-The trace mimics an eager decode loop profiled with `with_stack=True`: per kernel a Python frame, an
-ATen op pair, a cudaLaunchKernel, the kernel and an ac2g flow event; per step a `bubblescope.step`
-annotation and one `.item()` read (memcpy + stream sync + cuda_sync row). A correctness check on a
-small trace of the same generator runs first: no speed claim without it.
+`--linearity`: the real trace copied 2 and 8 times (a 4x file): the ratio of their times.
+`--stages`: CPU seconds per stage of bubblescope (imports, read + decode, tables, detectors, reduce).
+`--startup N`: `bubblescope analyze --help`, N runs (median), and the largest imports of one run
+(`python -X importtime`, cumulative ms).
 """
 
 from __future__ import annotations
@@ -33,53 +32,59 @@ import tempfile
 import time
 from pathlib import Path
 
-KERNELS_PER_STEP = 160
-EVENTS_PER_KERNEL = 6
-BASE_US = 5_156_338_342_787.0
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from replicate_trace import replicate_steps  # noqa: E402
 
-# Wall and CPU seconds both: on a shared machine the wall clock also counts other people's work.
-_REPORT = """
-usage = resource.getrusage(resource.RUSAGE_SELF)
-peak_kb = usage.ru_maxrss
-try:
-    with open("/proc/self/status") as status:
-        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-except (OSError, StopIteration):
-    pass
-# Worker processes (HTA may parse in a pool) count too: their CPU time and their peak RSS.
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-out = {"seconds": time.perf_counter() - t0,
-       "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu0 + children.ru_utime + children.ru_stime,
-       "peak_rss_mb": max(peak_kb, children.ru_maxrss) / 1024}
+# The corpus' real traces of >= 80 k events (tests/data/real/manifest.json).
+LARGE_REAL = ("tm_vllm_h100", "tm_vllm_mi300x", "hta_a100_torchrec_cudagraph")
+REAL_DIRS = (REPO / "tests" / "data" / "real" / "files", REPO.parent / "shared" / "data" / "real_traces")
+
+# Prepended to every child: at exit, one line "BENCH {json}" on stderr with the process' own numbers.
+_REPORT_AT_EXIT = """
+import atexit, json, resource, sys
+def _bench_report():
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kb = own.ru_maxrss
+    try:
+        with open("/proc/self/status") as status:
+            peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        pass
+    sys.stderr.write("\\nBENCH " + json.dumps({
+        "cpu_s": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
+        "peak_rss_mb": peak_kb / 1024, "worker_peak_rss_mb": kids.ru_maxrss / 1024}) + "\\n")
+    sys.stderr.flush()
+atexit.register(_bench_report)
 """
-# Both bubblescope children end alike: counts from `result`, the result itself to argv[2] when given.
-_ANALYSIS_TAIL = """
-out.update(steps=result["summary"]["steps"], reads=sum(s["count"] for s in result["syncs"]))
-if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as handle:
-        json.dump(result, handle, sort_keys=True)
-print(json.dumps(out))
+# `bubblescope ARGS...` as the console script runs it.
+CLI_CHILD = (
+    _REPORT_AT_EXIT
+    + """
+sys.argv = ["bubblescope", *sys.argv[1:]]
+from bubblescope.cli import main
+main()
 """
-_ANALYZE_CHILD = (
-    """
-import json, resource, sys, time
-t0 = time.perf_counter()
-cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-from bubblescope.analysis import analyze_traces
-result = analyze_traces([sys.argv[1]])
-"""
-    + _REPORT
-    + _ANALYSIS_TAIL
 )
-# Where bubblescope's time goes, stage by stage (CPU seconds), streamed as `analyze_traces` streams:
-# read + decode is the time spent getting each next chunk; tables is the rest of loading (bucketing,
-# columns, joining, and freeing each chunk's events).
+_HTA_CHILD = (
+    _REPORT_AT_EXIT
+    + """
+import logging
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+# The rank that the trace itself names (HTA defaults to rank 0, absent from some real traces).
+analyzer.get_idle_time_breakdown(ranks=sorted(analyzer.t.traces), visualize=False)
+"""
+)
+# CPU seconds per stage, in one process (imports included).
 _STAGES_CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.process_time()
-import numpy, pandas
-from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.analysis import analyze_rank
+from bubblescope.rank_reduce import reduce_results
+from bubblescope.rank_results import summarize_rank
 from bubblescope.trace.load import gc_paused, stream_trace
 from bubblescope.trace.tables import build_tables_streamed
 t1 = time.process_time()
@@ -96,272 +101,239 @@ def timed(chunks):
         yield chunk
 with gc_paused():
     tables = build_tables_streamed(timed(streamed.chunks()), lambda: streamed.meta, path, rank=0)
+t2 = time.process_time()
+rank = analyze_rank(tables, sys.argv[2] or None)
 t3 = time.process_time()
-rank = analyze_rank(tables)
+result = summarize_rank(rank)
 t4 = time.process_time()
-analysis_dict([rank])
+reduce_results([result])
 t5 = time.process_time()
-# Two parts of analysis_dict, run again on their own: the top gaps' host blame and the timeline.
-import bubblescope.analysis as A
-A._top_gaps(rank)
-t6 = time.process_time()
-A.build_timeline(rank, lambda window: A.gap_blames(rank, window))
-t7 = time.process_time()
-print(json.dumps({"import": t1 - t0, "read+decode": decode[0], "tables": t3 - t1 - decode[0],
-                  "detectors": t4 - t3, "analysis_dict": t5 - t4,
-                  "(of which top-gap blame)": t6 - t5, "(of which timeline)": t7 - t6}))
+print(json.dumps({"import": t1 - t0, "read+decode": decode[0], "tables": t2 - t1 - decode[0],
+                  "detectors": t3 - t2, "per-rank result (blame)": t4 - t3, "reduce": t5 - t4}))
 """
 
 
-_HTA_CHILD = (
-    """
-import json, resource, sys, time, logging
-logging.disable(logging.CRITICAL)
-t0 = time.perf_counter()
-cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-from hta.trace_analysis import TraceAnalysis
-analyzer = TraceAnalysis(trace_dir=sys.argv[1])
-# The rank that the trace itself names (HTA defaults to rank 0, absent from some real traces).
-analyzer.get_idle_time_breakdown(ranks=sorted(analyzer.t.traces), visualize=False)
-"""
-    + _REPORT
-    + """
-print(json.dumps(out))
-"""
-)
-
-
-def write_decode_trace(path: Path, min_events: int) -> int:
-    """Write a decode-like trace with at least `min_events` events; returns the event count."""
-    events: list[str] = []
-    host_us = 0.0
-    gpu_free_us = 0.0
-    corr = 0
-    step = 0
-    pid, tid = 426, 426
-    while len(events) < min_events:
-        step_start = host_us
-        step_events: list[str] = []
-        for k in range(KERNELS_PER_STEP):
-            corr += 1
-            launch_us = host_us + 3.217
-            run_start = max(gpu_free_us + 1.061, launch_us + 7.5)
-            run_us = 2.0 + (k % 7) * 1.613
-            step_events += [
-                _x(
-                    "python_function",
-                    f"model.py({100 + k % 20}): forward",
-                    pid,
-                    tid,
-                    host_us,
-                    11.0,
-                    f'"Python id": {corr}, "Python parent id": null',
-                ),
-                _x("cpu_op", "aten::linear", pid, tid, host_us + 0.5, 10.0, '"External id": 1'),
-                _x("cpu_op", "aten::mm", pid, tid, host_us + 1.0, 9.0, '"External id": 2'),
-                _x("cuda_runtime", "cudaLaunchKernel", pid, tid, launch_us, 5.123, f'"correlation": {corr}'),
-                _x(
-                    "kernel",
-                    f"gemv_kernel_{k % 13}",
-                    0,
-                    7,
-                    run_start,
-                    run_us,
-                    f'"device": 0, "stream": 7, "correlation": {corr}',
-                ),
-                f'{{"ph": "s", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {BASE_US + launch_us:.3f}, '
-                f'"cat": "ac2g", "name": "ac2g"}}',
-            ]
-            gpu_free_us = run_start + run_us
-            host_us += 11.5
-        corr += 1
-        copy_us = max(host_us + 2.0, gpu_free_us)
-        step_events += [
-            _x(
-                "cpu_op",
-                "aten::item",
-                pid,
-                tid,
-                host_us,
-                max(40.0, copy_us - host_us + 8.0),
-                '"External id": 3',
-            ),
-            _x("cuda_runtime", "cudaMemcpyAsync", pid, tid, host_us + 1.0, 3.0, f'"correlation": {corr}'),
-            _x(
-                "gpu_memcpy",
-                "Memcpy DtoH (Device -> Pinned)",
-                0,
-                7,
-                copy_us,
-                1.4,
-                f'"device": 0, "stream": 7, "correlation": {corr}, "bytes": 8',
-            ),
-            _x(
-                "cuda_runtime",
-                "cudaStreamSynchronize",
-                pid,
-                tid,
-                host_us + 4.0,
-                max(copy_us - host_us, 2.0),
-                f'"correlation": {corr + 1}',
-            ),
-            _x(
-                "cuda_sync",
-                "Stream Sync",
-                0,
-                7,
-                host_us + 4.5,
-                max(copy_us - host_us - 1.0, 1.0),
-                f'"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": {corr + 1}, "device": 0',
-            ),
-        ]
-        corr += 1
-        host_us = max(host_us + 41.0, copy_us + 9.0)
-        gpu_free_us = copy_us + 1.4
-        events.append(
-            _x(
-                "user_annotation",
-                "bubblescope.step",
-                pid,
-                tid,
-                step_start,
-                host_us - step_start,
-                f'"External id": {step}',
-            )
-        )
-        events.extend(step_events)
-        step += 1
-        host_us += 5.0
-    header = '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic"}], "traceEvents": [\n'
-    with open(path, "w") as handle:
-        handle.write(header)
-        handle.write(",\n".join(events))
-        handle.write("\n]}\n")
-    return len(events)
-
-
-def _x(cat: str, name: str, pid: int, tid: int, ts_us: float, dur_us: float, args: str) -> str:
-    return (
-        f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid}, '
-        f'"ts": {BASE_US + ts_us:.3f}, "dur": {dur_us:.3f}, "args": {{{args}}}}}'
-    )
-
-
-def _run_child(
-    python: str, program: str, target: Path, extra_path: str | None = None, *extra_args: str
-) -> dict:
-    env = dict(os.environ)
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
+def run_child(python: str, program: str, args: list[str], stdout: int | None = subprocess.DEVNULL) -> dict:
+    """One fresh process: its BENCH numbers plus `wall_s` (and `stdout` when captured)."""
+    start = time.perf_counter()
     done = subprocess.run(
-        [python, "-c", program, str(target), *extra_args],
-        capture_output=True,
+        [python, "-c", program, *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
         text=True,
         timeout=3600,
-        env=env,
-        # Not the checkout: `python -c` puts the working directory first on sys.path, which would
-        # shadow a --baseline-src tree given through PYTHONPATH.
+        # Not the checkout: `python -c` puts the working directory first on sys.path.
         cwd=tempfile.gettempdir(),
     )
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    wall_s = time.perf_counter() - start
+    lines = [line for line in done.stderr.splitlines() if line.startswith("BENCH ")]
+    if done.returncode != 0 or not lines:
+        tail = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("BENCH ")]
+        return {"error": tail[-1] if tail else f"exit {done.returncode}"}
+    return {"wall_s": wall_s, **json.loads(lines[-1][6:]), "stdout": done.stdout}
 
 
-def check_correctness(workdir: Path) -> None:
-    """The small trace of the same generator: every step found and one read per step."""
-    small = workdir / "small.json"
-    write_decode_trace(small, 5000)
-    result = _run_child(sys.executable, _ANALYZE_CHILD, small)
-    expected_steps = -(-5000 // (KERNELS_PER_STEP * EVENTS_PER_KERNEL + 6))
-    if result.get("steps") != expected_steps or result.get("reads") != expected_steps:
-        raise SystemExit(f"correctness check failed: {result} (expected {expected_steps} steps and reads)")
+def measure(python: str, program: str, args: list[str], repeats: int) -> dict:
+    """Medians of `repeats` runs (peak RSS: the largest), or {"error": ...}."""
+    runs = [run_child(python, program, args) for _ in range(repeats)]
+    failed = [run for run in runs if "error" in run]
+    if failed:
+        return failed[0]
+    return {
+        "runs": len(runs),
+        "wall_s": statistics.median(r["wall_s"] for r in runs),
+        "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "worker_peak_rss_mb": max(r["worker_peak_rss_mb"] for r in runs),
+    }
 
 
-def count_events(folder: Path) -> tuple[Path, int]:
-    """The one trace file in `folder` and its number of events (read with the standard library)."""
-    import gzip
+def analyze_args(path: Path, step_marker: str | None) -> list[str]:
+    """`bubblescope analyze` arguments for `path` (JSON out, the corpus' step marker when it has one)."""
+    return [
+        "analyze",
+        str(path),
+        "--format",
+        "json",
+        *(["--step-marker", step_marker] if step_marker else []),
+    ]
 
-    (path,) = [p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz"))]
-    raw = path.read_bytes()
-    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    return path, len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+
+def step_marker_of(name: str) -> str | None:
+    """The step marker the corpus' expected answers use for this real trace (None: the trace's own)."""
+    expected = REPO / "tests" / "data" / "real" / name / "expected.json"
+    return json.loads(expected.read_text()).get("step_marker") if expected.is_file() else None
 
 
-def time_rows(
-    label: str, n_events: int, rows: list[tuple[str, str, str, Path, str | None, int]]
-) -> dict[str, float]:
-    """Run each row's child `repeats` times; print and return median CPU seconds per row label."""
-    cpu_by_label = {}
-    for name, python, program, target, extra_path, repeats in rows:
-        runs = [_run_child(python, program, target, extra_path) for _ in range(repeats)]
-        if any("error" in r for r in runs):
-            print(f"{label} | {name}: failed: {next(r for r in runs if 'error' in r)['error']}")
-            continue
-        wall = statistics.median(r["seconds"] for r in runs)
-        cpu = statistics.median(r["cpu_seconds"] for r in runs)
-        rss = max(r["peak_rss_mb"] for r in runs)
-        cpu_by_label[name] = cpu
-        print(
-            f"{label} | {name}: median of {len(runs)}: "
-            f"wall {wall:.2f} s = {wall / n_events * 1e6:.2f} µs/event, "
-            f"CPU {cpu:.2f} s = {cpu / n_events * 1e6:.2f} µs/event, peak RSS {rss:.0f} MB",
-            flush=True,
-        )
-    if "HTA idle_time_breakdown" in cpu_by_label and "bubblescope" in cpu_by_label:
-        ratio = cpu_by_label["HTA idle_time_breakdown"] / cpu_by_label["bubblescope"]
-        print(f"{label} | HTA CPU time / bubblescope CPU time = {ratio:.1f}x", flush=True)
-    return cpu_by_label
+def bubblescope_json(path: Path, step_marker: str | None) -> dict:
+    """The analysis JSON of `path` (from the CLI, in a fresh process)."""
+    run = run_child(sys.executable, CLI_CHILD, analyze_args(path, step_marker), stdout=subprocess.PIPE)
+    if "error" in run:
+        raise SystemExit(f"bubblescope failed on {path}: {run['error']}")
+    return json.loads(run["stdout"])
+
+
+def check_replication(original: Path, replicated: Path, copies: int, step_marker: str | None) -> None:
+    """The replicated file's analysis has `copies` x the steps and blocking reads of the original's."""
+    one, many = bubblescope_json(original, step_marker), bubblescope_json(replicated, step_marker)
+    reads = [sum(s["count"] for s in result["syncs"]) for result in (one, many)]
+    steps = [result["summary"]["steps"] for result in (one, many)]
+    if steps[1] != copies * steps[0] or reads[1] != copies * reads[0]:
+        raise SystemExit(f"replication check failed: steps {steps}, reads {reads} for {copies} copies")
+    print(f"check: {replicated.name} has {copies}x the steps ({steps}) and reads ({reads}) of the original")
+
+
+def count_events(path: Path) -> int:
+    from replicate_trace import read_trace
+
+    return len(read_trace(path)["traceEvents"])
+
+
+def real_trace(name: str) -> Path:
+    for folder in REAL_DIRS:
+        if (folder / f"{name}.json.gz").is_file():
+            return folder / f"{name}.json.gz"
+    raise SystemExit(f"real trace {name} not found in {', '.join(map(str, REAL_DIRS))}")
+
+
+def in_own_folder(path: Path, workdir: Path) -> Path:
+    """A folder holding only `path` (HTA reads every trace of a folder)."""
+    folder = workdir / f"hta_{path.name.split('.')[0]}"
+    folder.mkdir(exist_ok=True)
+    link = folder / path.name
+    if not link.exists():
+        link.symlink_to(path.resolve())
+    return folder
+
+
+def row(label: str, n_events: int, ours: dict, hta: dict | None) -> str:
+    """One Markdown table row: bubblescope, HTA, ratios."""
+    if "error" in ours:
+        return f"| {label} | {n_events:,} | bubblescope failed: {ours['error']} |"
+    cells = [
+        label,
+        f"{n_events:,}",
+        f"{ours['cpu_s']:.2f} s ({ours['cpu_s'] / n_events * 1e6:.2f} µs/ev)",
+        f"{ours['wall_s']:.2f} s",
+        f"{ours['peak_rss_mb']:.0f} MB",
+    ]
+    if hta is None:
+        cells += ["not run"] * 5
+    elif "error" in hta:
+        cells += [f"HTA failed: {hta['error'][:80]}", "", "", "", ""]
+    else:
+        cells += [
+            f"{hta['cpu_s']:.2f} s",
+            f"{hta['wall_s']:.2f} s",
+            f"{hta['peak_rss_mb']:.0f} MB",
+            f"**{hta['cpu_s'] / ours['cpu_s']:.1f}×** CPU, {hta['wall_s'] / ours['wall_s']:.1f}× wall",
+            f"{ours['peak_rss_mb'] / hta['peak_rss_mb'] * 100:.0f} %",
+        ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| trace | events | bubblescope CPU | wall | peak RSS | HTA CPU | HTA wall | HTA peak RSS "
+    "| HTA / bubblescope | RSS bubblescope / HTA |\n|" + "---|" * 10
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_700_000)
+    parser.add_argument("--real", nargs="*", default=list(LARGE_REAL), help="manifest names of real traces")
+    parser.add_argument("--replicate", default=LARGE_REAL[0], help="the real trace to copy")
+    parser.add_argument("--copies", type=int, default=10, help="copies for the large file (0: none)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis")
-    parser.add_argument("--hta-repeats", type=int, default=1)
-    parser.add_argument("--baseline-src", default=None, help="also time the bubblescope package in DIR")
-    parser.add_argument("--real", nargs="*", default=[], help="folders holding one real trace each")
-    parser.add_argument("--skip-synthetic", action="store_true")
-    parser.add_argument("--stages", action="store_true", help="also time each stage once (CPU)")
+    parser.add_argument(
+        "--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis 0.5.0"
+    )
+    parser.add_argument("--hta-repeats", type=int, default=3)
+    parser.add_argument("--hta-large-repeats", type=int, default=1, help="HTA runs on the replicated file")
+    parser.add_argument("--linearity", action="store_true")
+    parser.add_argument("--stages", action="store_true")
+    parser.add_argument("--startup", type=int, default=0, help="time `analyze --help` this many times")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
+    if args.startup:
+        startup(args.startup)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_analyze_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    check_correctness(workdir)
-    print(f"cpus={os.cpu_count()}, date={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
-    targets = []
-    for folder in map(Path, args.real):
-        path, n_events = count_events(folder)
-        targets.append((folder, path, n_events))
-    if not args.skip_synthetic:
-        trace_dir = workdir / "trace"
-        trace_dir.mkdir(exist_ok=True)
-        trace = trace_dir / "rank0.json"
-        targets.append((trace_dir, trace, write_decode_trace(trace, args.events)))
-    for folder, path, n_events in targets:
-        label = f"{path.name} ({n_events} events, {path.stat().st_size / 1e6:.1f} MB)"
-        rows = [("bubblescope", sys.executable, _ANALYZE_CHILD, path, None, args.repeats)]
-        if args.baseline_src:
-            rows.append(
-                (
-                    f"bubblescope from {args.baseline_src}",
-                    sys.executable,
-                    _ANALYZE_CHILD,
-                    path,
-                    args.baseline_src,
-                    args.repeats,
-                )
-            )
-        if args.hta_python:
-            rows.append(
-                ("HTA idle_time_breakdown", args.hta_python, _HTA_CHILD, folder, None, args.hta_repeats)
-            )
-        time_rows(label, n_events, rows)
+    source = real_trace(args.replicate)
+    targets = [(name, real_trace(name), args.hta_repeats, step_marker_of(name)) for name in args.real]
+    marker = step_marker_of(args.replicate)
+    if args.copies:
+        large = workdir / f"{args.replicate}_x{args.copies}.json.gz"
+        if not large.exists():
+            replicate_steps(source, large, args.copies)
+        check_replication(source, large, args.copies, marker)
+        targets.append((f"{args.replicate} × {args.copies}", large, args.hta_large_repeats, marker))
+    print(
+        f"cpus={os.cpu_count()}, date={time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"load average {os.getloadavg()[0]:.1f}\n\n{HEADER}",
+        flush=True,
+    )
+    for label, path, hta_repeats, step_marker in targets:
+        n_events = count_events(path)
+        ours = measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), args.repeats)
+        hta = None
+        if args.hta_python and hta_repeats:
+            hta_python = str(Path(args.hta_python).absolute())
+            hta = measure(hta_python, _HTA_CHILD, [str(in_own_folder(path, workdir))], hta_repeats)
+        print(row(label, n_events, ours, hta), flush=True)
         if args.stages:
-            stages = _run_child(sys.executable, _STAGES_CHILD, path)
-            parts = ", ".join(f"{k} {v:.2f} s ({v / n_events * 1e6:.2f} µs/event)" for k, v in stages.items())
-            print(f"{label} | bubblescope stages (CPU): {parts}", flush=True)
+            stages = subprocess.run(
+                [sys.executable, "-c", _STAGES_CHILD, str(path), step_marker or ""],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            parts = ", ".join(f"{k} {v:.2f} s" for k, v in json.loads(stages).items())
+            print(f"  stages (CPU, one run): {parts}", flush=True)
+    if args.linearity:
+        linearity(source, workdir, args.repeats, marker)
+
+
+def startup(repeats: int) -> None:
+    """`bubblescope analyze --help`: median wall and CPU of `repeats` runs, and the largest imports."""
+    runs = [run_child(sys.executable, CLI_CHILD, ["analyze", "--help"]) for _ in range(repeats)]
+    wall = statistics.median(r["wall_s"] for r in runs)
+    cpu = statistics.median(r["cpu_s"] for r in runs)
+    print(f"analyze --help: median of {repeats}: wall {wall:.3f} s, CPU {cpu:.3f} s", flush=True)
+    timed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", CLI_CHILD, "analyze", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    ).stderr.splitlines()
+    top_level = []
+    for line in timed:
+        parts = line.split("|")
+        # A top-level import is named after exactly one space; nested ones are indented further.
+        if len(parts) == 3 and parts[1].strip().isdigit() and parts[2][1:2] not in (" ", ""):
+            top_level.append((int(parts[1]) / 1000, parts[2].strip()))
+    largest = ", ".join(f"{name} {ms:.0f}" for ms, name in sorted(top_level, reverse=True)[:8])
+    print(f"  largest top-level imports (ms, cumulative, one run): {largest}", flush=True)
+
+
+def linearity(source: Path, workdir: Path, repeats: int, step_marker: str | None) -> None:
+    """CPU and wall of the 2-copy and 8-copy files, and their ratio (4x the events, 4x the gaps)."""
+    measured = {}
+    for copies in (2, 8):
+        path = workdir / f"{source.name.split('.')[0]}_x{copies}.json.gz"
+        if not path.exists():
+            replicate_steps(source, path, copies)
+        measured[copies] = (
+            count_events(path),
+            measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), repeats),
+        )
+    (n2, two), (n8, eight) = measured[2], measured[8]
+    print(
+        f"\nlinearity: {n2:,} events {two['cpu_s']:.2f} s CPU / {two['wall_s']:.2f} s wall, "
+        f"{n8:,} events ({n8 / n2:.2f}x) {eight['cpu_s']:.2f} s CPU / {eight['wall_s']:.2f} s wall: "
+        f"ratio {eight['cpu_s'] / two['cpu_s']:.2f} CPU, {eight['wall_s'] / two['wall_s']:.2f} wall; "
+        f"peak RSS {two['peak_rss_mb']:.0f} -> {eight['peak_rss_mb']:.0f} MB",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

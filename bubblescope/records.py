@@ -93,6 +93,16 @@ def record_tpot_replicates_ns(record: RunRecord, n_boot: int = DEFAULT_BOOTSTRAP
     return tpot_replicates_ns(record["samples_ns"], record["tokens_per_step"], seed=seed, n_boot=n_boot)
 
 
+def mean_tokens_per_step(record: RunRecord) -> float:
+    """Tokens per timed step of a RunRecord (1 for plain decoding, the accept length for speculative)."""
+    summary = record.get("summary") or {}
+    tokens, steps, repeats = (summary.get(k) for k in ("tokens", "steps", "repeats"))
+    counts = [v for v in (tokens, steps, repeats) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(counts) == 3 and all(v > 0 for v in counts):
+        return float(counts[0]) / (float(counts[1]) * float(counts[2]))
+    return 1.0
+
+
 def summarize_samples(
     samples_ns: list[list[int]], tokens_per_step: list[list[int]], *, seed: int = 0
 ) -> dict[str, Any]:

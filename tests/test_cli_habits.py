@@ -355,3 +355,14 @@ def test_a_read_outside_every_step_is_not_hinted_as_in_the_loop() -> None:
     assert rows["prepare(utils.py)"]["per_step"] == 0
     assert rows["prepare(utils.py)"]["hint"] == OUTSIDE_STEPS_HINT
     assert rows["loop.py(3)"]["hint"] == HINTS["synchronize"] and rows["loop.py(3)"]["per_step"] == 1
+
+
+def test_profile_refuses_an_out_that_is_a_file_before_running(tmp_path: Path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    marker = tmp_path / "ran"
+    script = tmp_path / "s.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    result = runner.invoke(app, ["profile", "-o", str(a_file), "--", "python", str(script)])
+    assert result.exit_code == 2 and "is a file" in result.output
+    assert not marker.exists(), "the script never ran"

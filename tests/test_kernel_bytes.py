@@ -18,7 +18,7 @@ SWITCH_SETS = [
 
 
 @pytest.mark.parametrize("preset", ["ling3-flash-e256", "ling3-tiny", "debug"])
-@pytest.mark.parametrize("switches", SWITCH_SETS, ids=lambda s: "+".join(s.enabled()) or "off")
+@pytest.mark.parametrize("switches", SWITCH_SETS, ids=lambda s: "+".join(sorted(s.enabled())) or "off")
 def test_rules_add_up_to_the_floor_bytes(preset: str, switches: LingSwitches) -> None:
     config = get_preset(preset)
     rules = rules_for(config, switches, context_len=77)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord
+from bubblescope.records import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, stable_seed
 
 
@@ -112,14 +112,6 @@ NO_RULE = {
 }
 
 
-def _tokens_per_step(record: RunRecord) -> float:
-    summary = record.get("summary") or {}
-    tokens, steps, repeats = (summary.get(k) for k in ("tokens", "steps", "repeats"))
-    if all(isinstance(v, int | float) and v for v in (tokens, steps, repeats)):
-        return float(tokens) / (float(steps) * float(repeats))
-    return 1.0
-
-
 def _idle_samples_ns(record: RunRecord, cls: str) -> np.ndarray | None:
     block = (record.get("analysis") or {}).get("idle_steps") or {}
     values = (block.get("by_class_ns") or {}).get(cls)
@@ -173,7 +165,7 @@ def _launch_prediction(rule: Rule, base: RunRecord, analysis: dict[str, Any] | N
         + (f", plus {vanishing_ns / 1e3:.1f} µs of kernel time" if vanishing_ns else "")
     )
     return {
-        "predicted_ms": _per_token_ms(launch_idle, share, vanishing_ns, _tokens_per_step(base), seed),
+        "predicted_ms": _per_token_ms(launch_idle, share, vanishing_ns, mean_tokens_per_step(base), seed),
         "basis": basis,
     }
 
@@ -222,7 +214,7 @@ def predict_switch(
         if samples is None:
             out["why_none"] = "the baseline has no per-step idle (re-analyse: `ablate --reanalyze`)"
         else:
-            out["predicted_ms"] = _per_token_ms(samples, 1.0, 0.0, _tokens_per_step(base), seed)
+            out["predicted_ms"] = _per_token_ms(samples, 1.0, 0.0, mean_tokens_per_step(base), seed)
             out["basis"] = f"median {rule.idle_class} idle of {len(samples)} profiled steps"
     elif rule.kind == "launches":
         out.update(_launch_prediction(rule, base, analysis, seed))

@@ -75,7 +75,7 @@ def _reasons(
     only why the two measurements differ from each other."""
     reasons = []
     alone_ms, removed_ms = switch.get("alone_ms") or {}, switch.get("removed_from_all_ms") or {}
-    if not any(is_resolved(r.get("est"), r.get("lo"), r.get("hi")) for r in (alone_ms, removed_ms) if r):
+    if not any(is_resolved(r["est"], r["lo"], r["hi"]) for r in (alone_ms, removed_ms) if r):
         reasons.append("noise: neither measured saving is resolved")
     if alone_ms and removed_ms and (alone_ms["hi"] < removed_ms["lo"] or removed_ms["hi"] < alone_ms["lo"]):
         text = (

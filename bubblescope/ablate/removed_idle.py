@@ -1,11 +1,14 @@
 """GPU idle a switch removed per step, with an interval, and why it may not be a saving.
 
-The idle comes from the profiled window (one window of a few steps per configuration), not from the
-timed steps that give TPOT. Each class is estimated as baseline median − switched median over the
-window's typical steps (`RunRecord.analysis.idle_steps`), with the same two-level bootstrap as TPOT
-(`stats.bootstrap_medians(..., hierarchical=True)`; a window is one repeat, so only its steps are
-resampled and run-to-run spread is not in the interval). An estimate whose interval holds zero or is
-wider than itself is `not resolved`.
+Per timed step (`timed_removal`): the change of the timed step's idle, TPOT × tokens per step − GPU busy,
+which is the timed saving less the GPU busy removed, with the saving's two-level bootstrap interval.
+
+Per profiled step, by class: the idle comes from the profiled window (one window of a few steps per
+configuration), not from the timed steps that give TPOT. Each class is estimated as baseline median −
+switched median over the window's typical steps (`RunRecord.analysis.idle_steps`), with the same
+two-level bootstrap as TPOT (`stats.bootstrap_medians(..., hierarchical=True)`; a window is one repeat,
+so only its steps are resampled and run-to-run spread is not in the interval). An estimate whose
+interval holds zero or is wider than itself is `not resolved`.
 
 A removal is never shown beside a timed TPOT that did not improve without the reason: the profiled
 steps ran slower than the timed ones (tracing), and host idle moves from window to window, so idle
@@ -18,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord
+from bubblescope.records import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, is_resolved, stable_seed
 
 IDLE_CLASSES = ("sync", "host", "launch", "dependency")
@@ -117,14 +120,6 @@ def removed_idle(
     }
 
 
-def _tokens_per_step(record: RunRecord) -> float:
-    summary = record.get("summary") or {}
-    tokens, steps, repeats = (summary.get(k) for k in ("tokens", "steps", "repeats"))
-    if all(isinstance(v, int | float) and v for v in (tokens, steps, repeats)):
-        return float(tokens) / (float(steps) * float(repeats))
-    return 1.0
-
-
 def timed_removal(
     baseline: RunRecord, switched: RunRecord, alone_ms: dict[str, float]
 ) -> dict[str, Any] | None:
@@ -136,10 +131,11 @@ def timed_removal(
     by the busy change. None without both runs' GPU busy.
     """
     busy = [(r.get("analysis") or {}).get("gpu_busy_ns_per_step") for r in (baseline, switched)]
-    if not all(isinstance(b, int | float) for b in busy) or not isinstance(alone_ms.get("lo"), int | float):
+    before, after = (b if isinstance(b, int | float) else None for b in busy)
+    if before is None or after is None or not isinstance(alone_ms.get("lo"), int | float):
         return None
-    tokens = _tokens_per_step(baseline)
-    busy_removed_us = (float(busy[0]) - float(busy[1])) / 1e3
+    tokens = mean_tokens_per_step(baseline)
+    busy_removed_us = (float(before) - float(after)) / 1e3
     est, lo, hi = (alone_ms[k] * tokens * 1e3 - busy_removed_us for k in ("est", "lo", "hi"))
     return {
         "est": est,

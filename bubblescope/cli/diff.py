@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
         if output_format is DiffFormat.table and output is None:
             from bubblescope.report.console import make_console
 
-            diff_render.print_diff(make_console(), result)
+            diff_render.print_diff(make_console(), result, notes=make_console(stderr=True))
             return
         if output_format is DiffFormat.json or output_format is DiffFormat.table:
             text = json.dumps(result, indent=1, allow_nan=False) + "\n"

@@ -50,7 +50,7 @@ class StepHandle:
 
     def __exit__(self, *exc: object) -> None:
         if self._session._open_index == self._index:
-            self._session._close_step()
+            self._session._close_step(at_block_end=True)
 
 
 class ProfileSession:
@@ -131,6 +131,7 @@ class ProfileSession:
         self._started_s = 0.0
         # A forked child (the profiled script's fork) shares this object; only this process writes.
         self._owner_pid = os.getpid()
+        self._out_lock: Any = None
 
     # -- public ------------------------------------------------------------------------------------------
     @property
@@ -158,13 +159,23 @@ class ProfileSession:
 
         from bubblescope.capture.profiled import _nvtx_range_factory
         from bubblescope.capture.user_reads import ReadTap
+        from bubblescope.out_lock import out_lock
 
-        self._torch = torch
-        self._on_cuda = torch.cuda.is_available()
-        self._nvtx_range = _nvtx_range_factory(self._on_cuda)
-        self._started_s = time.perf_counter()
-        if self.read_sites and not self.timed:
-            self._tap = ReadTap(cuda_run=self._on_cuda).install()
+        # One writer per folder (`bubblescope profile --out` and `bubblescope.profile(out=...)` alike);
+        # held until the files are written.
+        self._out_lock = out_lock(self.out, "profile")
+        self._out_lock.__enter__()
+        try:
+            self._torch = torch
+            self._on_cuda = torch.cuda.is_available()
+            self._nvtx_range = _nvtx_range_factory(self._on_cuda)
+            self._started_s = time.perf_counter()
+            if self.read_sites and not self.timed:
+                self._tap = ReadTap(cuda_run=self._on_cuda).install()
+        except BaseException:
+            self._out_lock.__exit__(None, None, None)
+            self._out_lock = None
+            raise
         _CURRENT.append(self)
         if self.record_all:
             self._start_profiler(schedule=None)
@@ -200,7 +211,12 @@ class ProfileSession:
             self.error = one_line_error(exc, tb)
         from bubblescope.profiling.outputs import write_outputs
 
-        self.outputs = write_outputs(self)
+        try:
+            self.outputs = write_outputs(self)
+        finally:
+            if self._out_lock is not None:
+                self._out_lock.__exit__(None, None, None)
+                self._out_lock = None
         self._say(self.outputs.get("summary_line", ""))
 
     # -- steps -------------------------------------------------------------------------------------------
@@ -254,9 +270,10 @@ class ProfileSession:
         self._annotation = record_function(STEP_MARKER)
         self._annotation.__enter__()
 
-    def _close_step(self) -> None:
+    def _close_step(self, *, at_block_end: bool = False) -> None:
         index, self._open_index = self._open_index, None
-        if index is not None and self._timer is not None and self._phase(index) == "timed":
+        if at_block_end and index is not None and self._timer is not None and self._phase(index) == "timed":
+            # Where a `with prof.step():` step ended, in case no later step comes to end it.
             self._timer.mark_close()
         if index is None or self._annotation is None:
             self._open_index = None

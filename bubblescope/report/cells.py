@@ -120,8 +120,8 @@ def fmt_bytes(value: Any) -> str:
         return "—"
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(number) >= scale:
-            return f"{number / scale:.2f} {unit}"
-    return f"{number:.0f} B"
+            return f"{number / scale:.2f}{NBSP}{unit}"
+    return f"{number:.0f}{NBSP}B"
 
 
 # Decimals of an estimate without an interval (ms: to the µs).
@@ -222,8 +222,10 @@ READS_NOT_DETECTABLE = "not detectable (no GPU events; `bubblescope run` counts 
 
 
 def reads_undetectable(analysis: dict[str, Any]) -> bool:
-    """True when the trace had no GPU activity and no read was found: its read count means nothing."""
-    return analysis.get("gpu_measured") is False and not analysis.get("syncs")
+    """True when the trace had no GPU activity and no read was found: its read count means nothing. A
+    profile's analysis made with the read tap (`read_sites`) counted the reads on CPU too: 0 is 0."""
+    tapped = isinstance(analysis.get("read_sites"), dict)
+    return analysis.get("gpu_measured") is False and not analysis.get("syncs") and not tapped
 
 
 def nothing_to_fix_text(analysis: dict[str, Any] | None) -> str:

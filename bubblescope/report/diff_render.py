@@ -214,8 +214,8 @@ def render_diff_markdown(diff: dict[str, Any], heading_level: int = 2) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def print_diff(console: Any, diff: dict[str, Any]) -> None:
-    """The diff on a rich console, every string escaped."""
+def print_diff(console: Any, diff: dict[str, Any], *, notes: Any = None) -> None:
+    """The diff on a rich console, every string escaped; its notes go to `notes` (stderr) when given."""
     from bubblescope.report.analysis_console import print_table
     from bubblescope.report.escape import console_text
 
@@ -230,7 +230,7 @@ def print_diff(console: Any, diff: dict[str, Any]) -> None:
         else:
             console.print(f"{console_text(title)}: {console_text(empty)}")
     for note in diff.get("notes") or []:
-        console.print(f"[yellow]note:[/] {console_text(note)}")
+        (notes or console).print(f"[yellow]note:[/] {console_text(note)}")
 
 
 def render_diff_html(diff: dict[str, Any]) -> str:

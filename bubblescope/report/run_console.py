@@ -208,7 +208,7 @@ def print_gate_table(console: Console, verdict: dict[str, Any], *, notes: Consol
     if verdict.get("diff"):
         from bubblescope.report.diff_render import print_diff
 
-        print_diff(console, verdict["diff"])
+        print_diff(console, verdict["diff"], notes=notes)
 
 
 def ablation_progress(console: Console) -> Progress:

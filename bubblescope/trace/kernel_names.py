@@ -160,6 +160,8 @@ CATEGORY_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gemv",
             "matmul",
             "bmm_",
+            # The reference model's split LM-head GEMV (`lm_head_partial_kernel`).
+            "lm_head",
             "xmma",
             "cijk_",
             "nvjet",

@@ -30,11 +30,12 @@ MAX_META_VALUE_BYTES = 1 << 20
 # A Kineto trace has about 20 top-level members; each costs a Python step, so millions would be slow.
 MAX_META_MEMBERS = 10_000
 _MAX_CUT_ATTEMPTS = 4
-# Events a trace may hold: one per this many bytes of its text cap (2.1 M at the default 512 MiB).
-# Analysis holds ~600-900 bytes per event at its peak (3 M events with a gap after every kernel: 2.65 GB,
-# 78 s on a 2-core box), while the densest valid text is ~65 bytes per event, so the text cap alone
-# let a trace take 4x the memory its size suggests.
-BYTES_PER_EVENT_BUDGET = 256
+# Events a trace may hold: one per this many bytes of its text cap (1.86 M at the default 512 MiB; a
+# real 1.79 M-event trace is ~480 MB of text). Analysis holds 0.2-1 KB per event at its peak (1 KB with
+# a GPU idle gap after every kernel: 1.86 M such events peak at 1.8 GB, 3 M took 2.65 GB and 78 s on a
+# 2-core box), while the densest valid text is ~65 bytes per event, so the text cap alone let a trace take
+# several times the memory its size suggests (benchmarks/bench_hostile.py).
+BYTES_PER_EVENT_BUDGET = 288
 # Nesting allowed in a top-level value (deviceProperties is 3 deep).
 MAX_META_DEPTH = 100
 # Read this far past the chunk size, so the next boundary is usually already held.

@@ -128,3 +128,51 @@ def test_gate_and_diff_compare_the_timed_tpot(timed_profile, tmp_path: Path) -> 
     assert run_diff(base, slower)["tpot"]["change"] == "regression"
     same = run_gate(str(base), str(_with_tpot(out, tmp_path / "same", 1.0)), "10%")
     assert same["exit_code"] == 0 and same["checks"][1]["status"] == "pass"
+
+
+class _FakeEvent:
+    """A CUDA event stand-in: `record()` keeps a fake device time; `elapsed_time` returns ms."""
+
+    clock_ms = 0.0
+
+    def __init__(self, enable_timing: bool) -> None:
+        assert enable_timing
+        self.at_ms: float | None = None
+
+    def record(self) -> None:
+        _FakeEvent.clock_ms += 1.5
+        self.at_ms = _FakeEvent.clock_ms
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        assert self.at_ms is not None and end.at_ms is not None, "elapsed_time on an unrecorded event"
+        return end.at_ms - self.at_ms
+
+
+class _FakeCuda:
+    Event = _FakeEvent
+    synchronized = 0
+
+    @classmethod
+    def synchronize(cls) -> None:
+        cls.synchronized += 1
+
+
+class _FakeTorch:
+    cuda = _FakeCuda
+
+
+@pytest.mark.parametrize("ends_at_close", [False, True])
+def test_step_timer_on_cuda_events_synchronises_once(ends_at_close: bool) -> None:
+    from bubblescope.capture.timed import StepTimer
+
+    timer = StepTimer(_FakeTorch, on_cuda=True, steps=3)
+    for _ in range(3):
+        timer.mark()
+    if ends_at_close:
+        timer.mark_close()
+    else:
+        timer.mark()
+    before = _FakeCuda.synchronized
+    device_ns, host_ns = timer.finish()
+    assert _FakeCuda.synchronized == before + 1
+    assert device_ns == [1_500_000] * 3 and len(host_ns) == 3

@@ -91,6 +91,6 @@ def test_number_formats() -> None:
     # An interval holding zero, or wider than the effect, is flagged as noise (issue 16 §1).
     assert fmt_interval({"est": 0.2, "lo": -0.1, "hi": 0.5}).startswith("not resolved (noise)")
     assert fmt_interval({"est": 500.0, "lo": 56.0, "hi": 2002.0}).startswith("not resolved (noise)")
-    assert fmt_bytes(10_207_000_000) == "10.21 GB" and fmt_bytes(512) == "512 B"
+    assert fmt_bytes(10_207_000_000) == "10.21\u00a0GB" and fmt_bytes(512) == "512\u00a0B"
     assert fmt_interval({"est": 1.6, "lo": 1.5, "hi": 1.7}) == "1.60 [1.50, 1.70]"
     assert fmt_interval({"est": 1.6}) == "1.600" and fmt_interval(None) == "—"

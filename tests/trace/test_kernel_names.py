@@ -116,6 +116,7 @@ REAL_NAMES = [
     ("Memcpy DtoH (Device -> Pageable)", "hta_a100_event_sync", "Memcpy DtoH (Device -> Pageable)", "copy"),
     ("fused_experts_kernel", "ling3_tiny_h200", "fused_experts_kernel", "MoE"),
     ("kda_decode_kernel", "ling3_tiny_h200", "kda_decode_kernel", "attention"),
+    ("lm_head_partial_kernel", "ling3_tiny_h200", "lm_head_partial_kernel", "GEMM"),
 ]
 
 
