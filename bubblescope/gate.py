@@ -152,7 +152,7 @@ def _analysis_input(target: Path) -> GateInput:
     from bubblescope.profiling.load import ANALYSIS_SCHEMA, read_document
 
     analysis = read_document(target, ANALYSIS_SCHEMA)
-    summary = analysis.get("summary") if isinstance(analysis.get("summary"), dict) else {}
+    summary = analysis["summary"] if isinstance(analysis.get("summary"), dict) else {}
     gpu = analysis.get("gpu_measured") is not False
     return GateInput(
         str(target),

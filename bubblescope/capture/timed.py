@@ -157,14 +157,14 @@ class StepTimer:
         self._close_host_ns = None
 
     def mark_close(self) -> None:
-        if self.on_cuda:
+        if self._close_event is not None:
             self._close_event.record()
         self._close_host_ns = time.perf_counter_ns()
 
     def finish(self) -> tuple[list[int], list[int]]:
         """(step ns on the device timeline — host clock on CPU —, host ns) of each completed step."""
         ends_at_close = self._close_host_ns is not None
-        host = self._host_ns + ([self._close_host_ns] if ends_at_close else [])
+        host = self._host_ns + ([self._close_host_ns] if self._close_host_ns is not None else [])
         host_ns = [int(b - a) for a, b in zip(host, host[1:], strict=False)]
         if not self.on_cuda:
             return host_ns, host_ns
