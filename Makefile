@@ -3,7 +3,7 @@
 #   make test   - the default test suite, <= 5 min on a 2-core CPU box (long end-to-end tests marked `slow`
 #                 are left out; GPU tests skip without CUDA); the 15 slowest tests are listed at the end.
 #                 Runs on every core (pytest-xdist, TEST_JOBS=auto; TEST_JOBS=0 runs in this process):
-#                 measured in benchmarks/RESULTS.md, faster on 2 cores even with one of them busy
+#                 1.8x faster than one process on the shared 2-core box (benchmarks/RESULTS.md)
 #   make test-all - every test, `slow` ones included
 
 VENV    ?= .venv
@@ -13,8 +13,8 @@ STAMP   := $(VENV)/.installed
 # pip takes this exact torch from the machine's wheel store when it has one (a CPU build on CI);
 # elsewhere from PyPI. An existing newer torch in the venv is kept.
 TORCH   ?= torch==2.13.0
-# pytest-xdist workers; worksteal hands a finished worker the queue of a busy one (a few tests take
-# most of the time, and `load` left them queued behind each other on one worker).
+# pytest-xdist workers; worksteal lets an idle worker take tests still queued on a busy one (a few
+# tests take most of the time).
 TEST_JOBS ?= auto
 XDIST   := -n $(TEST_JOBS) --dist worksteal
 

@@ -85,7 +85,7 @@ def host_bandwidth(*, remeasure: bool = False) -> HostBandwidth:
     path = cache_dir() / CACHE_FILE_NAME
     machines = _read_cache(path)
     entry = machines.get(machine_key())
-    if not remeasure and _valid(entry):
+    if not remeasure and entry is not None and _valid(entry):
         return HostBandwidth(float(entry["gbps"]), str(entry["measured_utc"]), "cached")
     measured = HostBandwidth(
         measure_host_copy_gbps(),

@@ -2,10 +2,10 @@
 write it, and a second process given the same folder stops at once with one line.
 
 Each file is already written atomically (`atomic.py`), but two runs into one folder would still mix
-their record, trace, analysis and report. The lock is `fcntl.flock` on `.bubblescope.lock` in the
-folder: the kernel drops it when the holder exits however it exits (kill -9 included), so a stale lock
-never blocks the next run. The file is left in place (removing it would race with a process opening it);
-it holds the holder's pid, for the message. Where `fcntl` does not exist (Windows) nothing is locked.
+their record, trace, analysis and report. The lock is `fcntl.flock` on the folder itself (a descriptor
+of the directory), so nothing is added to the folder, and the kernel drops it when the holder exits
+however it exits (kill -9 included): a stale lock never blocks the next run. Where `fcntl` does not
+exist (Windows) nothing is locked.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 
 from bubblescope.errors import BubblescopeError
 
-LOCK_NAME = ".bubblescope.lock"
 # Descriptors of the locks this process holds. A forked child (a profiled script's fork) closes its
 # copies, so the lock ends with the writer, not with the last child; closing, never unlocking: the
 # copies share one lock with the parent.
@@ -48,7 +47,7 @@ def out_lock(folder: str | os.PathLike[str], command: str) -> Iterator[None]:
         command: the command holding it, for the message (`profile`, `run`, `ablate`).
 
     Raises:
-        FolderBusyError: another process holds the lock (one line naming the folder and its pid).
+        FolderBusyError: another process holds the lock (one line naming the folder).
         BubblescopeError: the folder cannot be created or the lock file opened.
     """
     try:
@@ -59,20 +58,17 @@ def out_lock(folder: str | os.PathLike[str], command: str) -> Iterator[None]:
     path = Path(folder)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise BubblescopeError(f"{path}: cannot write here ({exc.strerror or exc})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
         os.close(fd)
         raise FolderBusyError(
-            f"{path}: another bubblescope process (pid {holder}) is writing this folder; wait for it "
-            f"or give {command} another --out"
+            f"{path}: another bubblescope process is writing this folder; wait for it or give {command} "
+            "another --out"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD.add(fd)
     try:
         yield

@@ -162,7 +162,8 @@ def _dask_map(
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()
-        raise ConfigError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        where = f"reach the Dask scheduler {scheduler}" if scheduler else "start a local Dask cluster"
+        raise ConfigError(f"cannot {where}: {exc}") from None
     try:
         # pure=False: two ranks with equal arguments are still two pieces of work.
         futures = client.map(work, tasks, pure=False)

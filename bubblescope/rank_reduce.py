@@ -212,6 +212,7 @@ def summary(steps: list[dict]) -> dict:
             "gpu_busy_ns_per_step": 0,
             "idle_ns_per_step": 0,
             "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
+            "profiler_ns_per_step": 0,
             "gpu_step_ns_per_step": 0,
             "gpu_step_ns_median": 0,
             "step_dur_ns_median": 0,
@@ -236,6 +237,8 @@ def summary(steps: list[dict]) -> dict:
             c: int(round(sum(s["idle_by_class_ns"][c] for s in typical) / n_typical)) for c in STEP_CLASSES
         },
         "kernels_per_step": round(sum(s["kernels"] for s in typical) / n_typical, 2),
+        # Part of the `host` idle above: the profiler's estimated share (detect.tracing_cost), never a saving.
+        "profiler_ns_per_step": int(round(sum(s.get("profiler_ns", 0) for s in typical) / n_typical)),
         # The GPU time per step (launch-attributed interval): under run-ahead this tracks TPOT, where the
         # host window (`step_dur_ns_median`) only shows how long the host took to enqueue a step.
         "gpu_step_ns_per_step": int(round(sum(s["gpu_dur_ns"] for s in typical) / n_typical)),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bubblescope.detect.tracing_cost import profiler_share_ns
 from bubblescope.gap_blame import gap_blames
 from bubblescope.host_ops import host_op_sums
 from bubblescope.kernel_table import in_step_kernels
@@ -105,6 +106,8 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
         op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1, minlength=n_steps + 1
     )[1:]
     gpu_start, gpu_dur = _gpu_intervals(rank)
+    # The profiler's estimated share of each step's host idle (an estimate: detect.tracing_cost).
+    profiler = profiler_share_ns(rank, idle[:, STEP_CLASSES.index("host")])
     out = []
     for i in range(n_steps):
         idle_ns = int(idle[i].sum())
@@ -123,6 +126,7 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
                 "gpu_utilization": fraction(int(gpu_dur[i]) - idle_ns, int(gpu_dur[i])),
                 "idle_ns": idle_ns,
                 "idle_by_class_ns": {c: int(idle[i, k]) for k, c in enumerate(STEP_CLASSES)},
+                "profiler_ns": int(profiler[i]),
                 "blocking_reads": int(reads_per_step[i]),
                 "kernels": int(kernels_per_step[i]),
             }

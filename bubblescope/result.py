@@ -230,6 +230,10 @@ def analyze(
     ranks = analyze_ranks(paths, step_marker=step_marker, max_decompressed_bytes=max_decompressed_bytes)
     analysis = analysis_dict(ranks)
     analysis["floor"] = trace_floor(analysis, bytes_per_token, bandwidth_gbps)
+    from bubblescope.report.findings import with_findings
+
+    # As `analyze --format json` prints it: the fix-first list and the idle bound it used.
+    with_findings(analysis, tokens_per_step)
     shown = paths if isinstance(paths, (str, os.PathLike)) else ", ".join(str(p) for p in paths)
     return AnalysisResult(analysis, ranks, tokens_per_step=tokens_per_step, source=str(shown))
 

@@ -123,7 +123,17 @@ RANK_COLUMNS = [
     "vs_median_rank",
     "straggler",
 ]
-FINDING_COLUMNS = ["order", "kind", "what", "site", "saving_ns_per_token", "hint"]
+FINDING_COLUMNS = [
+    "order",
+    "kind",
+    "what",
+    "site",
+    "saving_ns_per_token",
+    "hint",
+    "bound",
+    "estimate",
+    "cut_from_ns_per_token",
+]
 GAP_COLUMNS = [
     "rank",
     "device",

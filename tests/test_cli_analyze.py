@@ -75,7 +75,26 @@ def test_markdown_output(tmp_path: Path) -> None:
     # 21 µs it held the host while the device drained (the annotated sync slice below), not the 26 µs gap.
     body = result.stdout
     assert body.index("What to fix first") < body.index("Host-blocking reads by site")
-    assert "| 1 | blocking read: aten::item, 1 per step | app.py(12): step | 21.0\u00a0µs |" in body
+    # A bare trace has no timed step: the saving is an estimate and says so (issue 23 §2).
+    assert (
+        "| 1 | blocking read: aten::item, 1 per step | app.py(12): step | 21.0\u00a0µs (estimate) |" in body
+    )
+    assert "no timed step: savings are estimates" in body
+
+
+def test_json_output_has_the_findings_and_their_bound(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["analyze", str(_trace(tmp_path)), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    (read, *_) = body["findings"]
+    assert (read["kind"], read["site"], read["estimate"], read["bound"]) == (
+        "blocking read",
+        "app.py(12): step",
+        True,
+        "idle",
+    )
+    assert body["idle_bound"]["source"] == "model"
+    assert sum(f["saving_ns_per_token"] for f in body["findings"]) <= body["idle_bound"]["timed_idle_ns"]
 
 
 def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:

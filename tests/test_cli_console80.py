@@ -48,19 +48,15 @@ def test_help_fits_80_columns_and_h_is_help(command: str) -> None:
     assert not long_lines, long_lines[:3]
 
 
-def _column(text: str, index: int) -> str:
-    """The words of column `index` of the first rich table in `text`, wrapped lines joined."""
-    cells = [line.split("│")[index + 1] for line in text.splitlines() if line.startswith("│")]
-    return " ".join(" ".join(cells).split())
-
-
 def test_analyze_fix_column_whole_at_80() -> None:
     result = runner.invoke(app, ["analyze", str(ITEM_SYNC)], env=NARROW)
     assert result.exit_code == 0, result.output
     _assert_fits(result.stdout)
-    fixes = _column(result.stdout.split("\n\n")[0], 4)
-    # The fix text the 80-column table used to clip to "move the CP".
-    assert "move the CPU work off the decode loop's critical path" in fixes, fixes
+    # The list prints stacked at 80 columns (one finding per block): its words, line breaks joined.
+    fixes = " ".join(result.stdout.split())
+    # The fix text the 80-column table used to clip to "move the CP" (that trace's 13 µs of host idle is
+    # now the profiler's estimated share, issue 23 §2: the launch finding's long hint stands in).
+    assert "capture the decode step in a CUDA graph (torch.compile mode='reduce-overhead')" in fixes, fixes
     assert "keep the value on device" in fixes
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,11 @@ def test_cli_jobs_give_the_serial_json(tmp_path: Path) -> None:
     assert all(out.exit_code == 0 for out in outputs), [out.output for out in outputs]
     assert outputs[0].stdout == outputs[1].stdout
     assert len(json.loads(outputs[0].stdout)["inputs"]) == 2
+
+
+def test_dask_missing_is_a_config_error_naming_the_extra(tmp_path: Path, monkeypatch) -> None:
+    folder = _folder_of(SMALL[:1], tmp_path)
+    # A None entry in sys.modules makes `import distributed` raise ImportError.
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ConfigError, match=r"bubblescope\[dask\]"):
+        rank_results([folder], executor="dask")

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -28,7 +28,11 @@ class ReaderGone(Exception):
 class _Group(TyperGroup):
     """The command group: Ctrl-C and a closed pipe leave every command as exceptions `main` handles."""
 
-    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+    def invoke(self, ctx: Any) -> Any:
+        from bubblescope.cli.saved import note_saved
+
+        # A new command has saved nothing yet (the app may run several commands in one process).
+        note_saved(None)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:

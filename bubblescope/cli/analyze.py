@@ -164,7 +164,10 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(analysis_csv(result, table), nl=False)
         elif output_format == "json":
-            typer.echo(json.dumps(result, indent=1, allow_nan=False))
+            from bubblescope.report.findings import with_findings
+
+            # The fix-first list and the idle bound it used, as every other surface shows them.
+            typer.echo(json.dumps(with_findings(result), indent=1, allow_nan=False))
         elif output_format == "markdown":
             from bubblescope.report.analysis_markdown import render_analysis_markdown
 

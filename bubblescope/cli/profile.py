@@ -62,24 +62,22 @@ def register(app: typer.Typer) -> None:
         script's; 2 for a bad option.
         """
         from bubblescope.cli.outputs import check_out_folder
-        from bubblescope.out_lock import out_lock
         from bubblescope.profiling.script import empty_selection, profile_script
 
         if active < 1 or warmup < 0 or timed < 0:
             raise ConfigError("need --active >= 1, --warmup >= 0 and --timed >= 0")
         # Before the script runs: an --out that is a file would fail only after the whole run.
         check_out_folder(out)
-        with out_lock(out, "profile"):
-            status, session = profile_script(
-                command,
-                out=out,
-                active=active,
-                warmup=warmup,
-                timed=timed,
-                step_frame=step_frame,
-                step_marker=step_marker,
-                read_sites=read_sites,
-            )
+        status, session = profile_script(
+            command,
+            out=out,
+            active=active,
+            warmup=warmup,
+            timed=timed,
+            step_frame=step_frame,
+            step_marker=step_marker,
+            read_sites=read_sites,
+        )
         from bubblescope.report.escape import plain_console_text
 
         for notice in session.outputs.get("notices", []):

@@ -131,6 +131,7 @@ class ProfileSession:
         self._started_s = 0.0
         # A forked child (the profiled script's fork) shares this object; only this process writes.
         self._owner_pid = os.getpid()
+        self._out_lock: Any = None
 
     # -- public ------------------------------------------------------------------------------------------
     @property
@@ -158,13 +159,23 @@ class ProfileSession:
 
         from bubblescope.capture.profiled import _nvtx_range_factory
         from bubblescope.capture.user_reads import ReadTap
+        from bubblescope.out_lock import out_lock
 
-        self._torch = torch
-        self._on_cuda = torch.cuda.is_available()
-        self._nvtx_range = _nvtx_range_factory(self._on_cuda)
-        self._started_s = time.perf_counter()
-        if self.read_sites and not self.timed:
-            self._tap = ReadTap(cuda_run=self._on_cuda).install()
+        # One writer per folder (`bubblescope profile --out` and `bubblescope.profile(out=...)` alike);
+        # held until the files are written.
+        self._out_lock = out_lock(self.out, "profile")
+        self._out_lock.__enter__()
+        try:
+            self._torch = torch
+            self._on_cuda = torch.cuda.is_available()
+            self._nvtx_range = _nvtx_range_factory(self._on_cuda)
+            self._started_s = time.perf_counter()
+            if self.read_sites and not self.timed:
+                self._tap = ReadTap(cuda_run=self._on_cuda).install()
+        except BaseException:
+            self._out_lock.__exit__(None, None, None)
+            self._out_lock = None
+            raise
         _CURRENT.append(self)
         if self.record_all:
             self._start_profiler(schedule=None)
@@ -200,7 +211,12 @@ class ProfileSession:
             self.error = one_line_error(exc, tb)
         from bubblescope.profiling.outputs import write_outputs
 
-        self.outputs = write_outputs(self)
+        try:
+            self.outputs = write_outputs(self)
+        finally:
+            if self._out_lock is not None:
+                self._out_lock.__exit__(None, None, None)
+                self._out_lock = None
         self._say(self.outputs.get("summary_line", ""))
 
     # -- steps -------------------------------------------------------------------------------------------

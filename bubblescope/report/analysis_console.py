@@ -29,7 +29,7 @@ from bubblescope.report.cells import (
 )
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text, plain_console_text
-from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.trace_floor import floor_line
 
@@ -80,6 +80,9 @@ def print_fix_first(console: Console, analysis: dict, tokens_per_step: float = 1
         print_table(console, FIX_FIRST_TITLE, fix_first_rows(findings))
     else:
         console.print(f"[green]{console_text(nothing_to_fix_text(analysis))}[/green]")
+    caption = fix_first_caption(analysis)
+    if caption:
+        console.print(f"[dim]{console_text(caption)}[/dim]")
 
 
 def print_analysis(

@@ -18,7 +18,7 @@ from bubblescope.report.cells import (
     reads_undetectable,
     steps_and_ranks,
 )
-from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.views import views_markdown
 from bubblescope.trace_floor import floor_line
@@ -36,7 +36,9 @@ def fix_first_markdown(analysis: dict, tokens_per_step: float = 1.0) -> list[str
     """The fix-first section (heading and table) of any Markdown surface."""
     findings = fix_first(analysis, tokens_per_step)
     rows = fix_first_rows(findings)
-    return [f"### {FIX_FIRST_TITLE}", "", md_table(rows, nothing_to_fix_text(analysis)), ""]
+    caption = fix_first_caption(analysis)
+    lines = [f"### {FIX_FIRST_TITLE}", "", md_table(rows, nothing_to_fix_text(analysis)), ""]
+    return lines + ([f"_{md_cell(caption)}_", ""] if caption else [])
 
 
 def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str]:

@@ -75,8 +75,15 @@ def truncate(text: str, limit: int) -> str:
 def console_text(value: Any) -> str:
     """A string safe to print through rich: controls visible, markup and emoji codes shown literally, on
     one line."""
-    text = _WHITESPACE_RE.sub(" ", as_text(value))
-    return _EMOJI_CODE_RE.sub(":[b][/b]", _rich_escape(visible_controls(text)))
+    text = visible_controls(_WHITESPACE_RE.sub(" ", as_text(value)))
+    body = text.rstrip("\\")
+    trailing = len(text) - len(body)
+    escaped = _EMOJI_CODE_RE.sub(":[b][/b]", _rich_escape(body))
+    if trailing:
+        # Rich halves a run of backslashes before a tag, and a caller's `[/]` may follow this text:
+        # doubled, then ended by an empty span of our own, the run prints as it is in every context.
+        escaped += "\\" * (2 * trailing) + "[b][/b]"
+    return escaped
 
 
 def plain_console_text(value: Any) -> str:

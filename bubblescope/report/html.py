@@ -24,7 +24,7 @@ from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import nothing_to_fix_text
 from bubblescope.report.escape import html_text
-from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.html_tables import TABLE_CSS, esc, table_html
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
@@ -193,6 +193,9 @@ def fix_first_html(page: Page, analysis: dict[str, Any] | None, per_step_tokens:
     """The fix-first section, first under each input's heading."""
     page.add(f"<h2>{esc(FIX_FIRST_TITLE)}</h2>")
     page.add(table_html(fix_first_rows(fix_first(analysis, per_step_tokens)), nothing_to_fix_text(analysis)))
+    caption = fix_first_caption(analysis)
+    if caption:
+        page.add(f'<p class="sub">{esc(caption)}</p>')
 
 
 def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:

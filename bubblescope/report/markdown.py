@@ -48,12 +48,13 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     steps_and_ranks,
     tpot_noise_note,
 )
-from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_rows
+from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
+from bubblescope.timed_idle import timed_step_ns_of
 from bubblescope.trace.kernel_names import short_kernel_name
 from bubblescope.trace_floor import floor_line
 
@@ -431,10 +432,14 @@ def findings_analysis(record: dict[str, Any], analysis: dict[str, Any] | None) -
     holds them (on CPU only the record has the readbacks counted from the trace)."""
     merged = dict(analysis or {})
     merged["syncs"] = record_syncs(record, analysis)
+    # The timed step bounds every saving (findings.fix_first, timed_idle.bound_idle).
+    merged["timed_step_ns"] = timed_step_ns_of(record)
     if not analysis:
-        merged["gpu_measured"] = (record.get("analysis") or {}).get("gpu_measured", False)
+        block = record.get("analysis") or {}
+        merged["gpu_measured"] = block.get("gpu_measured", False)
         merged["summary"] = {
-            "idle_by_class_ns_per_step": (record.get("analysis") or {}).get("idle_by_class_ns_per_step") or {}
+            "idle_by_class_ns_per_step": block.get("idle_by_class_ns_per_step") or {},
+            "gpu_busy_ns_per_step": block.get("gpu_busy_ns_per_step"),
         }
     return merged
 
@@ -442,7 +447,10 @@ def findings_analysis(record: dict[str, Any], analysis: dict[str, Any] | None) -
 def fix_first_md(analysis: dict[str, Any] | None, per_step_tokens: float = 1.0) -> list[str]:
     """The fix-first heading and table of a Markdown report."""
     rows = fix_first_rows(fix_first(analysis, per_step_tokens))
-    return [f"### {FIX_FIRST_TITLE}", md_table(rows, "nothing to fix first")]
+    caption = fix_first_caption(analysis)
+    return [f"### {FIX_FIRST_TITLE}", md_table(rows, "nothing to fix first")] + (
+        [f"_{md_cell(caption)}_"] if caption else []
+    )
 
 
 def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:

@@ -116,6 +116,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         (["--step-frame", "(", "--", "python", SCRIPT_PATH, "1", "ok"], "is not a valid regex"),
         (["--step-frame", "a", "--step-marker", "b", "--", SCRIPT_PATH], "not both"),
         (["--active", "0", "--", SCRIPT_PATH], "--active >= 1"),
+        (["--timed", "8", "--step-marker", "x", "--", SCRIPT_PATH], "--timed needs step boundaries"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -91,7 +91,10 @@ def test_a_forked_child_leaves_at_once_and_its_session_writes_nothing(
 
 def test_a_second_writer_of_one_folder_is_refused(tmp_path: Path) -> None:
     with out_lock(tmp_path / "out", "profile"):
-        with pytest.raises(FolderBusyError, match=f"pid {os.getpid()}"), out_lock(tmp_path / "out", "run"):
+        with (
+            pytest.raises(FolderBusyError, match="another bubblescope process"),
+            out_lock(tmp_path / "out", "run"),
+        ):
             pass
         outcome = run_in_process(
             ["profile", "--out", str(tmp_path / "out"), "--", "python", str(SCRIPT), "3", "ok"]
@@ -162,11 +165,21 @@ def test_real_faults_keep_files_and_status(tmp_path: Path, mode: str, status: in
 def test_two_profiles_of_one_folder_one_refused(tmp_path: Path) -> None:
     first = _profile(tmp_path / "out", "hold", HOLD_S="20")
     deadline = time.monotonic() + 120
-    while not (tmp_path / "out" / ".bubblescope.lock").exists() and time.monotonic() < deadline:
+    # The first holds the lock once its folder exists; the script then sleeps 20 s inside a step.
+    while not (tmp_path / "out").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    time.sleep(2)
     second = _profile(tmp_path / "out", "ok")
     _, err = second.communicate(timeout=300)
     first.communicate(timeout=300)
     assert second.returncode == 2 and len(err.strip().splitlines()) == 1, err
     assert "another bubblescope process" in err
     assert first.returncode == 0 and load_outputs(tmp_path / "out")[1]["exit"]["code"] == 0
+
+
+def test_the_python_api_holds_its_folder_too(tmp_path: Path) -> None:
+    with ProfileSession(tmp_path / "out", active=1, warmup=0, progress=False):
+        with pytest.raises(FolderBusyError), ProfileSession(tmp_path / "out", active=1, warmup=0):
+            pass
+    with out_lock(tmp_path / "out", "profile"):
+        pass

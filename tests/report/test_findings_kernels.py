@@ -27,6 +27,13 @@ def test_warm_up_step_never_dominates_and_tool_sync_is_not_listed() -> None:
     analysis = {
         "gpu_measured": True,
         "steps": _steps([5_000_000, 20_000, 20_000, 20_000], [0, 50_000, 50_000, 50_000]),
+        # The analysis' typical-step means (step 0, the warm-up, left out).
+        "summary": {
+            "steps": 4,
+            "outlier_steps": 1,
+            "gpu_busy_ns_per_step": 1_000_000,
+            "idle_by_class_ns_per_step": {"sync": 20_000, "host": 0, "launch": 50_000, "dependency": 0},
+        },
         "syncs": [
             {
                 "site": "profiled.py(97): profile_window",
@@ -48,8 +55,8 @@ def test_warm_up_step_never_dominates_and_tool_sync_is_not_listed() -> None:
         "gaps_top": [{"class": "launch", "dur_ns": 50_000, "blame": "kernel-to-kernel latency"}],
     }
     findings = fix_first(analysis)
-    # Launch idle: median over steps 50 µs. The read: 1.265 ms per read on average, bounded by the median
-    # step's whole sync idle, 20 µs. The tool's own synchronize is absent.
+    # Launch idle: 50 µs per typical step. The read: 1.265 ms per read on average, bounded by the typical
+    # steps' whole sync idle, 20 µs. The tool's own synchronize is absent.
     assert [(f["kind"], f["saving_ns_per_token"]) for f in findings] == [
         ("launch idle", 50_000),
         ("blocking read", 20_000),

@@ -10,13 +10,17 @@ table cell would change it. Console output must contain no control character at 
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
 from bubblescope.cli import app
+from tests.report.test_escape_property import TERMINAL_UNSAFE, hostile_text
 from tests.trace import scenarios
 
 runner = CliRunner()
@@ -29,6 +33,7 @@ HOSTILE = HOSTILE_MD + " " + HOSTILE_TERM
 BENIGN = "benign name"
 CONTROL_CHARS = ["\x1b", "\x07", "\x9b", "\u202e", "\r"]
 TEXT_TOKENS = {"text", "text_special", "softbreak"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _write_trace(folder: Path, name: str) -> Path:
@@ -118,3 +123,45 @@ def test_gate_console_escapes_hostile_sites(tmp_path: Path) -> None:
     assert result.exit_code in (0, 1), result.output
     for char in CONTROL_CHARS:
         assert char not in result.stdout, repr(char)
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["report"], ["diff"]])
+def test_forced_colour_console_carries_no_control_from_names(tmp_path: Path, command: list[str]) -> None:
+    """With colour forced, the only escape sequences on stdout are rich's own SGR colours."""
+    trace = _write_trace(tmp_path / "h", HOSTILE)
+    plain = _write_trace(tmp_path / "plain", "step")
+    args = [str(plain), str(trace)] if command == ["diff"] else [str(trace)]
+    if command == ["report"]:
+        args += ["--format", "markdown"]
+    result = runner.invoke(
+        app, [*command, *args], env={"COLUMNS": "400", "FORCE_COLOR": "1", "TERM": "xterm"}
+    )
+    assert result.exit_code == 0, result.output
+    shown = re.sub("\x1b\\[[0-9;]*m", "", result.stdout)
+    for char in CONTROL_CHARS:
+        assert char not in shown, (command, repr(char))
+    assert "\u2066" not in shown and "\x9b" not in shown
+
+
+@settings(
+    max_examples=5,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+# Lone surrogates are left out: the loader refuses them (tested in tests/trace), and NUL cannot be in a
+# file name.
+@given(name=hostile_text.filter(lambda t: t.strip() and "\x00" not in t and not _SURROGATE.search(t)))
+def test_any_name_adds_no_structure_to_analyze_markdown_or_console(tmp_path: Path, name: str) -> None:
+    """A random name (hypothesis, attack fragments mixed in) in the frame and kernels of a real scenario."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    trace, benign = _write_trace(folder / "h", name), _write_trace(folder / "b", BENIGN)
+    shapes = []
+    for path in (trace, benign):
+        result = runner.invoke(app, ["analyze", str(path), "--format", "markdown"])
+        assert result.exit_code == 0, result.output
+        shapes.append(_token_shape(result.stdout))
+    assert shapes[0] == shapes[1], name
+    console = runner.invoke(app, ["analyze", str(trace)], env={"COLUMNS": "400", "FORCE_COLOR": "1"})
+    shown = re.sub("\x1b\\[[0-9;]*m", "", console.stdout)
+    assert TERMINAL_UNSAFE.search(shown) is None, (name, shown)

@@ -129,3 +129,15 @@ def test_diff_tables_as_csv() -> None:
     assert bad.exit_code == 2 and "one of reads, kernels, idle, switches" in bad.output
     bad = runner.invoke(app, ["diff", str(H200_BASE), str(H200_ALL_ON), "--table", "kernels"])
     assert bad.exit_code == 2 and "--table goes with --format csv" in bad.output
+
+
+def test_report_takes_top_and_min_gap() -> None:
+    result = runner.invoke(
+        app, ["report", str(H200_BASE), "--format", "markdown", "--top", "1", "--min-gap", "400"]
+    )
+    assert result.exit_code == 0, result.output
+    host_section = result.stdout.split("### Host ops by self time")[1].split("###")[0]
+    assert host_section.count("\n| ") == 3, "header, rule and one row"
+    gaps = result.stdout.split("### Largest GPU idle gaps")[1].split("###")[0]
+    # --min-gap 400 µs keeps only the cudaGraphLaunch gaps (554.4 and 491.7 µs), and --top 1 the first.
+    assert gaps.count("\n| ") == 3 and "554.4" in gaps

@@ -38,7 +38,7 @@ def test_value_end_matches_the_encoder(value, window: int, feed: int, monkeypatc
     pytest.fail(f"no end found in {data!r}")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     events=st.lists(st.dictionaries(tricky_text, json_values, max_size=3), min_size=1, max_size=6),
     target=st.integers(0, 200),
