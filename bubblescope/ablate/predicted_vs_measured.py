@@ -59,6 +59,10 @@ def agrees(predicted: dict[str, Any], measured: dict[str, Any]) -> bool:
     return p_lo is not None and p_hi is not None and p_lo <= m <= p_hi
 
 
+def _resolved(row: Any) -> bool:
+    return isinstance(row, dict) and is_resolved(row.get("est"), row.get("lo"), row.get("hi"))  # type: ignore[arg-type]
+
+
 def _gpu_busy_us(record: RunRecord | None) -> float | None:
     value = ((record or {}).get("analysis") or {}).get("gpu_busy_ns_per_step")
     return float(value) / 1e3 if isinstance(value, int | float) else None
@@ -190,7 +194,8 @@ def predicted_vs_measured(
             row["agrees_with"] = [
                 label
                 for label, key in (("alone", "alone_ms"), ("removed from all-on", "removed_from_all_ms"))
-                if agrees(prediction["predicted_ms"], switch.get(key) or {})
+                # A measurement that is noise (not resolved) confirms nothing, whatever its interval holds.
+                if _resolved(switch.get(key)) and agrees(prediction["predicted_ms"], switch.get(key) or {})
             ]
             row["verdict"] = "agrees" if row["agrees_with"] else "off"
             if len(row["agrees_with"]) < 2:
