@@ -106,8 +106,9 @@ REAL_NAMES = [
         "GEMM",
     ),
     (
-        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, "
-        "float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, "
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+        "float, float, float>, unsigned int, float, 4> >("
+        "at::native::ReduceOp<float, at::native::MeanOps<float, "
         "float, float, float>, unsigned int, float, 4>)",
         "hta_a100_param_alexnet",
         "reduce_kernel<MeanOps>",
