@@ -18,11 +18,12 @@ from typing import Any
 
 from bubblescope.ablate.attribution import attribute
 from bubblescope.ablate.plan import AblationPlan, plan_ablation
+from bubblescope.ablate.reanalyze_record import own_file, reanalyze_record
 from bubblescope.ablate.store import AblationStore, load_ablation
-from bubblescope.atomic import write_json_atomic
+from bubblescope.ablate.tp import reanalyze_tp_record
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord, save_record
-from bubblescope.validate import check_safe_key, contained_path
+from bubblescope.records import RunRecord
+from bubblescope.validate import check_safe_key
 
 
 def plan_of(manifest: dict[str, Any]) -> AblationPlan:
@@ -46,59 +47,17 @@ def plan_of(manifest: dict[str, Any]) -> AblationPlan:
     return plan
 
 
-def _own_file(record_path: Path, root: Path, name: Any, what: str) -> Path:
-    """A file a record names beside itself: a plain name, resolving inside the ablation `root`."""
-    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
-        raise RecordError(f"{record_path}: {what} {str(name)[:60]!r} is not a file name beside the record")
-    return contained_path(
-        root, str((record_path.parent / name).relative_to(root)), what=what, source=str(record_path)
-    )
-
-
-def reanalyze_record(record: RunRecord, record_path: Path, root: Path | None = None) -> RunRecord:
-    """Recompute a record's `analysis` block (and its analysis file) from its trace; save it.
-
-    Args:
-        root: the folder the record's files must stay in (default: the folder above runs/).
-    Raises:
-        RecordError: a trace or analysis file named outside `root`, or a missing trace.
-    """
-    from bubblescope.capture.measure import add_profiled_ratio, analysis_block
-
-    root = record_path.parent.parent if root is None else root
-    trace_name = record.get("trace")
-    if not trace_name:
-        return record
-    trace_path = _own_file(record_path, root, trace_name, "trace")
-    analysis_file = record.get("analysis_file") or f"{record_path.stem}.analysis.json"
-    analysis_path = _own_file(record_path, root, analysis_file, "analysis_file")
-    if not analysis_file.endswith(".analysis.json") or analysis_path.resolve() == record_path.resolve():
-        raise RecordError(f"{record_path}: analysis_file {analysis_file[:60]!r} is not an analysis file name")
-    if trace_path.is_symlink() or not trace_path.is_file():
-        raise RecordError(f"{record_path}: its trace {trace_name} is missing; cannot re-analyse")
-    on_cuda = record.get("environment", {}).get("device") == "cuda"
-    record["analysis"], full = analysis_block(trace_path, on_cuda, record.get("kernel_bytes"))
-    add_profiled_ratio(record["analysis"], full, record.get("samples_ns") or [])
-    if full is not None:
-        write_json_atomic(analysis_path, full)
-        record["analysis_file"] = analysis_file
-    save_record(record, record_path)
-    return record
-
-
 def _check_config_files(record: RunRecord, record_path: Path, root: Path) -> None:
     """Refuse, before anything is written, a record whose trace or analysis file leaves the folder."""
     if record.get("trace"):
-        _own_file(record_path, root, record["trace"], "trace")
+        own_file(record_path, root, record["trace"], "trace")
     if record.get("analysis_file"):
-        _own_file(record_path, root, record["analysis_file"], "analysis_file")
+        own_file(record_path, root, record["analysis_file"], "analysis_file")
 
 
 def _reanalyze_config(record: RunRecord, record_path: Path) -> RunRecord:
     """A configuration's record re-analysed; a tensor-parallel one with every rank's record and trace."""
     if isinstance(record.get("tp"), dict):
-        from bubblescope.ablate.tp import reanalyze_tp_record
-
         return reanalyze_tp_record(record, record_path)
     return reanalyze_record(record, record_path)
 

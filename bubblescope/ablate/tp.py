@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.ablate.plan import AblationPlan, PlannedConfig, plan_ablation
+from bubblescope.ablate.reanalyze_record import reanalyze_record
 from bubblescope.ablate.store import AblationStore
 from bubblescope.ablate.toggles import split_names, study_toggles
 from bubblescope.capture import launch_tp
@@ -137,8 +138,6 @@ def merge_config_record(root: Path, key: str, record0: RunRecord, world_size: in
 def reanalyze_tp_record(record0: RunRecord, record_path: Path) -> RunRecord:
     """Re-analyse every rank's record of one configuration from its own trace, then rebuild rank 0's
     `tp` block and the all-ranks analysis (`ablate --reanalyze` of a TP ablation)."""
-    from bubblescope.ablate.reanalyze import reanalyze_record
-
     root, key, tp = record_path.parent.parent, record_path.stem, record0["tp"]
     world_size = tp.get("world_size")
     if not isinstance(world_size, int) or world_size < 2:

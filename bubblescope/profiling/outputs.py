@@ -64,7 +64,7 @@ def reanalyze(folder: str | Path, *, timeline: bool = True) -> dict[str, Any]:
     import json
 
     from bubblescope.profiling.load import analysis_from_trace
-    from bubblescope.profiling.page import render_profile_html
+    from bubblescope.report.profile_page import render_profile_html
 
     out = Path(folder)
     record = json.loads((out / "profile.json").read_text())
@@ -149,7 +149,7 @@ def _timed(session: Any, notices: list[str]) -> dict[str, Any] | None:
 
 
 def _report(analysis: dict[str, Any], record: dict[str, Any], out: Path, notices: list[str]) -> str | None:
-    from bubblescope.profiling.page import render_profile_html
+    from bubblescope.report.profile_page import render_profile_html
 
     try:
         html = render_profile_html(analysis, record)

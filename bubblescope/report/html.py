@@ -58,6 +58,7 @@ from bubblescope.report.markdown import (
     trace_warnings,
 )
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
+from bubblescope.report.profile_sections import profile_sections_html
 from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
@@ -487,7 +488,6 @@ def render_trace_html(analysis: dict[str, Any]) -> str:
 
 def render_inputs_html(inputs: list[Any]) -> str:
     """One page for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.profiling.page import profile_sections_html
     from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     page = Page("" if len(inputs) == 1 else "bubblescope report")

@@ -52,6 +52,7 @@ from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_ca
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
+from bubblescope.report.profile_sections import profile_markdown
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
 from bubblescope.timed_idle import timed_step_ns_of
@@ -556,7 +557,6 @@ def trace_markdown(analysis: dict[str, Any]) -> str:
 
 def render_inputs_markdown(inputs: list[Any]) -> str:
     """Markdown for everything `bubblescope report` was given (load_inputs.load_inputs output), in order."""
-    from bubblescope.profiling.page import profile_markdown
     from bubblescope.report.load_inputs import AblationInput, ProfileInput, RunInput, TraceInput
 
     sections = []

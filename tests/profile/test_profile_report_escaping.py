@@ -1,6 +1,6 @@
 """The profile page escapes trace strings through `report.escape`, like every other surface."""
 
-from bubblescope.profiling.page import render_profile_html
+from bubblescope.report.profile_page import render_profile_html
 
 
 def test_profile_page_escapes_markup_controls_and_lone_surrogates() -> None:

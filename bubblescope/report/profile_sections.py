@@ -1,10 +1,9 @@
-"""`report.html` of a profile session: the trace report, plus the timed TPOT (when steps were timed) and
-where each blocking read is called from.
+"""A profile session's own sections: the timed TPOT (when steps were timed) and where each blocking
+read is called from, as HTML (`profile_sections_html`) and Markdown (`profile_markdown`).
 
-The trace sections come from `bubblescope.report.html` (plotly). Without plotly the page keeps the
-tables and says the timeline needs plotly (`bubblescope report OUT -o page.html` redraws it). The
-profile's own sections (`add_profile_sections`, `profile_markdown`) are the ones `bubblescope report`
-adds for a profile folder, so re-rendering keeps them.
+`bubblescope report` adds them for a profile folder (report/html.py, report/markdown.py), and the
+session's own page (report/profile_page.py) is built from them, so re-rendering keeps them. Imports no
+other report module but the escaping and cells, so the pages can import it without a circle.
 """
 
 from __future__ import annotations
@@ -136,45 +135,3 @@ def profile_markdown(
             md_table((CHAIN_HEADERS, read_chain_rows(analysis)), "no host-blocking reads"),
         ]
     return "\n\n".join(parts) + "\n" if parts else ""
-
-
-SMALL_PAGE_NOTE = (
-    "The one-step timeline is left out of this page to keep it small (plotly is ~4.6 MB inlined): "
-    "`bubblescope report OUT -o page.html` draws it."
-)
-
-
-def render_profile_html(
-    analysis: dict[str, Any], record: dict[str, Any] | None = None, *, timeline: bool = True
-) -> str:
-    """The whole page for a profile session: what `bubblescope report OUT` renders for the folder.
-
-    Args:
-        analysis: analysis/1 from `bubblescope.profiling.read_sites.analyze_with_read_sites`.
-        record: the session's `bubblescope.profile/1` record (for the timed TPOT). Default None.
-        timeline: draw the one-step timeline (inlines plotly.js). Default True.
-    """
-    try:
-        from bubblescope.report.html import Page, add_trace_sections
-    except ImportError:
-        return _plain_page(analysis, record)
-    page = Page("")
-    if not timeline:
-        analysis = {**analysis, "timeline": None}
-        page.add(f'<p class="sub">{html_text(SMALL_PAGE_NOTE)}</p>')
-    add_trace_sections(page, analysis)
-    page.add(profile_sections_html(analysis, record))
-    return page.render()
-
-
-def _plain_page(analysis: dict[str, Any], record: dict[str, Any] | None) -> str:
-    summary = analysis.get("summary") or {}
-    items = "".join(f"<li>{html_text(k)}: {html_text(v)}</li>" for k, v in summary.items())
-    warnings = "".join(f"<p>{html_text(w)}</p>" for w in analysis.get("warnings") or [])
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bubblescope profile</title>'
-        "</head><body><h1>bubblescope profile</h1>"
-        "<p>plotly is not installed: no timeline; "
-        "`bubblescope report OUT -o page.html` draws it.</p>"
-        f"{warnings}<ul>{items}</ul>{profile_sections_html(analysis, record)}</body></html>\n"
-    )
