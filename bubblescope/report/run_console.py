@@ -141,11 +141,9 @@ def print_ablation_summary(
     if attribution.get("predicted_vs_measured"):
         from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 
+        # Seven columns of sentences: print_rows stacks them as blocks where a table cannot fit.
         headers, rows = predicted_rows(attribution["predicted_vs_measured"])
-        predicted = Table(*(escape(h) for h in headers), title=PREDICTED_TITLE)
-        for row in rows:
-            predicted.add_row(*(escape(cell) for cell in row))
-        console.print(predicted)
+        print_rows(console, PREDICTED_TITLE, headers, rows)
         console.print(escape(PREDICTED_NOTE))
     console.print(
         "waterfall: "
