@@ -4,7 +4,7 @@ Tracing slows the host: under the profiler `bubblescope run` uses (torch.profile
 `with_stack`, `record_shapes`, CUDA sync events) every recorded ATen op, Python frame and annotation costs
 the host extra time, and a CUDA graph launch costs extra per node of its graph (CUPTI records each node).
 The per-event costs below come with their source next to each; `benchmarks/bench_profiler_overhead.py`
-measures all of them on a GPU (it could not run on the H200 in this session: no machine was lent), and
+measures all of them on a GPU (the constants below: its run on the lent H200), and
 `benchmarks/validate_tracing_model.py` checks the model against committed H200 runs, where a timed step
 gives the true share (benchmarks/RESULTS.md, "Profiler overhead").
 
@@ -27,36 +27,41 @@ from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.steps import step_index_of
 from bubblescope.trace.tables import category_mask
 
-# Added host ns per recorded event under the profiler `run` uses.
-# Measured on this session's CPU box (2 shared cores, torch 2.13 CPU), not on the H200:
-# `python benchmarks/bench_profiler_overhead.py OUT --no-decode --calls 2000 --repeats 5`, medians of 5
-# bare/traced repeats (benchmarks/RESULTS.md, "Profiler overhead"): aten_cpu +2.97 us, python_frame
-# +0.18 us, record_function +6.66 us.
-CPU_OP_ADDED_NS = 2_970
-PYTHON_FRAME_ADDED_NS = 180
-ANNOTATION_ADDED_NS = 6_660
-# Runtime calls (kernel launch, copy, synchronize, other): not measured (the H200 run of the benchmark
-# did not happen); counted through the ATen op or Python frame that wraps them, nothing of their own.
+# Added host ns per recorded event under the profiler `run` uses, measured on the lent H200 (torch 2.11,
+# 2026-12-03): `python benchmarks/bench_profiler_overhead.py OUT` (benchmarks/RESULTS.md, "Profiler
+# overhead on the H200"), each the median of 5 bare/traced repeats of 1000 calls.
+# An ATen op that launches a kernel (`add_` on a CUDA tensor: the op and its cudaLaunchKernel together)
+# +3.21 us; the same op on a CPU tensor measured +7.13 us (no launch, more shape recording): the model
+# charges the launching kind, the decode loop's common case, and nothing more for its runtime call.
+CPU_OP_ADDED_NS = 3_210
+PYTHON_FRAME_ADDED_NS = 290
+ANNOTATION_ADDED_NS = 8_040
 KERNEL_LAUNCH_ADDED_NS = 0
-MEMCPY_ADDED_NS = 0
-SYNC_ADDED_NS = 0
+# A Triton launch (cuLaunchKernelEx through Triton's Python launcher, no ATen op around it): +15.67 us.
+DRIVER_LAUNCH_ADDED_NS = 15_670
+# A 4 KiB device copy_ (ATen op + cudaMemcpyAsync) +3.48 us: the copy call's own share over the op's.
+MEMCPY_ADDED_NS = 270
+# torch.cuda.synchronize() on an idle device (a Python call and cudaDeviceSynchronize, no ATen op).
+SYNC_ADDED_NS = 11_880
 OTHER_RUNTIME_ADDED_NS = 0
+# CUDAGraph.replay() of 1, 8, 64, 512 kernel nodes: +0.17, +6.37, +36.4, +291.9 us: nothing per launch,
+# 0.57 us per node (least squares). The traced launch's whole duration grows 1.23 us per node on the
+# committed H200 traces (`benchmarks/validate_tracing_model.py --fit`), of which the bare launch's own
+# 0.26 us per node (133 us for 512 nodes, bare) is not tracing.
 GRAPH_LAUNCH_ADDED_NS = 0
-# Per node of a launched CUDA graph: the slope of the traced cudaGraphLaunch duration over the graph's node
-# count, least squares over the 328 graph launches (23 to 2 462 nodes) of the committed H200 traces in
-# reports/samples/ (1.23 us per node, intercept 131 us); a bare launch's own per-node cost is taken as
-# negligible against it (not measured here). `benchmarks/validate_tracing_model.py` prints the fit.
-GRAPH_NODE_ADDED_NS = 1_230
+GRAPH_NODE_ADDED_NS = 570
 
 
 def _runtime_cost_ns(names: pd.Series) -> np.ndarray:
     """Per runtime call, its added host ns by kind (names tested once per distinct name). [n]"""
     graph = category_mask(names, rt.is_graph_launch)
     launch = category_mask(names, rt.is_kernel_launch) & ~graph
+    driver = category_mask(names, lambda name: name.startswith("cuLaunchKernel"))
     copy = category_mask(names, rt.is_copy)
     sync = category_mask(names, rt.is_synchronize)
     cost = np.full(len(names), OTHER_RUNTIME_ADDED_NS, dtype=np.int64)
     cost[launch] = KERNEL_LAUNCH_ADDED_NS
+    cost[driver] = DRIVER_LAUNCH_ADDED_NS
     cost[copy] = MEMCPY_ADDED_NS
     cost[sync] = SYNC_ADDED_NS
     cost[graph] = GRAPH_LAUNCH_ADDED_NS
