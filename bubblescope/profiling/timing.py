@@ -56,8 +56,9 @@ def timed_block(samples_ns: list[int], host_ns: list[int], *, on_cuda: bool) -> 
 
 def attach_timed(analysis: dict[str, Any], timed: dict[str, Any] | None) -> None:
     """Give a profile's analysis what the timed steps measured (in place), for calibration:
-    `analysis["timed"]` (TPOT, interval, timing) and `profiled_step_over_timed` (median GPU time of a
-    profiled step ÷ median timed step; GPU runs only, null otherwise). Nothing when not timed."""
+    `analysis["timed"]` (TPOT, interval, timing), `timed_step_ns` (TPOT x tokens per step: the bound
+    of every saving the reports show) and `profiled_step_over_timed` (median GPU time of a profiled
+    step ÷ median timed step; GPU runs only, null otherwise). Nothing when not timed."""
     if not isinstance(timed, dict):
         return
     from bubblescope.capture.measure import profiled_over_timed
@@ -69,3 +70,7 @@ def attach_timed(analysis: dict[str, Any], timed: dict[str, Any] | None) -> None
         key: timed.get(key)
         for key in ("steps", "timing", "tokens_per_step", "tpot_ms", "tpot_ci95_ms", "interval")
     }
+    # The timed step every saving is bounded by (timed_idle.bound_idle reads it from any analysis).
+    tpot_ms, tokens = timed.get("tpot_ms"), timed.get("tokens_per_step") or 1
+    if isinstance(tpot_ms, (int, float)) and tpot_ms > 0:
+        analysis["timed_step_ns"] = float(tpot_ms) * 1e6 * float(tokens)
