@@ -119,8 +119,14 @@ CONTROL_PAGE = (
 def test_first_screen_at_1400_and_800_px_has_no_broken_number_and_no_overlap(tmp_path: Path) -> None:
     # One report of a real H200 trace and a run with hostile names: the first screen is the trace's,
     # the numeric-cell and spill checks cover the whole page (plotly.js is parsed once per frame).
+    # The trace sits under a long directory: its absolute path is the page's title (CI's checkout path
+    # is longer than a developer's, and an unbroken path once made the page 934 px wide at 800 px).
+    deep = tmp_path / ("a_checkout_directory_whose_name_is_long_" * 3) / "tests" / "data"
+    deep.mkdir(parents=True)
+    trace = deep / H200_TRACE.name
+    shutil.copy(H200_TRACE, trace)
     pages = {
-        "report": render_inputs_html(load_inputs([H200_TRACE, HOSTILE_RUN_DIR])),
+        "report": render_inputs_html(load_inputs([trace, HOSTILE_RUN_DIR])),
         "control": CONTROL_PAGE,
     }
     harness, size = _harness(pages)
