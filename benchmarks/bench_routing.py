@@ -27,7 +27,7 @@ from bubblescope.kernels.gemv import GemvConfig, gemv
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule, route_naive
 from bubblescope.kernels.moe.launch import launch_router_route
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 HIDDEN = 2560
 RULE = RoutingRule(top_k=8, n_group=8, topk_group=4, scale=2.5)
