@@ -129,8 +129,9 @@ def launch_router_route(
     cfg: FusedMoEConfig,
     out: torch.Tensor,
     pdl: bool,
+    route: bool = True,
 ) -> None:
-    """One launch: router logits, out zeroed, and the last program routing every row in turn."""
+    """One launch: router logits, out zeroed, and (route) the last program routing every row in turn."""
     rows, hidden = x.shape
     experts = weights.router.shape[0]
     router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
@@ -155,6 +156,7 @@ def launch_router_route(
         BLOCK_Z=1024,
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
+        ROUTE=route,
         num_warps=cfg.router_num_warps or cfg.num_warps,
         **routing_constants(experts, rule, cfg.fast_topk),
         **launch_options(pdl),
@@ -172,15 +174,20 @@ def launch_fused_moe(
 ) -> None:
     """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
     cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts).
+    Up to that row count cfg.routing_site says who routes (params.py): the router launch's last
+    program, the experts programs themselves, or a routing launch of its own (three launches).
     With cfg.expert_union and several rows the experts launch is union_experts_kernel."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
+    site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
         launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
     else:
-        launch_router_route(x, weights, rule, ws, cfg, out, pdl)
+        launch_router_route(x, weights, rule, ws, cfg, out, pdl, route=site == "router_launch")
+        if site == "own_launch":
+            launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl, cfg.fast_topk)
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
@@ -202,7 +209,10 @@ def launch_fused_moe(
         weights.shared_slot if weights.shared_slot is not None else 0,
         float(weights.swiglu_limit),
         float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
+        ws.logits,
+        weights.expert_bias,
+        weights.router.shape[0],
+        rule.scale,
         SLOTS=slots,
         BLOCK_I=block_i,
         BLOCK_D=cfg.block_d,
@@ -210,9 +220,25 @@ def launch_fused_moe(
         USE_PDL=pdl,
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
+        **experts_routing_constants(weights.router.shape[0], rule, site == "experts"),
         **extra,
         **launch_options(pdl),
     )
+
+
+def serial_routing_site(x: torch.Tensor, weights: MoEWeights, cfg: FusedMoEConfig) -> str:
+    """cfg.routing_site where it applies (the serial path, experts launch not the union one); else the
+    router launch's ticket, which is also what the union launch and the parallel routing path read."""
+    if x.shape[0] > cfg.serial_route_max_rows or union_applies(x, weights, cfg):
+        return "router_launch"
+    return cfg.routing_site
+
+
+def experts_routing_constants(experts: int, rule: RoutingRule, route_here: bool) -> dict[str, object]:
+    """The experts launches' routing constexprs: ROUTE_HERE and what the packed-key routine needs."""
+    keys = routing_constants(experts, rule, fast_topk=True)
+    names = ("TOP_K", "N_GROUP", "TOPK_GROUP", "RENORMALIZE", "BLOCK_G", "BLOCK_PG", "BLOCK_TOPK")
+    return dict(ROUTE_HERE=route_here, **{name: keys[name] for name in names})
 
 
 def union_applies(x: torch.Tensor, weights: MoEWeights, cfg: FusedMoEConfig) -> bool:

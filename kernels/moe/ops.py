@@ -19,7 +19,13 @@ from bubblescope.kernels.moe.launch import (
     launch_routing,
     launch_swiglu_experts,
 )
-from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
+from bubblescope.kernels.moe.params import (
+    ROUTING_SITES,
+    FusedMoEConfig,
+    MoEWeights,
+    MoEWorkspace,
+    RoutingRule,
+)
 
 OP = "moe"
 MAX_EXPERTS = 4096
@@ -164,6 +170,10 @@ def moe_fused(
         cfg,
         ("block_i", "block_d", "block_dout", "router_block_n", "deep_block_i"),
     )
+    if cfg.routing_site not in ROUTING_SITES:
+        raise KernelInputError(
+            f"{OP}: routing_site {cfg.routing_site!r} is not one of {', '.join(ROUTING_SITES)}"
+        )
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
     if out is None:
