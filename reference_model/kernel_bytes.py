@@ -114,6 +114,8 @@ def rules_for(
     hidden, heads = config.hidden_size, config.num_attention_heads
     gemvs = _gemv_rules(config, switches)
     experts = parts["routed_experts"] + parts["shared_experts"]
+    # norm_epilogue: the MoE layer's output launch also reads the next norm's weight.
+    moe_norm = moe * hidden * elem if switches.norm_epilogue else 0
     head_products = mla * heads * config.kv_lora_rank * (config.qk_nope_head_dim + config.v_head_dim) * elem
     # The KDA component less its two projections: conv weights, A_log/dt_bias, norms, read by the decode.
     kda_proj = kda * (5 * heads * config.head_dim + heads) * hidden * elem
@@ -123,7 +125,10 @@ def rules_for(
         rules.append(_rule("MoE router + top-k", ["router_route_kernel"], parts["router"], moe))
         rules.append(
             _rule(
-                "MoE experts (routed + shared)", ["fused_experts_kernel", "deep_experts_kernel"], experts, moe
+                "MoE experts (routed + shared)",
+                ["fused_experts_kernel", "deep_experts_kernel"],
+                experts + moe_norm,
+                moe,
             )
         )
     else:
@@ -132,7 +137,7 @@ def rules_for(
         rules.append(_rule("MoE routing (top-k)", ["routing_kernel"], routing, moe))
         gate_up = experts * 2 // 3
         rules.append(_rule("MoE experts gate/up", ["gate_up_kernel"], gate_up, moe))
-        rules.append(_rule("MoE experts down", ["down_kernel"], experts - gate_up, moe))
+        rules.append(_rule("MoE experts down", ["down_kernel"], experts - gate_up + moe_norm, moe))
     kda_bytes = parts["kda_state"] + parts["conv_state"] + parts["kda"] - kda_proj
     rules.append(_rule("KDA decode (state + conv)", ["kda_decode"], kda_bytes, kda))
     rules.append(
@@ -165,11 +170,11 @@ def rules_for(
 
 def _epilogue_norm_bytes(config: LingConfig, switches: LingSwitches) -> int:
     """Norm-weight bytes per step read in producers' epilogues (`norm_epilogue`) instead of add_rmsnorm:
-    the post-attention norm of every layer and the norm after every dense FFN (the GEMV rules carry them)."""
+    every norm but the first layer's input norm (the post-attention norms and the norms after every MLP,
+    the final norm included; the GEMV and MoE output rules carry them)."""
     if not switches.norm_epilogue:
         return 0
-    dense = config.num_hidden_layers - _moe_layers(config)
-    return (config.num_hidden_layers + dense) * config.hidden_size * dtype_bytes(config)
+    return 2 * config.num_hidden_layers * config.hidden_size * dtype_bytes(config)
 
 
 def _rule(family: str, kernels: list[str], size: int, launches: int | None) -> dict[str, Any]:

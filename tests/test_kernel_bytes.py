@@ -69,5 +69,13 @@ def test_norm_epilogue_moves_the_norm_weights_into_the_output_gemvs() -> None:
     assert fused["kernels"] == ["gemv_norm_epilogue_kernel"] and fused["grid_x"] == plain["grid_x"] == 640
     assert fused["launches"] == plain["launches"] == 44
     assert fused["bytes_per_step"] == plain["bytes_per_step"] + 44 * hidden_row
+    experts = "MoE experts (routed + shared)"
+    assert on[experts]["bytes_per_step"] == off[experts]["bytes_per_step"] + 40 * hidden_row
+    # All 85 norms but the first layer's input norm move out of add_rmsnorm.
     moved = off["add + RMSNorm"]["bytes_per_step"] - on["add + RMSNorm"]["bytes_per_step"]
-    assert moved == 44 * hidden_row
+    assert moved == 84 * hidden_row and on["add + RMSNorm"]["bytes_per_step"] == hidden_row
+    unfused = {r["family"]: r for r in rules_for(config, LingSwitches(norm_epilogue=True), context_len=1)}
+    plain_down = {r["family"]: r for r in rules_for(config, LingSwitches(), context_len=1)}[
+        "MoE experts down"
+    ]
+    assert unfused["MoE experts down"]["bytes_per_step"] == plain_down["bytes_per_step"] + 40 * hidden_row

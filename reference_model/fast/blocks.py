@@ -202,14 +202,27 @@ def dense_block(
 
 
 def moe_block(
-    pack: MoEPack, normed: torch.Tensor, rule: RoutingRule, workspace: MoEWorkspace, opts: StepOptions
+    pack: MoEPack,
+    normed: torch.Tensor,
+    rule: RoutingRule,
+    workspace: MoEWorkspace,
+    opts: StepOptions,
+    norm: NormEpilogue | None = None,
 ) -> torch.Tensor:
-    """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`."""
+    """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`
+    (with `norm`: the normed row, the last launch having added the output into the residual)."""
     weights = pack.with_router(opts.bf16_gate)
     if not opts.fused_moe:
-        return moe_unfused(
-            normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, fast_topk=opts.fast_topk
+        out = moe_unfused(
+            normed,
+            weights,
+            rule,
+            use_pdl=opts.use_pdl,
+            workspace=workspace,
+            fast_topk=opts.fast_topk,
+            epilogue=norm,
         )
+        return out if norm is None else norm.out
     # Interpreter: one router program instead of one per expert row (cost is per program there).
     router_block_n = triton.next_power_of_2(weights.router.shape[0]) if is_interpreting() else 1
     config = FusedMoEConfig(
@@ -218,4 +231,7 @@ def moe_block(
         early_shared=opts.early_shared,
         deep_experts=opts.deep_experts,
     )
-    return moe_fused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config)
+    out = moe_fused(
+        normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config, epilogue=norm
+    )
+    return out if norm is None else norm.out

@@ -116,11 +116,12 @@ class FastForward:
         else:
             attn = mla_block(layer.attention, normed, self.meta, self.opts, post_attention)
         normed = attn if post_attention is not None else self._norm(attn, layer.post_attention_norm)
-        if isinstance(layer.mlp, MoEPack):
-            mlp = moe_block(layer.mlp, normed, self.pack.rule, self.workspaces[layer.index], self.opts)
-            return self._norm(mlp, next_norm)
         after_mlp = self._epilogue(next_norm, 2 * layer.index + 1)
-        mlp = dense_block(layer.mlp, normed, self.opts, after_mlp)
+        if isinstance(layer.mlp, MoEPack):
+            workspace = self.workspaces[layer.index]
+            mlp = moe_block(layer.mlp, normed, self.pack.rule, workspace, self.opts, after_mlp)
+        else:
+            mlp = dense_block(layer.mlp, normed, self.opts, after_mlp)
         return mlp if after_mlp is not None else self._norm(mlp, next_norm)
 
     def __call__(self) -> None:

@@ -58,23 +58,27 @@ def decode(workload: FastLingWorkload, enabled: frozenset[str]) -> tuple[torch.T
     return logits, workload.tokens(), dict(counts)
 
 
-def expected_norms_moved(enabled: frozenset[str]) -> int:
-    """Norms that go into a producer's epilogue per step: after every attention block and every dense
-    FFN (the MoE layer's norm stays a launch until its experts launch takes it)."""
-    config = TRIMMED
-    return config.num_hidden_layers + config.first_k_dense_replace
+def expected_norms_moved() -> int:
+    """Norms that go into a producer's epilogue per step: after every attention block and every MLP
+    (dense FFN or MoE): all but the first layer's input norm (the embedding row is no launch's output)."""
+    return 2 * TRIMMED.num_hidden_layers
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("base", [frozenset(), frozenset({"fused_moe"})], ids=["unfused", "fused_moe"])
+@pytest.mark.parametrize(
+    "base",
+    [frozenset(), frozenset({"fused_moe", "fast_topk", "early_shared", "deep_experts"})],
+    ids=["unfused_moe", "fused_moe_deep_experts"],
+)
 def test_norm_epilogue_keeps_logits_tokens_and_drops_launches(trimmed: FastLingWorkload, base) -> None:
     off_logits, off_tokens, off_launches = decode(trimmed, base)
     on_logits, on_tokens, on_launches = decode(trimmed, base | {SWITCH})
     assert len(set(off_tokens)) > STEPS // 2, off_tokens  # not a stuck model
     assert on_tokens == off_tokens
     assert torch.equal(on_logits, off_logits), float((on_logits - off_logits).abs().max())
-    moved = expected_norms_moved(base | {SWITCH})
-    assert on_launches.get("add_rmsnorm_kernel", 0) == off_launches["add_rmsnorm_kernel"] - moved
+    moved = expected_norms_moved()
+    assert off_launches["add_rmsnorm_kernel"] == moved + 1
+    assert on_launches["add_rmsnorm_kernel"] == 1
     assert (
         on_launches["gemv_norm_epilogue_kernel"] == TRIMMED.num_hidden_layers + TRIMMED.first_k_dense_replace
     )

@@ -7,9 +7,11 @@ import pytest
 import torch
 from bubblescope.kernels.gemv import GemvConfig, KernelInputError, gemv, gemv_naive
 from bubblescope.kernels.gemv.norm_epilogue import gemv_add_rmsnorm
+from bubblescope.kernels.moe import FusedMoEConfig, RoutingRule, moe_fused, moe_naive, moe_unfused
 from bubblescope.kernels.rmsnorm import NormEpilogue, add_rmsnorm, epilogue_add_rmsnorm_naive
 
 from tests.kernels.helpers import assert_close, poison
+from tests.kernels.test_moe import make_weights
 
 EPS = 1e-6
 
@@ -108,3 +110,51 @@ def test_gemv_norm_epilogue_rejects_mismatch(field, bad, match):
     ok[field] = bad
     with pytest.raises(KernelInputError, match=match):
         gemv_add_rmsnorm(torch.randn(1, 4), torch.randn(8, 4), NormEpilogue(**ok))
+
+
+# The MoE layer's output launch (the experts, split-K fp32 atomics into y; the unfused down launch) with
+# the next add + RMSNorm in its last program: y and the norm vs moe_naive and the reference.
+SMALL_RULE = RoutingRule(top_k=3, n_group=4, topk_group=2, scale=2.5)
+MOE_CASES = [
+    ("fused", FusedMoEConfig(block_i=16, block_d=32, block_dout=32)),
+    ("deep", FusedMoEConfig(block_i=16, block_d=32, block_dout=32, deep_experts=True, deep_block_i=16)),
+    ("early_shared", FusedMoEConfig(block_i=16, block_d=32, block_dout=32, early_shared=True)),
+    ("routing_in_experts", FusedMoEConfig(block_i=16, block_d=32, block_dout=32, routing_site="experts")),
+    ("unfused", None),
+]
+
+
+@pytest.mark.parametrize(("name", "config"), MOE_CASES, ids=[case[0] for case in MOE_CASES])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_moe_norm_epilogue_matches_reference(device, name, config, rows):
+    torch.manual_seed(rows)
+    hidden, inter = 48, 40
+    weights = make_weights(12, hidden, inter, device, torch.float32, limits=(0.0, 5.0))
+    x = torch.randn(rows, hidden, device=device)
+    start = torch.randn(rows, hidden, device=device).to(torch.bfloat16)
+    residual = start.clone()
+    epilogue = epilogue_for(residual, hidden, torch.bfloat16, device)
+    if config is None:
+        y = moe_unfused(x, weights, SMALL_RULE, epilogue=epilogue)
+    else:
+        y = moe_fused(x, weights, SMALL_RULE, config=config, epilogue=epilogue)
+    assert_close("y", y, moe_naive(x, weights, SMALL_RULE), atol=1e-4, rtol=1e-4)
+    want, want_res = epilogue_add_rmsnorm_naive(y, start, epilogue.weight, EPS, torch.bfloat16)
+    assert_close("normed", epilogue.out, want, atol=2e-2, rtol=2e-2)
+    assert_close("residual", residual, want_res, atol=1e-2, rtol=8e-3)
+    assert int(epilogue.counter.item()) == 0, "the last program must re-arm the counter"
+    # The same numbers add_rmsnorm gives on this y (interpreter: bit for bit).
+    separate_res = start.clone()
+    separate, _ = add_rmsnorm(
+        y, separate_res, epilogue.weight, EPS, out=torch.empty_like(start), residual_out=separate_res
+    )
+    if device.type == "cpu":
+        assert torch.equal(epilogue.out, separate) and torch.equal(residual, separate_res)
+
+
+def test_moe_norm_epilogue_refuses_the_union_launch(device):
+    weights = make_weights(12, 32, 16, device, torch.float32)
+    x = torch.randn(2, 32, device=device)
+    epilogue = epilogue_for(torch.zeros(2, 32, device=device), 32, torch.float32, device)
+    with pytest.raises(KernelInputError, match="union"):
+        moe_fused(x, weights, SMALL_RULE, config=FusedMoEConfig(expert_union=True), epilogue=epilogue)
