@@ -19,13 +19,16 @@ from .spec.workload import SPEC_SWITCHES, make_spec_workload
 from .workload import FAST_SWITCHES
 from .workload import make_workload as make_reference_workload
 
-# Issue 17's switches in the rounds they were added. `make_workload` studies the first round with every
-# pre-issue-17 switch held on (later rounds held OFF: its baseline stays the old all-on step);
-# `make_round2_workload` studies the second round with every other fast-path switch held on.
+# Issue 17's switches in the rounds they were added, then issue 27's (round 3). `make_workload` studies
+# the first round with every pre-issue-17 switch held on (later rounds held OFF: its baseline stays the
+# old all-on step); `make_round2_workload` and `make_round3_workload` study their round with every other
+# fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts", "fused_mla_glue")
-FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2)
-ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2)
+ROUND3 = ("norm_epilogue",)
+FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3)
+ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3)
+ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3)
 # The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation
 # sample), studied on DSpark at the issue's oracle accept length with every other speculative switch on.
 SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
@@ -112,6 +115,16 @@ def make_round2_workload(
     options["path"] = "fast"
     inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
     return OnTopWorkload(inner, studied=ROUND2, fixed_on=ROUND2_FIXED_ON)
+
+
+def make_round3_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = 4096, **options: Any
+) -> OnTopWorkload:
+    """As `make_workload`, studying issue 27's switches (ROUND3) with every other fast-path switch, the
+    first two rounds' too, held on: `--workload bubblescope.reference_model.on_top:make_round3_workload`."""
+    options["path"] = "fast"
+    inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
+    return OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
 
 
 def make_spec_round2_workload(
