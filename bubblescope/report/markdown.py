@@ -16,7 +16,7 @@ from bubblescope.report.ablation_cells import (
     removed_idle_text,
     timed_idle_text,
 )
-from bubblescope.report.bandwidth_rows import bandwidth_markdown
+from bubblescope.report.bandwidth_rows import LAUNCH_PATH_HEADERS, bandwidth_markdown, launch_path_cells
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -201,6 +201,12 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
                 f"{ratio:.2f}×" if num(ratio) is not None and floor_measured(record) else "—",
             ]
         )
+    # Launches and launch gap per step where the runs carry them (workloads that model kernel bytes).
+    configs = ablation.get("configs") or []
+    launches = launch_path_cells([records.get(str(c.get("key"))) or {} for c in configs])
+    if launches is not None:
+        headers += LAUNCH_PATH_HEADERS
+        rows = [row + cells for row, cells in zip(rows, launches, strict=True)]
     return headers, rows
 
 
