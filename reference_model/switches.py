@@ -57,6 +57,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "norm_epilogue",
+        "each residual add + RMSNorm done by the last program of the launch producing its input "
+        "(attention output projections, dense FFN down, fused MoE experts)",
+        "a separate add_rmsnorm launch after every block (85 a step on ling3-flash-e256)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -126,6 +133,8 @@ class LingSwitches:
     deep_experts: bool = False
     # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).
     fused_mla_glue: bool = False
+    # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
+    norm_epilogue: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

@@ -118,6 +118,10 @@ def register(app: typer.Typer) -> None:
         """
         from bubblescope.cli.outputs import check_out_file
         from bubblescope.floor.trace_floor import trace_floor
+        from bubblescope.trace.allocator import keep_freed_memory
+
+        # A short-lived command: freed column arrays are reused instead of faulted in afresh (~5 % CPU).
+        keep_freed_memory()
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")

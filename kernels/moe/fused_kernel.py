@@ -23,8 +23,10 @@ import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.gemv.kernel import gemv_strip
-from bubblescope.kernels.moe.experts_kernel import expert_of_slot, load_w13_tiles, swiglu_rows
+from bubblescope.kernels.moe.experts_kernel import load_w13_tiles, swiglu_rows
 from bubblescope.kernels.moe.routing_kernel import route_row
+from bubblescope.kernels.moe.slot_routing import expert_and_gain
+from bubblescope.kernels.rmsnorm.epilogue import last_program_add_rmsnorm
 
 
 @triton.jit
@@ -66,8 +68,10 @@ def router_route_kernel(
     DOT_FP32: tl.constexpr,
     FAST_TOPK: tl.constexpr = False,
     BLOCK_PG: tl.constexpr = 1,
+    ROUTE: tl.constexpr = True,
 ):
-    """Launch 1. Grid (cdiv(E, BLOCK_N),): router logits strip + zero a share of y; last program routes."""
+    """Launch 1. Grid (cdiv(E, BLOCK_N),): router logits strip + zero a share of y; last program routes.
+    Without ROUTE only the logits and the zeroed y (the experts route, or a routing launch follows)."""
     i_n = tl.program_id(0).to(tl.int64)
     num_programs = tl.num_programs(0)
     b_logits = gemv_strip(
@@ -86,6 +90,52 @@ def router_route_kernel(
             tl.zeros((BLOCK_Z,), dtype=tl.float32),
             mask=o_z < tl.minimum((i_n + 1) * zero_span, M * D),
         )
+    if ROUTE:
+        last_program_routes(
+            p_logits,
+            p_bias,
+            p_ids,
+            p_weights,
+            p_counter,
+            num_programs,
+            M,
+            E,
+            scale,
+            TOP_K,
+            N_GROUP,
+            TOPK_GROUP,
+            RENORMALIZE,
+            BLOCK_E,
+            BLOCK_G,
+            BLOCK_TOPK,
+            FAST_TOPK,
+            BLOCK_PG,
+        )
+
+
+@triton.jit
+def last_program_routes(
+    p_logits,
+    p_bias,
+    p_ids,
+    p_weights,
+    p_counter,
+    num_programs,
+    M,
+    E,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+    FAST_TOPK: tl.constexpr,
+    BLOCK_PG: tl.constexpr,
+):
+    """The router launch's ticket: the program that draws the last one has seen every program's
+    logits (acq_rel) and routes every row; it then re-arms the counter."""
     # Every thread's logits must be written before this program's ticket is taken.
     tl.debug_barrier()
     ticket = tl.atomic_add(p_counter, 1, sem="acq_rel")
@@ -129,6 +179,10 @@ def fused_experts_kernel(
     shared_slot,
     limit,
     shared_limit,
+    p_logits,
+    p_bias,
+    E,
+    scale,
     TOP_K: tl.constexpr,
     SLOTS: tl.constexpr,
     BLOCK_I: tl.constexpr,
@@ -137,10 +191,28 @@ def fused_experts_kernel(
     USE_PDL: tl.constexpr,
     ACC_2D: tl.constexpr = False,
     EARLY_SHARED: tl.constexpr = False,
+    ROUTE_HERE: tl.constexpr = False,
+    N_GROUP: tl.constexpr = 1,
+    TOPK_GROUP: tl.constexpr = 1,
+    RENORMALIZE: tl.constexpr = True,
+    BLOCK_G: tl.constexpr = 1,
+    BLOCK_PG: tl.constexpr = 1,
+    BLOCK_TOPK: tl.constexpr = 1,
+    NORM_EPILOGUE: tl.constexpr = False,
+    p_res=None,
+    p_norm_w=None,
+    p_normed=None,
+    p_norm_counter=None,
+    eps=0.0,
+    BLOCK_NORM: tl.constexpr = 1,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
     the down projection, scaled by the routing weight, atomically added into y[m] (fp32).
-    EARLY_SHARED (`early_shared`): the shared slot's gate/up + SwiGLU run before `gdc_wait`."""
+    NORM_EPILOGUE (`norm_epilogue`): the last program by ticket then adds y into p_res and writes the
+    next block's normed rows (kernels/rmsnorm/epilogue.py; p_res .. BLOCK_NORM are its arguments).
+    EARLY_SHARED (`early_shared`): the shared slot's gate/up + SwiGLU run before `gdc_wait`.
+    ROUTE_HERE (`routing_in_experts`): each program routes its row from p_logits after the wait
+    (slot_routing.py) instead of reading ids / weights; N_GROUP .. BLOCK_TOPK are routing's."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
@@ -167,6 +239,18 @@ def fused_experts_kernel(
             BLOCK_D,
             USE_PDL,
             ACC_2D,
+            i_blk,
+            p_logits,
+            p_bias,
+            E,
+            scale,
+            ROUTE_HERE,
+            N_GROUP,
+            TOPK_GROUP,
+            RENORMALIZE,
+            BLOCK_G,
+            BLOCK_PG,
+            BLOCK_TOPK,
         )
     else:
         expert, b_h = waited_h(
@@ -188,6 +272,18 @@ def fused_experts_kernel(
             BLOCK_D,
             USE_PDL,
             ACC_2D,
+            i_blk,
+            p_logits,
+            p_bias,
+            E,
+            scale,
+            ROUTE_HERE,
+            N_GROUP,
+            TOPK_GROUP,
+            RENORMALIZE,
+            BLOCK_G,
+            BLOCK_PG,
+            BLOCK_TOPK,
         )
     p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
     b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
@@ -198,6 +294,12 @@ def fused_experts_kernel(
         b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
         tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=o_d < D, sem="relaxed")
         b_w2 = b_w2_next
+    if NORM_EPILOGUE:
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        last_program_add_rmsnorm(
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
+            BLOCK_NORM,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -220,6 +322,18 @@ def waited_h(
     BLOCK_D: tl.constexpr,
     USE_PDL: tl.constexpr,
     ACC_2D: tl.constexpr,
+    i_blk,
+    p_logits,
+    p_bias,
+    E,
+    scale,
+    ROUTE_HERE: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_PG: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
 ):
     """(expert, gain * h[o_i]) of this slot; every slot waits for routing first, the shared one
     having loaded its first weight tiles before the wait."""
@@ -234,7 +348,26 @@ def waited_h(
     pdl_wait(USE_PDL)
     # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
     pdl_launch_dependents(USE_PDL)
-    expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
+    expert, gain = expert_and_gain(
+        p_ids,
+        p_weights,
+        p_logits,
+        p_bias,
+        i_m,
+        slot,
+        i_blk,
+        shared_slot,
+        E,
+        scale,
+        TOP_K,
+        ROUTE_HERE,
+        N_GROUP,
+        TOPK_GROUP,
+        RENORMALIZE,
+        BLOCK_G,
+        BLOCK_PG,
+        BLOCK_TOPK,
+    )
     p_w13_e = p_w13 + expert * stride_w13e
     b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i & ~m_shared, 0, D, INTER, BLOCK_D)
     b_gate = tl.where(is_shared, b_gate_pre, b_gate)
@@ -264,6 +397,18 @@ def early_shared_h(
     BLOCK_D: tl.constexpr,
     USE_PDL: tl.constexpr,
     ACC_2D: tl.constexpr,
+    i_blk,
+    p_logits,
+    p_bias,
+    E,
+    scale,
+    ROUTE_HERE: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_PG: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
 ):
     """(expert, gain * h[o_i]) of this slot, the shared slot's h computed BEFORE `gdc_wait`.
 
@@ -283,7 +428,26 @@ def early_shared_h(
     else:
         pdl_wait(USE_PDL)
         pdl_launch_dependents(USE_PDL)
-        expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
+        expert, gain = expert_and_gain(
+            p_ids,
+            p_weights,
+            p_logits,
+            p_bias,
+            i_m,
+            slot,
+            i_blk,
+            shared_slot,
+            E,
+            scale,
+            TOP_K,
+            ROUTE_HERE,
+            N_GROUP,
+            TOPK_GROUP,
+            RENORMALIZE,
+            BLOCK_G,
+            BLOCK_PG,
+            BLOCK_TOPK,
+        )
         p_w13_e = p_w13 + expert * stride_w13e
         b_gate, b_up = load_w13_tiles(p_w13_e, o_i, m_i, 0, D, INTER, BLOCK_D)
         b_h = swiglu_rows(p_x_row, p_w13_e, b_gate, b_up, o_i, m_i, D, INTER, limit, BLOCK_D, ACC_2D) * gain

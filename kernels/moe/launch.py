@@ -12,6 +12,32 @@ from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
 from bubblescope.kernels.moe.union_kernel import union_experts_kernel
+from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue
+
+
+def norm_epilogue_arguments(epilogue: NormEpilogue | None, out: torch.Tensor) -> dict[str, object]:
+    """The experts launches' NORM_EPILOGUE keywords; off, the pointers are `out` (never read): the
+    launch signature stays the same whether the epilogue is on or not."""
+    if epilogue is None:
+        return dict(
+            NORM_EPILOGUE=False,
+            p_res=out,
+            p_norm_w=out,
+            p_normed=out,
+            p_norm_counter=out,
+            eps=0.0,
+            BLOCK_NORM=1,
+        )
+    return dict(
+        NORM_EPILOGUE=True,
+        p_res=epilogue.residual,
+        p_norm_w=epilogue.weight,
+        p_normed=epilogue.out,
+        p_norm_counter=epilogue.counter,
+        eps=epilogue.eps,
+        BLOCK_NORM=epilogue.block_d(),
+    )
+
 
 # The union kernel's row tile: tl.dot needs >= 16 rows, and the MoE kernels take at most 16 (verify_moe).
 UNION_BLOCK_M = 16
@@ -70,9 +96,16 @@ def launch_router_and_routing(
 
 
 def launch_swiglu_experts(
-    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, out: torch.Tensor, pdl: bool
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    out: torch.Tensor,
+    pdl: bool,
+    epilogue: NormEpilogue | None = None,
 ) -> None:
-    """Unfused expert launches: gate/up + SwiGLU into ws.hidden, then down + weighted sum into out."""
+    """Unfused expert launches: gate/up + SwiGLU into ws.hidden, then down + weighted sum into out (and,
+    with `epilogue`, the next add + RMSNorm in the down launch's last program)."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
@@ -117,6 +150,7 @@ def launch_swiglu_experts(
         BLOCK_I=min(256, triton.next_power_of_2(inter)),
         USE_PDL=pdl,
         num_warps=4,
+        **norm_epilogue_arguments(epilogue, out),
         **launch_options(pdl),
     )
 
@@ -129,8 +163,9 @@ def launch_router_route(
     cfg: FusedMoEConfig,
     out: torch.Tensor,
     pdl: bool,
+    route: bool = True,
 ) -> None:
-    """One launch: router logits, out zeroed, and the last program routing every row in turn."""
+    """One launch: router logits, out zeroed, and (route) the last program routing every row in turn."""
     rows, hidden = x.shape
     experts = weights.router.shape[0]
     router_block_n = cfg.router_block_n if rows == 1 else max(16, cfg.router_block_n)
@@ -155,6 +190,7 @@ def launch_router_route(
         BLOCK_Z=1024,
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
+        ROUTE=route,
         num_warps=cfg.router_num_warps or cfg.num_warps,
         **routing_constants(experts, rule, cfg.fast_topk),
         **launch_options(pdl),
@@ -169,18 +205,25 @@ def launch_fused_moe(
     cfg: FusedMoEConfig,
     out: torch.Tensor,
     pdl: bool,
+    epilogue: NormEpilogue | None = None,
 ) -> None:
     """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
     cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts).
-    With cfg.expert_union and several rows the experts launch is union_experts_kernel."""
+    Up to that row count cfg.routing_site says who routes (params.py): the router launch's last
+    program, the experts programs themselves, or a routing launch of its own (three launches).
+    With cfg.expert_union and several rows the experts launch is union_experts_kernel. `epilogue`: the
+    experts launch ends with the next add + RMSNorm (not built into the union launch: moe_fused refuses)."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
+    site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
         launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
     else:
-        launch_router_route(x, weights, rule, ws, cfg, out, pdl)
+        launch_router_route(x, weights, rule, ws, cfg, out, pdl, route=site == "router_launch")
+        if site == "own_launch":
+            launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl, cfg.fast_topk)
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
@@ -202,7 +245,10 @@ def launch_fused_moe(
         weights.shared_slot if weights.shared_slot is not None else 0,
         float(weights.swiglu_limit),
         float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
+        ws.logits,
+        weights.expert_bias,
+        weights.router.shape[0],
+        rule.scale,
         SLOTS=slots,
         BLOCK_I=block_i,
         BLOCK_D=cfg.block_d,
@@ -210,9 +256,26 @@ def launch_fused_moe(
         USE_PDL=pdl,
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
+        **experts_routing_constants(weights.router.shape[0], rule, site == "experts"),
+        **norm_epilogue_arguments(epilogue, out),
         **extra,
         **launch_options(pdl),
     )
+
+
+def serial_routing_site(x: torch.Tensor, weights: MoEWeights, cfg: FusedMoEConfig) -> str:
+    """cfg.routing_site where it applies (the serial path, experts launch not the union one); else the
+    router launch's ticket, which is also what the union launch and the parallel routing path read."""
+    if x.shape[0] > cfg.serial_route_max_rows or union_applies(x, weights, cfg):
+        return "router_launch"
+    return cfg.routing_site
+
+
+def experts_routing_constants(experts: int, rule: RoutingRule, route_here: bool) -> dict[str, object]:
+    """The experts launches' routing constexprs: ROUTE_HERE and what the packed-key routine needs."""
+    keys = routing_constants(experts, rule, fast_topk=True)
+    names = ("TOP_K", "N_GROUP", "TOPK_GROUP", "RENORMALIZE", "BLOCK_G", "BLOCK_PG", "BLOCK_TOPK")
+    return dict(ROUTE_HERE=route_here, **{name: keys[name] for name in names})
 
 
 def union_applies(x: torch.Tensor, weights: MoEWeights, cfg: FusedMoEConfig) -> bool:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
-from bubblescope.kernels.moe.experts_kernel import clamped_swiglu, expert_of_slot, load_w13_tiles
+from bubblescope.kernels.moe.experts_kernel import clamped_swiglu, load_w13_tiles
 from bubblescope.kernels.moe.fused_kernel import load_w2_tile
+from bubblescope.kernels.moe.slot_routing import expert_and_gain
+from bubblescope.kernels.rmsnorm.epilogue import last_program_add_rmsnorm
 
 
 @triton.jit
@@ -90,6 +92,10 @@ def deep_experts_kernel(
     shared_slot,
     limit,
     shared_limit,
+    p_logits,
+    p_bias,
+    E,
+    scale,
     TOP_K: tl.constexpr,
     SLOTS: tl.constexpr,
     BLOCK_I: tl.constexpr,
@@ -98,10 +104,26 @@ def deep_experts_kernel(
     USE_PDL: tl.constexpr,
     STAGES: tl.constexpr = 0,
     EARLY_SHARED: tl.constexpr = False,
+    ROUTE_HERE: tl.constexpr = False,
+    N_GROUP: tl.constexpr = 1,
+    TOPK_GROUP: tl.constexpr = 1,
+    RENORMALIZE: tl.constexpr = True,
+    BLOCK_G: tl.constexpr = 1,
+    BLOCK_PG: tl.constexpr = 1,
+    BLOCK_TOPK: tl.constexpr = 1,
+    NORM_EPILOGUE: tl.constexpr = False,
+    p_res=None,
+    p_norm_w=None,
+    p_normed=None,
+    p_norm_counter=None,
+    eps=0.0,
+    BLOCK_NORM: tl.constexpr = 1,
 ):
-    """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as fused_experts_kernel.
+    """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as fused_experts_kernel, the
+    NORM_EPILOGUE (`norm_epilogue`) too.
     EARLY_SHARED: the shared slot's gate/up + SwiGLU before gdc_wait (safe for the reason given in
-    fused_kernel.early_shared_h: x is complete when this grid starts); otherwise every slot waits."""
+    fused_kernel.early_shared_h: x is complete when this grid starts); otherwise every slot waits.
+    ROUTE_HERE (`routing_in_experts`): each program routes its row after the wait (slot_routing.py)."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
@@ -119,7 +141,10 @@ def deep_experts_kernel(
         pdl_wait(USE_PDL)
         # After the wait: an earlier trigger lets a chain of kernels cascade (see gemv/kernel.py).
         pdl_launch_dependents(USE_PDL)
-        expert, gain = expert_of_slot(p_ids, p_weights, i_m, slot, shared_slot, TOP_K)
+        expert, gain = expert_and_gain(
+            p_ids, p_weights, p_logits, p_bias, i_m, slot, i_blk, shared_slot, E, scale, TOP_K, ROUTE_HERE,
+            N_GROUP, TOPK_GROUP, RENORMALIZE, BLOCK_G, BLOCK_PG, BLOCK_TOPK,
+        )  # fmt: skip
         slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
         b_h = gate_up_deep(p_x_row, p_w13 + expert * stride_w13e, o_i, m_i, D, INTER, slot_limit, BLOCK_I,
                            BLOCK_D, STAGES)  # fmt: skip
@@ -127,3 +152,9 @@ def deep_experts_kernel(
     down_deep(
         p_w2 + expert * stride_w2e + o_i[None, :], p_y + i_m * D, b_h, m_i, D, INTER, BLOCK_DOUT, STAGES
     )
+    if NORM_EPILOGUE:
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        last_program_add_rmsnorm(
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
+            BLOCK_NORM,
+        )  # fmt: skip

@@ -117,3 +117,13 @@ class FusedMoEConfig:
     # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3
+    # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
+    # "router_launch": the router launch's last program by ticket (fused_kernel.py);
+    # "experts": every experts program routes its own row after its wait (slot_routing.py, the
+    #   `routing_in_experts` switch; always the packed-key routine);
+    # "own_launch": a routing launch of its own between the router GEMV and the experts, chained
+    #   under PDL (measured against the other two in bench_routing.py; not a switch).
+    routing_site: str = "router_launch"
+
+
+ROUTING_SITES = ("router_launch", "experts", "own_launch")

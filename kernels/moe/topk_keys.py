@@ -69,6 +69,43 @@ def route_row_keys(
 ):
     """Route token i_m as route_row does: read its E logits, write ids[i_m, :TOP_K] (int32, in
     selection order) and weights[i_m, :TOP_K] (renormalised un-biased scores times `scale`)."""
+    b_ids, b_weights = topk_of_row_keys(
+        p_logits,
+        p_bias,
+        i_m,
+        E,
+        scale,
+        TOP_K,
+        N_GROUP,
+        TOPK_GROUP,
+        RENORMALIZE,
+        BLOCK_G,
+        BLOCK_PG,
+        BLOCK_TOPK,
+    )
+    o_k = tl.arange(0, BLOCK_TOPK)
+    tl.store(p_ids + i_m * TOP_K + o_k, b_ids, mask=o_k < TOP_K)
+    tl.store(p_weights + i_m * TOP_K + o_k, b_weights, mask=o_k < TOP_K)
+
+
+@triton.jit
+def topk_of_row_keys(
+    p_logits,
+    p_bias,
+    i_m,
+    E,
+    scale,
+    TOP_K: tl.constexpr,
+    N_GROUP: tl.constexpr,
+    TOPK_GROUP: tl.constexpr,
+    RENORMALIZE: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_PG: tl.constexpr,
+    BLOCK_TOPK: tl.constexpr,
+):
+    """(ids `[BLOCK_TOPK]` int32 in selection order, weights `[BLOCK_TOPK]` fp32 times `scale`) of token
+    i_m from its E logits; slots past TOP_K hold id 0 and weight 0. Shared by route_row_keys and the
+    experts programs that route for themselves (slot_routing.py, `routing_in_experts`)."""
     per_group = E // N_GROUP
     o_g = tl.arange(0, BLOCK_G)
     o_j = tl.arange(0, BLOCK_PG)
@@ -105,8 +142,7 @@ def route_row_keys(
     b_weights = tl.sum(tl.sum(tl.where(b_hit, b_scores[None, :, :], 0.0), axis=2), axis=1)
     if RENORMALIZE:
         b_weights = b_weights / (tl.sum(b_weights, axis=0) + 1e-20)
-    tl.store(p_ids + i_m * TOP_K + o_k, b_ids.to(tl.int32), mask=m_k)
-    tl.store(p_weights + i_m * TOP_K + o_k, b_weights * scale, mask=m_k)
+    return b_ids.to(tl.int32), b_weights * scale
 
 
 def keys_constants(experts: int, n_group: int) -> dict[str, int]:

@@ -120,6 +120,7 @@ class FastDecoder:
             switches.early_shared,
             switches.deep_experts,
             switches.fused_mla_glue,
+            switches.norm_epilogue,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -150,6 +151,7 @@ class FastDecoder:
             early_shared=switches.early_shared,
             deep_experts=switches.deep_experts,
             fused_mla_glue=switches.fused_mla_glue,
+            norm_epilogue=switches.norm_epilogue,
         )
         self._built_key = key
         self.graph = None
