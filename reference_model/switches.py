@@ -51,6 +51,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "routing_in_experts",
+        "fused MoE: each experts program routes its own token from the router logits after its wait",
+        "the router launch's last program (by ticket) routes, and the experts launch reads its ids back",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "fused_mla_glue",
         "MLA: W_UK into the query, and W_UV with the head gate into the output, as two Triton launches",
         "PyTorch ops around the MLA attention: cast + bmm before, bmm, sigmoid, multiply and casts after",
@@ -124,6 +130,8 @@ class LingSwitches:
     # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
     # the union launch.
     deep_experts: bool = False
+    # Acts on the fused MoE launch of one token only (a verify window keeps its routing launch).
+    routing_in_experts: bool = False
     # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).
     fused_mla_glue: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.

@@ -38,6 +38,7 @@ FAST_SWITCHES = (
     "fast_topk",
     "early_shared",
     "deep_experts",
+    "routing_in_experts",
     "fused_mla_glue",
     "bf16_gate",
     "bf16_lm_head",
