@@ -8,7 +8,10 @@ its baseline configuration. The diff (schema `bubblescope.diff/1`, docs/SCHEMAS.
 * `reads`: blocking reads per step, and the sites (site + op) whose reads per step were added or removed;
 * `idle`: GPU idle per step by class (median over steps, so a warm-up step does not move it);
 * `kernels`: kernels added, removed and changed (matched by name), with count and time per step;
-* `gpu_step`: the median step's GPU time.
+* `gpu_step`: the median step's GPU time;
+* `launch_path`: kernel launches and launch gap per step on the critical path (where both sides carry the
+  kernel-bandwidth block's `launch_path`: runs of a workload that models its kernels' bytes), median
+  step of each side and the difference with an interval from independent bootstraps of both.
 
 Never imports torch or plotly.
 """
@@ -54,6 +57,8 @@ class DiffSide:
     notes: list[str] = field(default_factory=list)
     # An ablation's per-switch attribution (`attribution.switches`), compared switch by switch.
     switches: list[dict[str, Any]] | None = None
+    # Launches and launch gap per step (kernel_bandwidth.launch_path), None where not measured.
+    launch_path: dict[str, Any] | None = None
 
 
 def _num(value: Any) -> float | None:
@@ -107,7 +112,16 @@ def side_from(
         else None,
         kernels=kernels if isinstance(kernels, list) else None,
         gpu_step_ns=_num(summary.get("gpu_step_ns_median")) if gpu_measured else None,
+        launch_path=_launch_path_of(record, analysis) if gpu_measured else None,
     )
+
+
+def _launch_path_of(record: dict[str, Any], analysis: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The analysis' `bandwidth.launch_path`, else the one a RunRecord's `analysis` block copied."""
+    block = ((analysis or {}).get("bandwidth") or {}).get("launch_path")
+    if not isinstance(block, dict):
+        block = (record.get("analysis") or {}).get("launch_path") if isinstance(record, dict) else None
+    return block if isinstance(block, dict) and block.get("steps") else None
 
 
 def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide:
@@ -364,6 +378,42 @@ def _kernels(base: DiffSide, cur: DiffSide) -> dict[str, Any] | None:
     }
 
 
+# analysis key of each per-step measure -> the key of its per-step values in `launch_path`.
+LAUNCH_PATH_MEASURES = {
+    "launches_per_step": "launches_by_step",
+    "launch_gap_ns_per_step": "launch_gap_ns_by_step",
+}
+
+
+def _launch_path(base: DiffSide, cur: DiffSide, n_boot: int, seed: int) -> dict[str, Any] | None:
+    """Per measure: each side's median step {est, lo, hi} and current − baseline with its interval
+    (independent bootstraps of each side's steps, replicate by replicate)."""
+    if base.launch_path is None or cur.launch_path is None:
+        return None
+    out: dict[str, Any] = {"interval": "95% CI, independent bootstraps of each side's profiled steps"}
+    for offset, (measure, values_key) in enumerate(LAUNCH_PATH_MEASURES.items()):
+        values = [
+            np.asarray(side.launch_path.get(values_key) or [], dtype=np.float64) for side in (base, cur)
+        ]
+        if not all(len(v) for v in values):
+            out[measure] = None
+            continue
+        base_reps, cur_reps = (
+            bootstrap_medians([v], n_boot=n_boot, seed=seed + 2 * offset + i) for i, v in enumerate(values)
+        )
+        delta_lo, delta_hi = interval(cur_reps - base_reps)
+        out[measure] = {
+            "baseline": base.launch_path.get(measure),
+            "current": cur.launch_path.get(measure),
+            "delta": {
+                "est": float(np.median(values[1]) - np.median(values[0])),
+                "lo": delta_lo,
+                "hi": delta_hi,
+            },
+        }
+    return out
+
+
 def _switches(base: DiffSide, cur: DiffSide) -> list[dict[str, Any]] | None:
     """Per switch in either ablation: its `alone` saving on both sides (ms, with intervals)."""
     if base.switches is None or cur.switches is None:
@@ -391,6 +441,11 @@ def compute_diff(
     notes = base.notes + cur.notes + read_notes
     if base.idle_ns_per_step is None or cur.idle_ns_per_step is None:
         notes.append("GPU idle is compared only where both sides measured GPU activity")
+    if (base.launch_path is None) != (cur.launch_path is None):
+        notes.append(
+            "launches and launch gap per step are compared only where both sides carry the kernel "
+            "bandwidth block (runs of a workload that models its kernels' bytes)"
+        )
     return {
         "schema": DIFF_SCHEMA,
         "baseline": {"path": base.label, "kind": base.kind},
@@ -400,6 +455,7 @@ def compute_diff(
         "idle_per_step": _idle(base, cur),
         "kernels": _kernels(base, cur),
         "gpu_step": gpu_step,
+        "launch_path": _launch_path(base, cur, n_boot, seed),
         "switches": _switches(base, cur),
         "notes": notes,
     }

@@ -18,7 +18,13 @@ to the step that launched it, so run-ahead steps whose ops interleave are charge
 Per family: launches, critical-path ns and bytes per step; achieved GB/s = bytes ÷ critical ns; the
 time the bytes would take at the ceiling (the copy bandwidth measured on the device that ran); the
 excess over it. Means over the analysis' typical steps (warm-up and outlier steps left out), so the rows
-add up to the mean GPU step. Never imports torch.
+add up to the mean GPU step.
+
+Beside the rows, `launch_path`: per typical step, the kernel launches (a CUDA graph's kernels count one
+each: a replay launches them all) and the launch gap — the summed time the device had no op running
+between the step's consecutive kernels on this critical path (the idle row, step by step). Median step
+and a 95% interval (the profiled window is one repeat: `stats.median_with_ci` resamples its steps), plus
+the per-step values, so two runs compare with intervals (`bubblescope diff`). Never imports torch.
 """
 
 from __future__ import annotations
@@ -29,9 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bubblescope.stats import median_with_ci, stable_seed
+
 # What the rules do not cover: kernels of no family, and stretches with no kernel running.
 OTHER_FAMILY = "other kernels (bytes not modelled)"
 IDLE_FAMILY = "idle (no kernel running)"
+LAUNCH_PATH_INTERVAL = "median step, 95% CI: bootstrap of the profiled window's typical steps"
 
 
 def family_of_ops(names: np.ndarray, grid_x: np.ndarray, rules: list[dict[str, Any]]) -> np.ndarray:
@@ -103,6 +112,11 @@ def breakdown(
     by_name = pd.Series(charges[in_typical]).groupby(names).sum().to_dict()
     idle_ns = int(idle_before[in_typical].sum())
     steps_used = max(int(typical.sum()), 1)
+    is_kernel = (gpu["kind"] == "kernel").to_numpy() if "kind" in gpu else np.ones(len(gpu), dtype=bool)
+    per_step_launches = np.bincount(step_of_op[in_typical & is_kernel], minlength=len(typical))[typical]
+    per_step_gap = np.bincount(
+        step_of_op[in_typical], weights=idle_before[in_typical], minlength=len(typical)
+    )[typical]
     rows = [
         _family_row(
             families[i],
@@ -124,7 +138,35 @@ def breakdown(
         "at_ceiling_ns": round(modelled / ceiling_gbps, 1) if ceiling_gbps else None,
         "families": rows,
         "by_kernel": _by_kernel(rules, by_name, steps_used, ceiling_gbps),
+        "launch_path": launch_path(per_step_launches, per_step_gap),
     }
+
+
+def launch_path(launches: np.ndarray, gap_ns: np.ndarray) -> dict[str, Any]:
+    """Kernel launches and launch gap ns per step: median with interval, and the per-step values.
+
+    Args:
+        launches: [n] kernel launches of each typical step.
+        gap_ns: [n] ns with no op running between that step's consecutive kernels (critical path).
+    Returns:
+        {steps, launches_per_step, launch_gap_ns_per_step ({est, lo, hi}, null without steps),
+         launches_by_step, launch_gap_ns_by_step, interval}.
+    """
+    out: dict[str, Any] = {
+        "steps": int(len(launches)),
+        "launches_by_step": [int(x) for x in launches],
+        "launch_gap_ns_by_step": [int(round(float(x))) for x in gap_ns],
+        "interval": LAUNCH_PATH_INTERVAL,
+    }
+    for key, values in (("launches_per_step", launches), ("launch_gap_ns_per_step", gap_ns)):
+        if not len(values):
+            out[key] = None
+            continue
+        est, lo, hi = median_with_ci(
+            [np.asarray(values, dtype=np.float64)], seed=stable_seed("launch_path", key)
+        )
+        out[key] = {"est": round(est, 1), "lo": round(lo, 1), "hi": round(hi, 1)}
+    return out
 
 
 def _family_row(
@@ -169,6 +211,22 @@ def _by_kernel(
     return out
 
 
+def launched_before_trace(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
+    """[n] bool: ops whose launch call precedes the trace (a graph replay queued before tracing began).
+
+    Their correlation id is below every call the trace holds (ids grow with each call). Placed by their
+    own start, such a replay's kernels — running while the host, ahead, sat in the first profiled steps'
+    windows — were charged to those steps: 72/41/35/36 of one e256 replay's 257 kernels in four steps.
+    """
+    calls = runtime["correlation"].to_numpy() if "correlation" in runtime else np.zeros(0, dtype=np.int64)
+    calls = calls[calls >= 0]
+    if not len(calls) or "correlation" not in gpu:
+        return np.zeros(len(gpu), dtype=bool)
+    correlation = gpu["correlation"].to_numpy()
+    unmatched = gpu["launch_row"].to_numpy() < 0
+    return unmatched & (correlation >= 0) & (correlation < calls.min())
+
+
 def attach_kernel_bandwidth(
     analysis: dict[str, Any], trace_path: str | Path, kernel_bytes: dict[str, Any] | None
 ) -> None:
@@ -190,6 +248,7 @@ def attach_kernel_bandwidth(
     steps = find_steps(tables)
     gpu = correlate_launches(tables.gpu, tables.runtime)
     step_of_op = step_index_of(launch_times_ns(gpu), steps)
+    step_of_op[launched_before_trace(gpu, tables.runtime)] = -1
     step_rows = [s for s in analysis.get("steps", []) if s.get("rank", 0) == tables.rank]
     typical = typical_steps(step_rows) if len(step_rows) == len(steps) else np.ones(len(steps), dtype=bool)
     block = breakdown(gpu, step_of_op, typical, rules, kernel_bytes.get("ceiling_gbps"))

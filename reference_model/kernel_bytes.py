@@ -32,42 +32,53 @@ def _gemv_grid(out_features: int, in_features: int) -> int:
     return triton.cdiv(out_features, choose_config(1, out_features, in_features).block_n)
 
 
+# The GEMV ending with the next block's add + RMSNorm under `norm_epilogue` (kernels/gemv/norm_epilogue.py).
+NORM_GEMV = "gemv_norm_epilogue_kernel"
+
+
 def _gemv_rules(config: LingConfig, switches: LingSwitches) -> list[dict[str, Any]]:
-    """One rule per distinct GEMV grid: families whose launches share a grid share a rule."""
+    """One rule per distinct (kernel, GEMV grid): families whose launches share both share a rule.
+
+    Under `norm_epilogue` the block output projections are NORM_GEMV launches that also read the norm
+    weight of the norm they end with (one `[D]` vector per launch, moved from the add_rmsnorm rule).
+    """
     elem = dtype_bytes(config)
     hidden, heads = config.hidden_size, config.num_attention_heads
     kda, mla = len(config.kda_layers), len(config.mla_layers)
     dense = config.num_hidden_layers - _moe_layers(config)
     q_first = config.q_lora_rank or heads * config.qk_head_dim
-    # (label, out rows, in cols, launches per step, bytes per weight element)
+    output = (NORM_GEMV, hidden * elem) if switches.norm_epilogue else ("gemv_kernel", 0)
+    plain = ("gemv_kernel", 0)
+    # (label, out rows, in cols, launches per step, bytes per weight element, (kernel, norm bytes per launch))
     shapes = [
-        ("KDA in_proj", 5 * heads * config.head_dim + heads, hidden, kda, elem),
-        ("KDA o_proj", hidden, heads * config.head_dim, kda, elem),
-        ("MLA in_proj", q_first + config.mla_cache_width + heads, hidden, mla, elem),
-        ("MLA dense", hidden, heads * config.v_head_dim, mla, elem),
-        ("dense FFN gate/up", 2 * config.intermediate_size, hidden, dense, elem),
-        ("dense FFN down", hidden, config.intermediate_size, dense, elem),
+        ("KDA in_proj", 5 * heads * config.head_dim + heads, hidden, kda, elem, plain),
+        ("KDA o_proj", hidden, heads * config.head_dim, kda, elem, output),
+        ("MLA in_proj", q_first + config.mla_cache_width + heads, hidden, mla, elem, plain),
+        ("MLA dense", hidden, heads * config.v_head_dim, mla, elem, output),
+        ("dense FFN gate/up", 2 * config.intermediate_size, hidden, dense, elem, plain),
+        ("dense FFN down", hidden, config.intermediate_size, dense, elem, output),
     ]
     if config.q_lora_rank:
-        shapes.append(("MLA q_b_proj", heads * config.qk_head_dim, config.q_lora_rank, mla, elem))
+        shapes.append(("MLA q_b_proj", heads * config.qk_head_dim, config.q_lora_rank, mla, elem, plain))
     if not switches.fused_moe:
         gate_bytes = BF16_BYTES if switches.bf16_gate else FP32_BYTES
-        shapes.append(("router gate", config.num_experts, hidden, _moe_layers(config), gate_bytes))
-    by_grid: dict[int, dict[str, Any]] = {}
-    for label, rows, cols, launches, size in shapes:
+        shapes.append(("router gate", config.num_experts, hidden, _moe_layers(config), gate_bytes, plain))
+    by_grid: dict[tuple[str, int], dict[str, Any]] = {}
+    for label, rows, cols, launches, size, (kernel, norm_bytes) in shapes:
         if not launches:
             continue
         grid = _gemv_grid(rows, cols)
         rule = by_grid.setdefault(
-            grid,
-            {"family": [], "kernels": ["gemv_kernel"], "grid_x": grid, "bytes_per_step": 0, "launches": 0},
+            (kernel, grid),
+            {"family": [], "kernels": [kernel], "grid_x": grid, "bytes_per_step": 0, "launches": 0},
         )
         rule["family"].append(label)
-        rule["bytes_per_step"] += launches * rows * cols * size
+        rule["bytes_per_step"] += launches * (rows * cols * size + norm_bytes)
         rule["launches"] += launches
     rules = []
-    for rule in by_grid.values():
-        rule["family"] = "GEMV " + " / ".join(rule["family"])
+    for (kernel, _grid), rule in by_grid.items():
+        suffix = " + add/RMSNorm" if kernel == NORM_GEMV else ""
+        rule["family"] = "GEMV " + " / ".join(rule["family"]) + suffix
         rules.append(rule)
     return rules
 
@@ -103,6 +114,8 @@ def rules_for(
     hidden, heads = config.hidden_size, config.num_attention_heads
     gemvs = _gemv_rules(config, switches)
     experts = parts["routed_experts"] + parts["shared_experts"]
+    # norm_epilogue: the MoE layer's output launch also reads the next norm's weight.
+    moe_norm = moe * hidden * elem if switches.norm_epilogue else 0
     head_products = mla * heads * config.kv_lora_rank * (config.qk_nope_head_dim + config.v_head_dim) * elem
     # The KDA component less its two projections: conv weights, A_log/dt_bias, norms, read by the decode.
     kda_proj = kda * (5 * heads * config.head_dim + heads) * hidden * elem
@@ -117,7 +130,7 @@ def rules_for(
             _rule(
                 "MoE experts (routed + shared)",
                 ["fused_experts_kernel", "deep_experts_kernel"],
-                experts + bias,
+                experts + bias + moe_norm,
                 moe,
             )
         )
@@ -127,7 +140,7 @@ def rules_for(
         rules.append(_rule("MoE routing (top-k)", ["routing_kernel"], routing, moe))
         gate_up = experts * 2 // 3
         rules.append(_rule("MoE experts gate/up", ["gate_up_kernel"], gate_up, moe))
-        rules.append(_rule("MoE experts down", ["down_kernel"], experts - gate_up, moe))
+        rules.append(_rule("MoE experts down", ["down_kernel"], experts - gate_up + moe_norm, moe))
     kda_bytes = parts["kda_state"] + parts["conv_state"] + parts["kda"] - kda_proj
     rules.append(_rule("KDA decode (state + conv)", ["kda_decode"], kda_bytes, kda))
     rules.append(
@@ -147,8 +160,24 @@ def rules_for(
     rules.append(
         _rule("lm_head + argmax", ["lm_head_partial_kernel", "argmax_combine_kernel"], parts["lm_head"], None)
     )
-    rules.append(_rule("add + RMSNorm", ["add_rmsnorm_kernel"], parts["norms"], None))
+    rules.append(
+        _rule(
+            "add + RMSNorm",
+            ["add_rmsnorm_kernel"],
+            parts["norms"] - _epilogue_norm_bytes(config, switches),
+            None,
+        )
+    )
     return rules
+
+
+def _epilogue_norm_bytes(config: LingConfig, switches: LingSwitches) -> int:
+    """Norm-weight bytes per step read in producers' epilogues (`norm_epilogue`) instead of add_rmsnorm:
+    every norm but the first layer's input norm (the post-attention norms and the norms after every MLP,
+    the final norm included; the GEMV and MoE output rules carry them)."""
+    if not switches.norm_epilogue:
+        return 0
+    return 2 * config.num_hidden_layers * config.hidden_size * dtype_bytes(config)
 
 
 def _rule(family: str, kernels: list[str], size: int, launches: int | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ has the old all-on step as its baseline and the new all-on as its all-on.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bubblescope.errors import ConfigError
@@ -19,13 +20,16 @@ from .spec.workload import SPEC_SWITCHES, make_spec_workload
 from .workload import FAST_SWITCHES
 from .workload import make_workload as make_reference_workload
 
-# Issue 17's switches in the rounds they were added. `make_workload` studies the first round with every
-# pre-issue-17 switch held on (later rounds held OFF: its baseline stays the old all-on step);
-# `make_round2_workload` studies the second round with every other fast-path switch held on.
+# Issue 17's switches in the rounds they were added, then issue 27's (round 3). `make_workload` studies
+# the first round with every pre-issue-17 switch held on (later rounds held OFF: its baseline stays the
+# old all-on step); `make_round2_workload` and `make_round3_workload` study their round with every other
+# fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts", "fused_mla_glue")
-FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2)
-ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2)
+ROUND3 = ("norm_epilogue", "routing_in_experts")
+FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3)
+ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3)
+ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3)
 # The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation
 # sample), studied on DSpark at the issue's oracle accept length with every other speculative switch on.
 SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
@@ -60,8 +64,21 @@ class OnTopWorkload:
         return getattr(self.inner, attribute)
 
     def switches(self) -> list[SwitchInfo]:
-        """Only the studied switches: the fixed ones are not the ablation's to turn off."""
-        return [info for info in self.inner.switches() if info.name in self.studied]
+        """Only the studied switches: the fixed ones are not the ablation's to turn off.
+
+        On the CPU under TRITON_INTERPRET=1 the studied switches are offered as usable: every one is a
+        kernel the interpreter runs (so `ablate --preset debug` smoke-tests the GPU command; its
+        timings say nothing about a GPU). Without the interpreter the fast path does not build at all.
+        """
+        infos = [info for info in self.inner.switches() if info.name in self.studied]
+        if self._interpreted():
+            return [replace(info, needs_gpu=False) for info in infos]
+        return infos
+
+    def _interpreted(self) -> bool:
+        from bubblescope.kernels._pdl import is_interpreting
+
+        return not str(getattr(self.inner, "device", "cpu")).startswith("cuda") and is_interpreting()
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Rebuild the step for the studied switches in `enabled` plus every fixed one.
@@ -112,6 +129,16 @@ def make_round2_workload(
     options["path"] = "fast"
     inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
     return OnTopWorkload(inner, studied=ROUND2, fixed_on=ROUND2_FIXED_ON)
+
+
+def make_round3_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = 4096, **options: Any
+) -> OnTopWorkload:
+    """As `make_workload`, studying issue 27's switches (ROUND3) with every other fast-path switch, the
+    first two rounds' too, held on: `--workload bubblescope.reference_model.on_top:make_round3_workload`."""
+    options["path"] = "fast"
+    inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
+    return OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
 
 
 def make_spec_round2_workload(

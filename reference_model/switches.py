@@ -51,15 +51,22 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
-        "routing_in_experts",
-        "fused MoE: each experts program routes its own token from the router logits after its wait",
-        "the router launch's last program (by ticket) routes, and the experts launch reads its ids back",
-        needs_gpu=True,
-    ),
-    SwitchInfo(
         "fused_mla_glue",
         "MLA: W_UK into the query, and W_UV with the head gate into the output, as two Triton launches",
         "PyTorch ops around the MLA attention: cast + bmm before, bmm, sigmoid, multiply and casts after",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "norm_epilogue",
+        "each residual add + RMSNorm done by the last program of the launch producing its input "
+        "(attention output projections, dense FFN down, fused MoE experts)",
+        "a separate add_rmsnorm launch after every block (85 a step on ling3-flash-e256)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "routing_in_experts",
+        "fused MoE: each experts program routes its own token from the router logits after its wait",
+        "the router launch's last program (by ticket) routes, and the experts launch reads its ids back",
         needs_gpu=True,
     ),
     SwitchInfo(
@@ -134,6 +141,8 @@ class LingSwitches:
     routing_in_experts: bool = False
     # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).
     fused_mla_glue: bool = False
+    # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
+    norm_epilogue: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

@@ -38,12 +38,16 @@ FAST_SWITCHES = (
     "fast_topk",
     "early_shared",
     "deep_experts",
-    "routing_in_experts",
     "fused_mla_glue",
+    "norm_epilogue",
+    "routing_in_experts",
     "bf16_gate",
     "bf16_lm_head",
     "graph_metadata",
 )
+# Fast-path switches a tensor-parallel step cannot take: its all-reduce of each block's partial output
+# sits between the launch that produces it and the norm (norm_epilogue norms inside that launch).
+SINGLE_DEVICE_SWITCHES = ("norm_epilogue",)
 PATHS = ("auto", "fast", "eager")
 
 

@@ -15,6 +15,9 @@ SWITCH_SETS = [
     LingSwitches(fused_moe=True, bf16_gate=True, bf16_lm_head=True, pdl=True),
     LingSwitches(fused_moe=True, fused_mla_glue=True, deep_experts=True),
     LingSwitches(fused_moe=True, bf16_gate=True, deep_experts=True, routing_in_experts=True),
+    LingSwitches(norm_epilogue=True),
+    LingSwitches(fused_moe=True, norm_epilogue=True, bf16_gate=True),
+    LingSwitches(fused_moe=True, norm_epilogue=True, deep_experts=True, routing_in_experts=True),
 ]
 
 
@@ -66,3 +69,29 @@ def test_paths_and_tp_not_modelled_say_so() -> None:
     config = get_preset("debug")
     assert rules_for(config, LingSwitches(), context_len=1, path="eager") is None
     assert rules_for(config, LingSwitches(), context_len=1, tp=2) is None
+
+
+def test_norm_epilogue_moves_the_norm_weights_into_the_output_gemvs() -> None:
+    config = get_preset("ling3-flash-e256")
+    off = {r["family"]: r for r in rules_for(config, LingSwitches(fused_moe=True), context_len=1)}
+    on = {
+        r["family"]: r
+        for r in rules_for(config, LingSwitches(fused_moe=True, norm_epilogue=True), context_len=1)
+    }
+    hidden_row = config.hidden_size * dtype_bytes(config)
+    plain = off["GEMV KDA o_proj / MLA dense / dense FFN down"]
+    fused = on["GEMV KDA o_proj / MLA dense / dense FFN down + add/RMSNorm"]
+    # Same grid (the launcher's tiles), its own kernel name, one norm weight more per launch.
+    assert fused["kernels"] == ["gemv_norm_epilogue_kernel"] and fused["grid_x"] == plain["grid_x"] == 640
+    assert fused["launches"] == plain["launches"] == 44
+    assert fused["bytes_per_step"] == plain["bytes_per_step"] + 44 * hidden_row
+    experts = "MoE experts (routed + shared)"
+    assert on[experts]["bytes_per_step"] == off[experts]["bytes_per_step"] + 40 * hidden_row
+    # All 85 norms but the first layer's input norm move out of add_rmsnorm.
+    moved = off["add + RMSNorm"]["bytes_per_step"] - on["add + RMSNorm"]["bytes_per_step"]
+    assert moved == 84 * hidden_row and on["add + RMSNorm"]["bytes_per_step"] == hidden_row
+    unfused = {r["family"]: r for r in rules_for(config, LingSwitches(norm_epilogue=True), context_len=1)}
+    plain_down = {r["family"]: r for r in rules_for(config, LingSwitches(), context_len=1)}[
+        "MoE experts down"
+    ]
+    assert unfused["MoE experts down"]["bytes_per_step"] == plain_down["bytes_per_step"] + 40 * hidden_row

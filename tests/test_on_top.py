@@ -7,6 +7,8 @@ from bubblescope.reference_model.on_top import (
     FIXED_ON,
     ROUND2,
     ROUND2_FIXED_ON,
+    ROUND3,
+    ROUND3_FIXED_ON,
     SPEC_FIXED_ON,
     SPEC_STUDIED,
     STUDIED,
@@ -50,8 +52,8 @@ def test_offers_only_the_studied_switches_and_holds_the_rest_on() -> None:
     workload.prepare(frozenset({"fast_topk"}))
     assert inner.prepared == [FIXED_ON, FIXED_ON | {"fast_topk"}]
     # Later rounds are held off, so the baseline stays the pre-issue-17 all-on step.
-    assert FIXED_ON | set(STUDIED) | set(ROUND2) == set(FAST_SWITCHES)
-    assert not FIXED_ON & set(STUDIED + ROUND2)
+    assert FIXED_ON | set(STUDIED) | set(ROUND2) | set(ROUND3) == set(FAST_SWITCHES)
+    assert not FIXED_ON & set(STUDIED + ROUND2 + ROUND3)
     assert workload.bytes_per_token(frozenset()) == 1000 + len(FIXED_ON)
     assert workload.describe()["fixed_on"] == sorted(FIXED_ON)
     # Everything else is the inner workload's.
@@ -69,13 +71,39 @@ def test_round2_studies_its_switches_with_every_other_one_on() -> None:
     assert [info.name for info in workload.switches()] == list(ROUND2)
     workload.prepare(frozenset())
     assert inner.prepared == [ROUND2_FIXED_ON] and {"fast_topk", "early_shared"} <= ROUND2_FIXED_ON
-    assert ROUND2_FIXED_ON | set(ROUND2) == set(FAST_SWITCHES)
+    assert ROUND2_FIXED_ON | set(ROUND2) | set(ROUND3) == set(FAST_SWITCHES)
+    assert not ROUND2_FIXED_ON & set(ROUND3)
     # The second round's switches are held off in the first round's workload (its old all-on baseline).
     assert {"deep_experts", "fused_mla_glue"} <= set(ROUND2) and not {"fused_mla_glue"} & FIXED_ON
     with pytest.raises(ConfigError, match="fast_topk is fixed by"):
         workload.prepare(frozenset({"fast_topk"}))
 
 
+def test_round3_studies_its_switches_with_every_other_one_on() -> None:
+    inner = FakeFastWorkload()
+    workload = OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
+    assert [info.name for info in workload.switches()] == list(ROUND3) and "norm_epilogue" in ROUND3
+    workload.prepare(frozenset(ROUND3))
+    assert inner.prepared == [set(FAST_SWITCHES)]
+    assert ROUND3_FIXED_ON | set(ROUND3) == set(FAST_SWITCHES) and set(ROUND2) <= ROUND3_FIXED_ON
+    with pytest.raises(ConfigError, match="deep_experts is fixed by"):
+        workload.prepare(frozenset({"deep_experts"}))
+
+
 def test_spec_round_holds_every_other_speculative_switch_on() -> None:
     assert SPEC_FIXED_ON | set(SPEC_STUDIED) == set(SPEC_SWITCHES) and not SPEC_FIXED_ON & set(SPEC_STUDIED)
     assert {"staged_kda", "fused_kda_verify", "no_readback", "pdl", "fast_topk"} <= SPEC_FIXED_ON
+
+
+def test_studied_switches_are_usable_on_the_cpu_interpreter_only(monkeypatch) -> None:
+    # `ablate --preset debug` under TRITON_INTERPRET=1 smoke-tests the GPU command: the interpreter runs
+    # every studied kernel; without it (or on CUDA) the switches keep their needs_gpu.
+    inner = FakeFastWorkload()
+    inner.device = "cpu"
+    workload = OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert all(info.needs_gpu for info in workload.switches())
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert [(info.name, info.needs_gpu) for info in workload.switches()] == [(n, False) for n in ROUND3]
+    inner.device = "cuda"
+    assert all(info.needs_gpu for info in workload.switches())

@@ -16,6 +16,9 @@ ablation report can check the analysis against the measurement. One rule per swi
   * fused_mla_glue: PyTorch ops around MLA attention -> the glue launches merged away (cuBLAS bmm and
     elementwise kernels once per MLA layer become 2 per layer) at the mean launch idle, plus the
     elementwise kernels' own time (their work joins kernels that stream weights anyway).
+  * norm_epilogue: an add_rmsnorm launch after every block -> those launches but one (the first
+    layer's input norm) at the mean launch idle per kernel; their work moves into the producers' last
+    program, so their kernel time is not predicted to vanish.
   * bf16_gate, bf16_lm_head: fp32 weights read every step -> the bytes per token they stop reading
     (the two configurations' floor bytes) / the bandwidth measured on the device.
 
@@ -62,6 +65,8 @@ class Rule:
     launches_per_group: int = 0
     # Of the merged kernels, those whose own time disappears too (their work joins another kernel).
     vanishing: tuple[str, ...] = ()
+    # Launches of the merged kernels a step that stay (kernel "launches" without a group).
+    kept_per_step: float = 0.0
 
 
 _ELEMENTWISE = r"at::native::.*elementwise_kernel"
@@ -93,6 +98,13 @@ RULES: dict[str, Rule] = {
             group_kernel=r"^mla_split_kernel$",
             launches_per_group=2,
             vanishing=(_ELEMENTWISE,),
+        ),
+        Rule(
+            "norm_epilogue",
+            "launch gaps of the add_rmsnorm launches done in the producing launch's epilogue instead",
+            "launches",
+            kernels=(r"^add_rmsnorm_kernel$",),
+            kept_per_step=1.0,
         ),
         Rule("bf16_gate", "fp32 router weights read every step (half their bytes)", "bytes"),
         Rule("bf16_lm_head", "fp32 lm_head weights read every step (half their bytes)", "bytes"),
@@ -154,7 +166,7 @@ def _launch_prediction(rule: Rule, base: RunRecord, analysis: dict[str, Any] | N
             "basis": "none of its kernels ran in the baseline",
         }
     launches = sum(float(k.get("count_per_step") or 0.0) for k in merged)
-    removed = max(launches - rule.launches_per_group * groups, 0.0)
+    removed = max(launches - rule.launches_per_group * groups - rule.kept_per_step, 0.0)
     vanishing_ns = sum(float(k.get("ns_per_step") or 0.0) for k in _matching(merged, rule.vanishing, None))
     kernels_per_step = float((base.get("analysis") or {}).get("kernels_per_step") or 0.0)
     launch_idle = _idle_samples_ns(base, "launch")

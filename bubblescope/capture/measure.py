@@ -115,6 +115,8 @@ def analysis_block(
             "read_sites": read_sites,
             # Each typical step's idle by class: the samples behind removed-idle intervals (ablate).
             "idle_steps": idle_step_samples(full),
+            # Launches and launch gap per step (kernel_bandwidth.launch_path): null without bytes rules.
+            "launch_path": (full.get("bandwidth") or {}).get("launch_path"),
         }, full
     counted = count_readbacks(trace_path)
     if calls is not None:

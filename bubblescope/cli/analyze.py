@@ -117,7 +117,11 @@ def register(app: typer.Typer) -> None:
         Exit 0 on success, 2 on a bad trace or option.
         """
         from bubblescope.cli.outputs import check_out_file
+        from bubblescope.trace.allocator import keep_freed_memory
         from bubblescope.trace_floor import trace_floor
+
+        # A short-lived command: freed column arrays are reused instead of faulted in afresh (~5 % CPU).
+        keep_freed_memory()
 
         if output_format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")

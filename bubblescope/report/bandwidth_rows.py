@@ -3,14 +3,24 @@
 One row per kernel family of a workload that models its kernels' bytes (the reference decoder): the
 critical-path time per step, the bytes it must read, the achieved TB/s, its share of the measured copy
 ceiling, the time those bytes take at the ceiling and the excess over it — the breakdown of what stands
-between the profiled step and the speed-of-light floor. Rendering only.
+between the profiled step and the speed-of-light floor — and the step's kernel launches and launch gap
+(`launch_path`). Rendering only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.cells import Rows, fmt_duration_ns, md_cell, md_table, num, plain
+from bubblescope.report.cells import (
+    NOT_MEASURED,
+    Rows,
+    fmt_duration_ns,
+    fmt_estimate,
+    md_cell,
+    md_table,
+    num,
+    plain,
+)
 
 BANDWIDTH_TITLE = "Where the step's GPU time goes against the floor (kernel families)"
 BANDWIDTH_HEADERS = [
@@ -79,10 +89,50 @@ def bandwidth_sentence(analysis: dict[str, Any] | None) -> str:
             f"The modelled kernels read {num(block.get('bytes_modelled_per_step')) / 1e6:,.1f} MB per step: "
             f"{fmt_duration_ns(at_ceiling)} at the {ceiling:,.0f} GB/s copy ceiling ({source})."
         )
+    parts.append(launch_path_sentence(block.get("launch_path")))
     parts.append(
         "Idle here is the profiled step's (tracing adds host time); the timed step's is in the summary."
     )
     return " ".join(parts)
+
+
+def launches_text(interval: Any, signed: bool = False) -> str:
+    """`449 [449, 449]` kernel launches of the median step (counts: no decimals beyond a half),
+    `not measured` where null."""
+    if not isinstance(interval, dict) or num(interval.get("est")) is None:
+        return NOT_MEASURED
+    spec = "+g" if signed else "g"
+    values = [num(interval.get(key)) for key in ("est", "lo", "hi")]
+    text = f"{values[0]:{spec}}"
+    if values[1] is not None and values[2] is not None:
+        text += f" [{values[1]:{spec}}, {values[2]:{spec}}]"
+    return text.replace("-", "−")
+
+
+def gap_text(interval: Any, signed: bool = False) -> str:
+    """`2177.4 µs [1838.3, 2266.4]` (an {est, lo, hi} of ns) at the interval's resolution."""
+    if not isinstance(interval, dict) or num(interval.get("est")) is None:
+        return NOT_MEASURED
+    lo, hi = num(interval.get("lo")), num(interval.get("hi"))
+    return fmt_estimate(
+        interval["est"] / 1e3,
+        None if lo is None else lo / 1e3,
+        None if hi is None else hi / 1e3,
+        "µs",
+        signed=signed,
+    ).replace("-", "−")
+
+
+def launch_path_sentence(path: Any) -> str:
+    """Launches and launch gap per step in one sentence ('not measured' without them)."""
+    if not isinstance(path, dict) or not path.get("steps"):
+        return "Kernel launches and launch gap per step: not measured."
+    return (
+        f"Per step (median of {path['steps']} profiled steps, 95% CI): "
+        f"{launches_text(path.get('launches_per_step'))} kernel launches (a CUDA graph's kernels count "
+        f"each); launch gap {gap_text(path.get('launch_gap_ns_per_step'))} (no kernel running between the "
+        "step's consecutive kernels; the idle row, step by step)."
+    )
 
 
 def bandwidth_markdown(analysis: dict[str, Any] | None) -> list[str]:
@@ -102,3 +152,20 @@ def console_bandwidth_rows(rows: Rows) -> Rows:
     headers, body = rows
     keep = [headers.index(column) for column in CONSOLE_COLUMNS]
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in body]
+
+
+LAUNCH_PATH_HEADERS = ["kernel launches / step", "launch gap / step"]
+
+
+def launch_path_cells(records: list[dict[str, Any]]) -> list[list[str]] | None:
+    """Per RunRecord (in order): its launches and launch gap of the median step, for a configuration
+    table; None when no record carries them (the columns are left out)."""
+    paths = [(record.get("analysis") or {}).get("launch_path") for record in records]
+    if not any(isinstance(path, dict) and path.get("steps") for path in paths):
+        return None
+    return [
+        [launches_text(path.get("launches_per_step")), gap_text(path.get("launch_gap_ns_per_step"))]
+        if isinstance(path, dict)
+        else [NOT_MEASURED, NOT_MEASURED]
+        for path in paths
+    ]

@@ -188,6 +188,7 @@ def _summary_rows(diff: dict[str, Any]) -> list[list[str]]:
                 _signed_ns(gpu_step["delta_ns"]),
             ]
         )
+    rows += _launch_path_rows(diff.get("launch_path"))
     for cls, idle in (diff.get("idle_per_step") or {}).items():
         rows.append(
             [
@@ -197,6 +198,25 @@ def _summary_rows(diff: dict[str, Any]) -> list[list[str]]:
                 _signed_ns(idle["delta_ns"]),
             ]
         )
+    return rows
+
+
+def _launch_path_rows(path: Any) -> list[list[str]]:
+    """Kernel launches and launch gap of the median step, each side with its interval, and Δ."""
+    from bubblescope.report.bandwidth_rows import gap_text, launches_text
+
+    if not isinstance(path, dict):
+        return []
+    rows = []
+    for measure, label, text in (
+        ("launches_per_step", "kernel launches (median step)", launches_text),
+        ("launch_gap_ns_per_step", "launch gap (median step, critical path)", gap_text),
+    ):
+        entry = path.get(measure)
+        if not isinstance(entry, dict):
+            continue
+        delta = text(entry.get("delta"), signed=True)
+        rows.append([label, text(entry.get("baseline")), text(entry.get("current")), delta])
     return rows
 
 

@@ -16,7 +16,7 @@ from bubblescope.report.ablation_cells import (
     removed_idle_text,
     timed_idle_text,
 )
-from bubblescope.report.bandwidth_rows import bandwidth_markdown
+from bubblescope.report.bandwidth_rows import LAUNCH_PATH_HEADERS, bandwidth_markdown, launch_path_cells
 from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and tests use them here)
     ESTIMATORS,
     GAP_CLASSES,
@@ -53,6 +53,7 @@ from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.profile_sections import profile_markdown
+from bubblescope.report.spec_rows import expert_union_items
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
 from bubblescope.timed_idle import timed_step_ns_of
@@ -201,6 +202,12 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
                 f"{ratio:.2f}×" if num(ratio) is not None and floor_measured(record) else "—",
             ]
         )
+    # Launches and launch gap per step where the runs carry them (workloads that model kernel bytes).
+    configs = ablation.get("configs") or []
+    launches = launch_path_cells([records.get(str(c.get("key"))) or {} for c in configs])
+    if launches is not None:
+        headers += LAUNCH_PATH_HEADERS
+        rows = [row + cells for row, cells in zip(rows, launches, strict=True)]
     return headers, rows
 
 
@@ -234,7 +241,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     if profiled is not None:
         # How far the trace-derived numbers (gaps, reads) describe the timed steps.
         items.append(("profiled step ÷ timed step", f"{profiled:.2f}×"))
-    return items
+    return items + expert_union_items(record)
 
 
 def floor_measured(record: dict[str, Any]) -> bool:

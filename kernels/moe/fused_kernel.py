@@ -26,6 +26,7 @@ from bubblescope.kernels.gemv.kernel import gemv_strip
 from bubblescope.kernels.moe.experts_kernel import load_w13_tiles, swiglu_rows
 from bubblescope.kernels.moe.routing_kernel import route_row
 from bubblescope.kernels.moe.slot_routing import expert_and_gain
+from bubblescope.kernels.rmsnorm.epilogue import last_program_add_rmsnorm
 
 
 @triton.jit
@@ -197,9 +198,18 @@ def fused_experts_kernel(
     BLOCK_G: tl.constexpr = 1,
     BLOCK_PG: tl.constexpr = 1,
     BLOCK_TOPK: tl.constexpr = 1,
+    NORM_EPILOGUE: tl.constexpr = False,
+    p_res=None,
+    p_norm_w=None,
+    p_normed=None,
+    p_norm_counter=None,
+    eps=0.0,
+    BLOCK_NORM: tl.constexpr = 1,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
     the down projection, scaled by the routing weight, atomically added into y[m] (fp32).
+    NORM_EPILOGUE (`norm_epilogue`): the last program by ticket then adds y into p_res and writes the
+    next block's normed rows (kernels/rmsnorm/epilogue.py; p_res .. BLOCK_NORM are its arguments).
     EARLY_SHARED (`early_shared`): the shared slot's gate/up + SwiGLU run before `gdc_wait`.
     ROUTE_HERE (`routing_in_experts`): each program routes its row from p_logits after the wait
     (slot_routing.py) instead of reading ids / weights; N_GROUP .. BLOCK_TOPK are routing's."""
@@ -284,6 +294,12 @@ def fused_experts_kernel(
         b_part = tl.sum(b_w2.to(tl.float32) * b_h[None, :], axis=1)
         tl.atomic_add(p_y + i_m * D + o_d, b_part, mask=o_d < D, sem="relaxed")
         b_w2 = b_w2_next
+    if NORM_EPILOGUE:
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        last_program_add_rmsnorm(
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
+            BLOCK_NORM,
+        )  # fmt: skip
 
 
 @triton.jit

@@ -12,6 +12,32 @@ from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
 from bubblescope.kernels.moe.union_kernel import union_experts_kernel
+from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue
+
+
+def norm_epilogue_arguments(epilogue: NormEpilogue | None, out: torch.Tensor) -> dict[str, object]:
+    """The experts launches' NORM_EPILOGUE keywords; off, the pointers are `out` (never read): the
+    launch signature stays the same whether the epilogue is on or not."""
+    if epilogue is None:
+        return dict(
+            NORM_EPILOGUE=False,
+            p_res=out,
+            p_norm_w=out,
+            p_normed=out,
+            p_norm_counter=out,
+            eps=0.0,
+            BLOCK_NORM=1,
+        )
+    return dict(
+        NORM_EPILOGUE=True,
+        p_res=epilogue.residual,
+        p_norm_w=epilogue.weight,
+        p_normed=epilogue.out,
+        p_norm_counter=epilogue.counter,
+        eps=epilogue.eps,
+        BLOCK_NORM=epilogue.block_d(),
+    )
+
 
 # The union kernel's row tile: tl.dot needs >= 16 rows, and the MoE kernels take at most 16 (verify_moe).
 UNION_BLOCK_M = 16
@@ -70,9 +96,16 @@ def launch_router_and_routing(
 
 
 def launch_swiglu_experts(
-    x: torch.Tensor, weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace, out: torch.Tensor, pdl: bool
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    out: torch.Tensor,
+    pdl: bool,
+    epilogue: NormEpilogue | None = None,
 ) -> None:
-    """Unfused expert launches: gate/up + SwiGLU into ws.hidden, then down + weighted sum into out."""
+    """Unfused expert launches: gate/up + SwiGLU into ws.hidden, then down + weighted sum into out (and,
+    with `epilogue`, the next add + RMSNorm in the down launch's last program)."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
@@ -117,6 +150,7 @@ def launch_swiglu_experts(
         BLOCK_I=min(256, triton.next_power_of_2(inter)),
         USE_PDL=pdl,
         num_warps=4,
+        **norm_epilogue_arguments(epilogue, out),
         **launch_options(pdl),
     )
 
@@ -171,12 +205,14 @@ def launch_fused_moe(
     cfg: FusedMoEConfig,
     out: torch.Tensor,
     pdl: bool,
+    epilogue: NormEpilogue | None = None,
 ) -> None:
     """Router + routing (+ zero out), then the experts accumulating into out: two launches up to
     cfg.serial_route_max_rows rows, four above (zero, router GEMV, parallel routing, experts).
     Up to that row count cfg.routing_site says who routes (params.py): the router launch's last
     program, the experts programs themselves, or a routing launch of its own (three launches).
-    With cfg.expert_union and several rows the experts launch is union_experts_kernel."""
+    With cfg.expert_union and several rows the experts launch is union_experts_kernel. `epilogue`: the
+    experts launch ends with the next add + RMSNorm (not built into the union launch: moe_fused refuses)."""
     rows = x.shape[0]
     site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
@@ -189,7 +225,7 @@ def launch_fused_moe(
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
-    launch_experts(x, weights, rule, ws, cfg, out, pdl, route_here=site == "experts")
+    launch_experts(x, weights, rule, ws, cfg, out, pdl, route_here=site == "experts", epilogue=epilogue)
 
 
 def launch_experts(
@@ -201,9 +237,10 @@ def launch_experts(
     out: torch.Tensor,
     pdl: bool,
     route_here: bool,
+    epilogue: NormEpilogue | None = None,
 ) -> None:
     """The experts launch of the fused layer (fused or deep kernel) into the zeroed out: slots read
-    ws.ids / ws.weights, or (route_here) route from ws.logits themselves."""
+    ws.ids / ws.weights, or (route_here) route from ws.logits themselves; `epilogue` as launch_fused_moe."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
@@ -237,6 +274,7 @@ def launch_experts(
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
         **experts_routing_constants(weights.router.shape[0], rule, route_here),
+        **norm_epilogue_arguments(epilogue, out),
         **extra,
         **launch_options(pdl),
     )

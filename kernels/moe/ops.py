@@ -18,6 +18,7 @@ from bubblescope.kernels.moe.launch import (
     launch_router_and_routing,
     launch_routing,
     launch_swiglu_experts,
+    union_applies,
 )
 from bubblescope.kernels.moe.params import (
     ROUTING_SITES,
@@ -26,6 +27,7 @@ from bubblescope.kernels.moe.params import (
     MoEWorkspace,
     RoutingRule,
 )
+from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue, check_norm_epilogue
 
 OP = "moe"
 MAX_EXPERTS = 4096
@@ -120,6 +122,7 @@ def moe_unfused(
     use_pdl: bool = False,
     workspace: MoEWorkspace | None = None,
     fast_topk: bool = False,
+    epilogue: NormEpilogue | None = None,
 ) -> torch.Tensor:
     """MoE layer in 4 launches: router GEMV (fp32 math on the router's dtype), routing, gate/up +
     SwiGLU of every (token, slot, I-slice), down + weighted sum per output slice (no atomics).
@@ -131,16 +134,21 @@ def moe_unfused(
         use_pdl: Programmatic Dependent Launch where supported.
         workspace: reusable buffers; default allocated per call.
         fast_topk: route with the packed-key routine (topk_keys.py); same ids and weights.
+        epilogue: the next residual add + RMSNorm, done by the down launch's last program
+            (`norm_epilogue`, kernels/rmsnorm/epilogue.py).
     Returns:
-        `[M, D]` fp32: sum_i w_i E_i(x) + E_shared(x).
+        `[M, D]` fp32: sum_i w_i E_i(x) + E_shared(x) (with `epilogue`, also added into its residual,
+        and the normed rows in `epilogue.out`).
     """
     check_moe_inputs(x, weights, rule, workspace)
+    if epilogue is not None:
+        check_norm_epilogue(epilogue, x.shape[0], x.shape[1], x.device, OP)
     ws = workspace or MoEWorkspace.allocate(x.shape[0], weights, rule)
     pdl = resolve_pdl(use_pdl, x.device)
     rows, hidden = x.shape
     launch_router_and_routing(x, weights, rule, ws, pdl, fast_topk)
     out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
-    launch_swiglu_experts(x, weights, rule, ws, out, pdl)
+    launch_swiglu_experts(x, weights, rule, ws, out, pdl, epilogue)
     return out
 
 
@@ -152,13 +160,15 @@ def moe_fused(
     workspace: MoEWorkspace | None = None,
     config: FusedMoEConfig | None = None,
     out: torch.Tensor | None = None,
+    epilogue: NormEpilogue | None = None,
 ) -> torch.Tensor:
     """MoE layer in 2 launches (why two: see fused_kernel.py): [router GEMV + routing by the last
     program + zero y], then [every (token, slot, I-slice): gate/up, SwiGLU, split-K down, atomic add].
     Above `config.serial_route_max_rows` rows the first launch becomes three (zero y, router GEMV,
     one routing program per row), so a verify window's rows are not routed one after another.
 
-    Args: as `moe_unfused`, plus `config` (tiles) and `out`, an optional `[M, D]` fp32 accumulator.
+    Args: as `moe_unfused` (`epilogue` in the experts launch), plus `config` (tiles) and `out`, an
+        optional `[M, D]` fp32 accumulator.
     Returns:
         `[M, D]` fp32 (summation order of the atomics varies: results match to fp32 rounding, not bitwise).
     """
@@ -180,5 +190,9 @@ def moe_fused(
         out = torch.empty(rows, hidden, dtype=torch.float32, device=x.device)
     check_shape("out", out, (rows, hidden), OP)
     check_dtype("out", out, (torch.float32,), OP)
-    launch_fused_moe(x, weights, rule, ws, cfg, out, pdl)
+    if epilogue is not None:
+        check_norm_epilogue(epilogue, rows, hidden, x.device, OP)
+        if union_applies(x, weights, cfg):
+            raise KernelInputError(f"{OP}: the norm epilogue is not built into the union experts launch")
+    launch_fused_moe(x, weights, rule, ws, cfg, out, pdl, epilogue)
     return out

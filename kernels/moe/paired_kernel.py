@@ -19,6 +19,7 @@ from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.moe.experts_kernel import clamped_swiglu, load_w13_tiles
 from bubblescope.kernels.moe.fused_kernel import load_w2_tile
 from bubblescope.kernels.moe.slot_routing import expert_and_gain
+from bubblescope.kernels.rmsnorm.epilogue import last_program_add_rmsnorm
 
 
 @triton.jit
@@ -110,8 +111,16 @@ def deep_experts_kernel(
     BLOCK_G: tl.constexpr = 1,
     BLOCK_PG: tl.constexpr = 1,
     BLOCK_TOPK: tl.constexpr = 1,
+    NORM_EPILOGUE: tl.constexpr = False,
+    p_res=None,
+    p_norm_w=None,
+    p_normed=None,
+    p_norm_counter=None,
+    eps=0.0,
+    BLOCK_NORM: tl.constexpr = 1,
 ):
-    """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as fused_experts_kernel.
+    """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as fused_experts_kernel, the
+    NORM_EPILOGUE (`norm_epilogue`) too.
     EARLY_SHARED: the shared slot's gate/up + SwiGLU before gdc_wait (safe for the reason given in
     fused_kernel.early_shared_h: x is complete when this grid starts); otherwise every slot waits.
     ROUTE_HERE (`routing_in_experts`): each program routes its row after the wait (slot_routing.py)."""
@@ -143,3 +152,9 @@ def deep_experts_kernel(
     down_deep(
         p_w2 + expert * stride_w2e + o_i[None, :], p_y + i_m * D, b_h, m_i, D, INTER, BLOCK_DOUT, STAGES
     )
+    if NORM_EPILOGUE:
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        last_program_add_rmsnorm(
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
+            BLOCK_NORM,
+        )  # fmt: skip

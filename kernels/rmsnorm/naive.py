@@ -26,3 +26,14 @@ def add_rmsnorm_naive(
         new_residual[m] = row
         normed[m] = weight.float() * row / torch.sqrt((row * row).mean() + eps)
     return normed.to(x.dtype), new_residual.to(res_dtype)
+
+
+def epilogue_add_rmsnorm_naive(
+    y: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, out_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a `norm_epilogue` launch leaves after producing y `[M, D]` (as the producer stored it):
+    r = y + residual in fp32; (normed = weight * r / sqrt(mean(r^2) + eps) in out_dtype, r in
+    residual's dtype)."""
+    row = y.float() + residual.float()
+    normed = weight.float() * row / torch.sqrt((row * row).mean(dim=-1, keepdim=True) + eps)
+    return normed.to(out_dtype), row.to(residual.dtype)

@@ -16,11 +16,12 @@ import triton
 from bubblescope.kernels._pdl import is_interpreting
 from bubblescope.kernels.gemv import GemvConfig
 from bubblescope.kernels.gemv import gemv as gemv_kernel
+from bubblescope.kernels.gemv.norm_epilogue import gemv_add_rmsnorm
 from bubblescope.kernels.kda_decode import kda_decode
 from bubblescope.kernels.mla_decode import mla_decode
 from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
-from bubblescope.kernels.rmsnorm import add_rmsnorm
+from bubblescope.kernels.rmsnorm import NormEpilogue, add_rmsnorm
 
 from ..ffn import swiglu
 from .metadata import DecodeMetadata
@@ -50,6 +51,17 @@ def gemv(
     return gemv_kernel(x, weight, out_dtype=out_dtype, use_pdl=use_pdl, config=config)
 
 
+def output_projection(
+    x: torch.Tensor, weight: torch.Tensor, opts: StepOptions, norm: NormEpilogue | None
+) -> torch.Tensor:
+    """A block's last GEMV `[1, K] -> [1, D]`; with `norm` (the `norm_epilogue` switch) its launch also
+    does the residual add + RMSNorm that follows, and the normed row `norm.out` is returned instead."""
+    if norm is None:
+        return gemv(x, weight, use_pdl=opts.use_pdl)
+    config = interpreter_gemv_config(weight.shape[0], weight.shape[1])
+    return gemv_add_rmsnorm(x, weight, norm, use_pdl=opts.use_pdl, config=config)
+
+
 @dataclass(frozen=True)
 class StepOptions:
     """What the kernel-level switches choose (applied by construction of the step).
@@ -73,6 +85,9 @@ class StepOptions:
             with fused_moe off).
         fused_mla_glue: the MLA head products (W_UK into the query; W_UV and the head gate into the
             output) as two Triton launches (kernels/mla_glue) instead of PyTorch ops.
+        norm_epilogue: each block's output launch (KDA o_proj, MLA dense, dense FFN down, the fused
+            MoE experts) ends with the residual add + RMSNorm of the next block, in its last program
+            (kernels/rmsnorm/epilogue.py), instead of a separate add_rmsnorm launch.
     """
 
     use_pdl: bool
@@ -87,9 +102,17 @@ class StepOptions:
     deep_experts: bool = False
     routing_in_experts: bool = False
     fused_mla_glue: bool = False
+    norm_epilogue: bool = False
 
 
-def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
+# Every block below takes `norm`: None returns the block's output `[1, D]` (the caller norms it); a
+# NormEpilogue (`norm_epilogue`) makes the block's last launch add it into the residual and norm it,
+# and the block returns the normed row.
+
+
+def kda_block(
+    pack: KDAPack, normed: torch.Tensor, opts: StepOptions, norm: NormEpilogue | None = None
+) -> torch.Tensor:
     """KDA attention for one token: fused projection GEMV, one-launch KDA decode, o_proj GEMV."""
     # [1, 5W + H]: q, k, v, f, g, b as column slices (the kernel takes row strides).
     proj = gemv(normed, pack.in_proj, use_pdl=opts.use_pdl)
@@ -107,7 +130,7 @@ def kda_block(pack: KDAPack, normed: torch.Tensor, opts: StepOptions) -> torch.T
         use_pdl=opts.use_pdl,
         v_splits=opts.kda_v_splits,
     )
-    return gemv(out, pack.o_proj, use_pdl=opts.use_pdl)
+    return output_projection(out, pack.o_proj, opts, norm)
 
 
 def _mla_queries(pack: MLAPack, proj: torch.Tensor, heads: int, opts: StepOptions) -> torch.Tensor:
@@ -120,7 +143,13 @@ def _mla_queries(pack: MLAPack, proj: torch.Tensor, heads: int, opts: StepOption
     return gemv(q_a, pack.q_b_proj, use_pdl=opts.use_pdl).view(heads, -1)
 
 
-def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: StepOptions) -> torch.Tensor:
+def mla_block(
+    pack: MLAPack,
+    normed: torch.Tensor,
+    meta: DecodeMetadata,
+    opts: StepOptions,
+    norm: NormEpilogue | None = None,
+) -> torch.Tensor:
     """Absorbed MLA for one token: write its latent row at `meta.positions`, attend over seq_lens rows."""
     # [1, Q + r + R + H] in fp32: the head gate must be an fp32 GEMV of the bf16 inputs (notes §3.2).
     proj = gemv(normed, pack.in_proj, out_dtype=torch.float32, use_pdl=opts.use_pdl)
@@ -130,7 +159,7 @@ def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: S
     latent = proj[0, start : start + latent_width]
     gate_logits = proj[:, start + latent_width :]
     if opts.fused_mla_glue:
-        return _mla_fused_glue(pack, q, latent, gate_logits, meta, opts)
+        return _mla_fused_glue(pack, q, latent, gate_logits, meta, opts, norm)
     dtype = normed.dtype
     heads, nope, latent_dim = pack.w_uk.shape
     gate = torch.sigmoid(gate_logits)
@@ -144,7 +173,7 @@ def mla_block(pack: MLAPack, normed: torch.Tensor, meta: DecodeMetadata, opts: S
     # [H, 1, r] @ [H, r, v] -> [1, H, v] (W_UV folded into the output)
     heads_out = torch.bmm(o_latent.view(heads, 1, latent_dim), pack.w_uv_t).view(1, heads, -1)
     gated = (heads_out.float() * gate[..., None]).to(dtype).view(1, -1)
-    return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
+    return output_projection(gated, pack.dense, opts, norm)
 
 
 def _mla_fused_glue(
@@ -154,6 +183,7 @@ def _mla_fused_glue(
     gate_logits: torch.Tensor,
     meta: DecodeMetadata,
     opts: StepOptions,
+    norm: NormEpilogue | None,
 ) -> torch.Tensor:
     """mla_block's tail under `fused_mla_glue`: the same math, the head products in two launches."""
     q_pe = mla_prep(
@@ -164,24 +194,39 @@ def _mla_fused_glue(
     o_latent = mla_decode(q_latent, q_pe, pack.cache, meta.seq_lens, opts.mla_scale, use_pdl=opts.use_pdl)
     # [1, H*v]: per head round(round(o_latent @ W_UV^T) * sigmoid(gate)), the dense layer's input.
     gated = mla_out_gate(o_latent, pack.w_uv_t, gate_logits, use_pdl=opts.use_pdl)
-    return gemv(gated, pack.dense, use_pdl=opts.use_pdl)
+    return output_projection(gated, pack.dense, opts, norm)
 
 
-def dense_block(pack: DensePack, normed: torch.Tensor, opts: StepOptions) -> torch.Tensor:
+def dense_block(
+    pack: DensePack, normed: torch.Tensor, opts: StepOptions, norm: NormEpilogue | None = None
+) -> torch.Tensor:
     """Dense SwiGLU FFN: fused gate/up GEMV, SwiGLU (with the layer's clamp), down GEMV."""
     gate, up = gemv(normed, pack.w13, use_pdl=opts.use_pdl).chunk(2, dim=1)
-    return gemv(swiglu(gate, up, pack.limit).contiguous(), pack.w2, use_pdl=opts.use_pdl)
+    return output_projection(swiglu(gate, up, pack.limit).contiguous(), pack.w2, opts, norm)
 
 
 def moe_block(
-    pack: MoEPack, normed: torch.Tensor, rule: RoutingRule, workspace: MoEWorkspace, opts: StepOptions
+    pack: MoEPack,
+    normed: torch.Tensor,
+    rule: RoutingRule,
+    workspace: MoEWorkspace,
+    opts: StepOptions,
+    norm: NormEpilogue | None = None,
 ) -> torch.Tensor:
-    """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`."""
+    """Routed + shared experts of one token; `fused_moe` picks 2 launches over 4. Output fp32 `[1, D]`
+    (with `norm`: the normed row, the last launch having added the output into the residual)."""
     weights = pack.with_router(opts.bf16_gate)
     if not opts.fused_moe:
-        return moe_unfused(
-            normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, fast_topk=opts.fast_topk
+        out = moe_unfused(
+            normed,
+            weights,
+            rule,
+            use_pdl=opts.use_pdl,
+            workspace=workspace,
+            fast_topk=opts.fast_topk,
+            epilogue=norm,
         )
+        return out if norm is None else norm.out
     # Interpreter: one router program instead of one per expert row (cost is per program there).
     router_block_n = triton.next_power_of_2(weights.router.shape[0]) if is_interpreting() else 1
     config = FusedMoEConfig(
@@ -191,4 +236,7 @@ def moe_block(
         deep_experts=opts.deep_experts,
         routing_site="experts" if opts.routing_in_experts else "router_launch",
     )
-    return moe_fused(normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config)
+    out = moe_fused(
+        normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config, epilogue=norm
+    )
+    return out if norm is None else norm.out

@@ -121,6 +121,7 @@ class FastDecoder:
             switches.deep_experts,
             switches.routing_in_experts,
             switches.fused_mla_glue,
+            switches.norm_epilogue,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -152,6 +153,7 @@ class FastDecoder:
             deep_experts=switches.deep_experts,
             routing_in_experts=switches.routing_in_experts,
             fused_mla_glue=switches.fused_mla_glue,
+            norm_epilogue=switches.norm_epilogue,
         )
         self._built_key = key
         self.graph = None

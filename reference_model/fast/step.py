@@ -13,7 +13,7 @@ import math
 import torch
 from bubblescope.kernels.lm_head import lm_head_greedy
 from bubblescope.kernels.moe import MoEWorkspace
-from bubblescope.kernels.rmsnorm import add_rmsnorm
+from bubblescope.kernels.rmsnorm import NormEpilogue, add_rmsnorm
 
 from .blocks import StepOptions, dense_block, interpreter_gemv_config, kda_block, mla_block, moe_block
 from .metadata import DecodeMetadata
@@ -33,6 +33,7 @@ def step_options(
     deep_experts: bool = False,
     routing_in_experts: bool = False,
     fused_mla_glue: bool = False,
+    norm_epilogue: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
     a switch: it changes which programs do the work, not the math)."""
@@ -50,6 +51,7 @@ def step_options(
         deep_experts=deep_experts,
         routing_in_experts=routing_in_experts,
         fused_mla_glue=fused_mla_glue,
+        norm_epilogue=norm_epilogue,
     )
 
 
@@ -81,6 +83,9 @@ class FastForward:
             if isinstance(layer.mlp, MoEPack):
                 weights = layer.mlp.with_router(opts.bf16_gate)
                 self.workspaces[layer.index] = MoEWorkspace.allocate(1, weights, pack.rule)
+        # norm_epilogue: one ticket counter per norm site (2 a layer: after attention, after the MLP),
+        # allocated once here so every CUDA-graph replay finds them re-armed at 0.
+        self.norm_counters = torch.zeros(2 * len(pack.layers), dtype=torch.int32, device=embed.device)
 
     def _norm(self, contribution: torch.Tensor, weight: torch.Tensor, first: bool = False) -> torch.Tensor:
         """residual += contribution (first: residual = contribution); returns RMSNorm(residual) `[1, D]`."""
@@ -96,18 +101,30 @@ class FastForward:
         )
         return normed
 
+    def _epilogue(self, weight: torch.Tensor, site: int) -> NormEpilogue | None:
+        """The add + RMSNorm with `weight` for the producing launch's epilogue (`norm_epilogue`), or None
+        (the caller runs `_norm`). `site`: this norm's own ticket counter."""
+        if not self.opts.norm_epilogue:
+            return None
+        normed = torch.empty(self.residual.shape, dtype=self.dtype, device=self.residual.device)
+        counter = self.norm_counters[site : site + 1]
+        return NormEpilogue(self.residual, weight, normed, counter, self.opts.eps)
+
     def _layer(self, layer: LayerPack, normed: torch.Tensor, next_norm: torch.Tensor) -> torch.Tensor:
         """One decoder layer from its input-normed hidden to the next layer's input-normed hidden."""
+        post_attention = self._epilogue(layer.post_attention_norm, 2 * layer.index)
         if isinstance(layer.attention, KDAPack):
-            attn = kda_block(layer.attention, normed, self.opts)
+            attn = kda_block(layer.attention, normed, self.opts, post_attention)
         else:
-            attn = mla_block(layer.attention, normed, self.meta, self.opts)
-        normed = self._norm(attn, layer.post_attention_norm)
+            attn = mla_block(layer.attention, normed, self.meta, self.opts, post_attention)
+        normed = attn if post_attention is not None else self._norm(attn, layer.post_attention_norm)
+        after_mlp = self._epilogue(next_norm, 2 * layer.index + 1)
         if isinstance(layer.mlp, MoEPack):
-            mlp = moe_block(layer.mlp, normed, self.pack.rule, self.workspaces[layer.index], self.opts)
+            workspace = self.workspaces[layer.index]
+            mlp = moe_block(layer.mlp, normed, self.pack.rule, workspace, self.opts, after_mlp)
         else:
-            mlp = dense_block(layer.mlp, normed, self.opts)
-        return self._norm(mlp, next_norm)
+            mlp = dense_block(layer.mlp, normed, self.opts, after_mlp)
+        return mlp if after_mlp is not None else self._norm(mlp, next_norm)
 
     def __call__(self) -> None:
         """Run one token: reads meta.raw / positions / seq_lens / cos / sin, writes next_token and logits."""

@@ -24,7 +24,7 @@ from ..fast.step import FastForward
 from ..fast.workload import FastDecoderSteps
 from ..model import LingForCausalLM
 from ..switches import LingSwitches, require_implemented
-from ..workload import FAST_SWITCHES
+from ..workload import FAST_SWITCHES, SINGLE_DEVICE_SWITCHES
 from .comm import TPComm
 from .decode import tp_prefill
 from .lm_head import vocab_parallel_argmax
@@ -86,7 +86,7 @@ class TPFastDecoder(FastDecoder):
         return TPFastForward(self.pack, self.meta, opts, self.comm, self.vocab_start)
 
 
-TP_FAST_SWITCHES = (*FAST_SWITCHES, FAST_ALLREDUCE.name)
+TP_FAST_SWITCHES = (*(n for n in FAST_SWITCHES if n not in SINGLE_DEVICE_SWITCHES), FAST_ALLREDUCE.name)
 
 
 class TPFastWorkload(FastDecoderSteps, TPLingWorkload):

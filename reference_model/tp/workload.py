@@ -33,9 +33,10 @@ TP_SWITCHES = (*EAGER_SWITCHES, FAST_ALLREDUCE.name)
 
 def tp_switch_infos(fast_path: bool = False) -> list[SwitchInfo]:
     """Switches of the TP workload: the eager path's or the fast path's, plus fast_allreduce."""
-    from ..workload import FAST_SWITCHES
+    from ..workload import FAST_SWITCHES, SINGLE_DEVICE_SWITCHES
 
-    names = FAST_SWITCHES if fast_path else EAGER_SWITCHES
+    fast = tuple(name for name in FAST_SWITCHES if name not in SINGLE_DEVICE_SWITCHES)
+    names = fast if fast_path else EAGER_SWITCHES
     return [info for info in SWITCH_INFO if info.name in names] + [FAST_ALLREDUCE]
 
 

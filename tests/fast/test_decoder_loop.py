@@ -74,6 +74,7 @@ def test_host_loop_only_switch_keeps_the_step_other_switches_rebuild_it(fast: Fa
         "early_shared": "early_shared",
         "deep_experts": "deep_experts",
         "fused_mla_glue": "fused_mla_glue",
+        "norm_epilogue": "norm_epilogue",
         "bf16_gate": "bf16_gate",
         "bf16_lm_head": "bf16_lm_head",
     }
@@ -95,11 +96,12 @@ def test_graph_key_separates_every_graph_relevant_switch() -> None:
             "early_shared",
             "deep_experts",
             "fused_mla_glue",
+            "norm_epilogue",
             "bf16_gate",
             "bf16_lm_head",
             "graph_metadata",
         )
     }
-    assert len(keys) == 9 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
+    assert len(keys) == 10 and FastDecoder.graph_key(LingSwitches(no_readback=True)) == FastDecoder.graph_key(
         LingSwitches()
     )

@@ -113,8 +113,9 @@ def test_new_moe_switches_on_the_fused_path_keep_tokens(
 
 
 # routing_in_experts moves routing from the router launch into the experts launch: on top of the other
-# fused MoE switches (alone, without fused_moe, it leaves the step unchanged), same greedy tokens.
-ROUTING_IN_EXPERTS_ON_FUSED = NEW_MOE_ON_FUSED | {"routing_in_experts"}
+# fused MoE switches and norm_epilogue (whose norm ends the same experts launch), i.e. the all-on MoE
+# path, same greedy tokens (alone, without fused_moe, it leaves the step unchanged).
+ROUTING_IN_EXPERTS_ON_FUSED = NEW_MOE_ON_FUSED | {"routing_in_experts", "norm_epilogue"}
 
 
 @pytest.mark.interpreter
@@ -139,7 +140,9 @@ def test_routing_in_experts_on_the_fused_path_keeps_tokens(
 def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     # no_readback with graph_metadata puts the on-device advance inside the step body: its own combination.
     steps = SHORT_STEPS
-    assert decode(trimmed, frozenset(CPU_SWITCHES) | {"early_shared"}, steps) == baseline[: steps + 1]
+    # norm_epilogue has its own module (test_norm_epilogue.py: logits, tokens, launches); here with the rest.
+    together = frozenset(CPU_SWITCHES) | {"early_shared", "norm_epilogue"}
+    assert decode(trimmed, together, steps) == baseline[: steps + 1]
 
 
 @pytest.mark.interpreter

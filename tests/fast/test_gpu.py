@@ -245,7 +245,11 @@ def test_readback_baseline_really_reads_every_step(tiny: FastLingWorkload) -> No
 # (3 of 8 experts; every earlier layer routes the same) and moves the logits 8.9e-2, on the fused base
 # no layer routes differently (6.4e-3). So it is checked on the fused base (fused_runs, nearer-base
 # rule, FUSED_TOLERANCE), not against all-off or the fp32 truth.
-ROUNDING_ONLY = frozenset({"fused_mla_glue"})
+# norm_epilogue runs add_rmsnorm's math in the producer's last program, whose warps (4, not 8) reduce
+# sum(r^2) in another order: rstd may differ in its last fp32 bit, so a normed bf16 element may round
+# the other way (tests/kernels/test_norm_epilogue_gpu.py bounds it at real shapes), the same kind of
+# change as fused_mla_glue's: checked on the fused base below.
+ROUNDING_ONLY = frozenset({"fused_mla_glue", "norm_epilogue"})
 
 
 def test_fast_topk_on_the_unfused_path_keeps_logits_and_tokens(tiny: FastLingWorkload, baseline) -> None:
@@ -283,6 +287,7 @@ def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int
         ("routing_in_experts",),
         ("fast_topk", "early_shared", "deep_experts", "routing_in_experts"),
         ("fused_mla_glue",),
+        ("norm_epilogue",),
     ):
         runs["+".join(new)] = run(tiny, FUSED_BASE | set(new), STEPS)
     return runs
@@ -303,6 +308,7 @@ def leading_agreement(tokens: list[int], reference: list[int]) -> int:
         "routing_in_experts",
         "fast_topk+early_shared+deep_experts+routing_in_experts",
         "fused_mla_glue",
+        "norm_epilogue",
     ],
 )
 def test_new_moe_switches_on_the_fused_pdl_path(fused_runs, new: str) -> None:

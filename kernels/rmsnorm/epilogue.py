@@ -1,0 +1,126 @@
+"""Residual add + RMSNorm in the epilogue of the launch that produces its input (`norm_epilogue`).
+
+Why an epilogue: a decode step runs one add + RMSNorm after every block (85 `add_rmsnorm` launches per
+step on ling3-flash-e256, 137 µs of it, RESULTS.md round 2). Doing it in the *consumers'* prologues lost
+(+74 µs): every one of a consumer's ~512 programs redid the whole row's norm on its critical path. Here
+it is done ONCE, by the producer's last program, the "last ticket" pattern of the fused MoE router
+launch (kernels/moe/fused_kernel.py `router_route_kernel`): every program writes its share of the
+block output y, `tl.debug_barrier()` (all of this program's threads have issued their writes), then takes
+a ticket with an acq_rel atomic; the program that draws the last ticket has seen every other program's
+writes, so it reads the whole y row, adds the residual and writes the residual and the normed row for
+the next block, then re-arms the counter (0) for the next call or CUDA-graph replay. No program waits
+for another, so nothing depends on the programs being co-resident.
+
+PDL: the producer triggers its dependents early (right after its own `gdc_wait`), so the next kernel may
+start while the last program is still norming. That is safe because the consumer reads the normed row
+only after its own `gdc_wait`, and `griddepcontrol.wait` returns only once the whole prerequisite grid
+has COMPLETED with its memory visible (kernels/_pdl.py), the last program's epilogue included. What a
+consumer does before `gdc_wait` (weight prefetch; the early shared expert, which reads x, see
+fused_kernel.early_shared_h) never touches rows this epilogue writes in the same launch pair.
+
+Same math and roundings as `add_rmsnorm_kernel` (kernel.py): r = fp32(y) + fp32(residual), residual
+stored in its dtype, rstd = 1 / sqrt(sum(r^2) / D + eps) from the fp32 r, normed = w * r * rstd stored
+in the output dtype. Only the reduction's association can differ (other warps), so on vs off agree
+to an fp32 rounding of rstd (the interpreter: bit for bit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from bubblescope.kernels.gemv.checks import (
+    FLOAT_DTYPES,
+    KernelInputError,
+    check_dtype,
+    check_same_device,
+    check_shape,
+)
+
+# One program holds a whole row in registers (as add_rmsnorm: D <= 16384).
+MAX_WIDTH = 16384
+
+
+@dataclass(frozen=True)
+class NormEpilogue:
+    """Where a producing launch's last program puts the add + RMSNorm of its `[M, D]` output y.
+
+    Attributes:
+        residual: `[M, D]` running hidden state, updated in place (residual += y).
+        weight: `[D]` the next block's norm weight.
+        out: `[M, D]` destination of the normed rows (the next block's input).
+        counter: `[1]` int32 ticket counter, 0 between launches (the last program re-arms it); one per
+            call site, allocated once, so a CUDA graph replays with it.
+        eps: added to mean(r^2).
+    """
+
+    residual: torch.Tensor
+    weight: torch.Tensor
+    out: torch.Tensor
+    counter: torch.Tensor
+    eps: float
+
+    def block_d(self) -> int:
+        return triton.next_power_of_2(self.weight.shape[0])
+
+
+def check_norm_epilogue(epilogue: NormEpilogue, rows: int, width: int, device: torch.device, op: str) -> None:
+    """Raise KernelInputError unless the epilogue's tensors fit a `[rows, width]` output on `device`."""
+    if not 1 <= width <= MAX_WIDTH:
+        raise KernelInputError(f"{op}: the norm epilogue needs 1 <= D <= {MAX_WIDTH}; got {width}")
+    check_shape("epilogue.residual", epilogue.residual, (rows, width), op)
+    check_shape("epilogue.out", epilogue.out, (rows, width), op)
+    check_shape("epilogue.weight", epilogue.weight, (width,), op)
+    check_shape("epilogue.counter", epilogue.counter, (1,), op)
+    check_dtype("epilogue.counter", epilogue.counter, (torch.int32,), op)
+    for name in ("residual", "weight", "out"):
+        check_dtype(f"epilogue.{name}", getattr(epilogue, name), FLOAT_DTYPES, op)
+    for name in ("residual", "out"):
+        if not getattr(epilogue, name).is_contiguous():
+            raise KernelInputError(f"{op}: epilogue.{name} must be contiguous")
+    check_same_device(
+        op,
+        residual=epilogue.residual,
+        weight=epilogue.weight,
+        out=epilogue.out,
+        counter=epilogue.counter,
+    )
+    if epilogue.residual.device != device:
+        raise KernelInputError(
+            f"{op}: the epilogue's tensors are on {epilogue.residual.device}, not {device}"
+        )
+
+
+@triton.jit
+def last_program_add_rmsnorm(
+    p_y,
+    p_res,
+    p_w,
+    p_out,
+    p_counter,
+    num_programs,
+    M,
+    D,
+    eps,
+    BLOCK_D: tl.constexpr,
+):
+    """Call after this program's last write of y `[M, D]` (row stride D). The program drawing the last
+    of `num_programs` tickets does, for every row, r = y + res (fp32), res = r, out = w * r * rstd."""
+    # Every thread's writes of y must be issued before this program's ticket is taken.
+    tl.debug_barrier()
+    ticket = tl.atomic_add(p_counter, 1, sem="acq_rel")
+    if ticket == num_programs - 1:
+        o_d = tl.arange(0, BLOCK_D)
+        m_d = o_d < D
+        b_w = tl.load(p_w + o_d, mask=m_d, other=0.0).to(tl.float32)
+        for i_m in range(0, M):
+            # .cg: other SMs wrote y (L2); never serve it from this SM's L1.
+            b_r = tl.load(p_y + i_m * D + o_d, mask=m_d, other=0.0, cache_modifier=".cg").to(tl.float32)
+            b_r += tl.load(p_res + i_m * D + o_d, mask=m_d, other=0.0).to(tl.float32)
+            tl.store(p_res + i_m * D + o_d, b_r.to(p_res.dtype.element_ty), mask=m_d)
+            rstd = 1.0 / tl.sqrt(tl.sum(b_r * b_r, axis=0) / D + eps)
+            tl.store(p_out + i_m * D + o_d, (b_w * b_r * rstd).to(p_out.dtype.element_ty), mask=m_d)
+        # Re-arm for the next call (or the next CUDA-graph replay).
+        tl.atomic_xchg(p_counter, 0, sem="relaxed")
