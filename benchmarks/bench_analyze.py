@@ -85,9 +85,9 @@ _STAGES_CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.process_time()
-from bubblescope.analysis import analyze_rank
-from bubblescope.rank_reduce import reduce_results
-from bubblescope.rank_results import summarize_rank
+from bubblescope.analysis.traces import analyze_rank
+from bubblescope.ranks.reduce import reduce_results
+from bubblescope.ranks.results import summarize_rank
 from bubblescope.trace.load import gc_paused, stream_trace
 from bubblescope.trace.tables import build_tables_streamed
 t1 = time.process_time()

@@ -33,7 +33,7 @@ from bubblescope.kernels.moe import FusedMoEConfig, MoEWeights, MoEWorkspace, Ro
 from bubblescope.kernels.moe.launch import launch_router_route
 from routing_site_cases import DRY_SHAPE, E256_SHAPE, routing_site_cases
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 HIDDEN = 2560
 RULE = RoutingRule(top_k=8, n_group=8, topk_group=4, scale=2.5)

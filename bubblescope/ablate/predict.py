@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord, mean_tokens_per_step
+from bubblescope.records.run_record import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, stable_seed
 
 
