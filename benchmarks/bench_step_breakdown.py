@@ -1,6 +1,6 @@
 """Where one decode step's GPU time goes against the floor, for a run recorded before runs carried bytes.
 
-The breakdown itself is the product's (`bubblescope/kernel_bandwidth.py`; `bubblescope run` attaches it
+The breakdown itself is the product's (`bubblescope/floor/kernel_bandwidth.py`; `bubblescope run` attaches it
 to every fast-path run and `bubblescope report` shows it): critical-path time per kernel family, the bytes
 each family must read (`reference_model/kernel_bytes.py`), achieved TB/s and the excess over the copy
 ceiling. This script rebuilds it for a run folder whose record predates the `kernel_bytes` block, from
@@ -21,8 +21,8 @@ from bubblescope.reference_model.kernel_bytes import rules_for
 from bubblescope.reference_model.switches import LingSwitches
 from rich.console import Console
 
-from bubblescope.analysis import analyze_traces
-from bubblescope.kernel_bandwidth import attach_kernel_bandwidth
+from bubblescope.analysis.traces import analyze_traces
+from bubblescope.floor.kernel_bandwidth import attach_kernel_bandwidth
 from bubblescope.report.analysis_console import print_table
 from bubblescope.report.bandwidth_rows import (
     BANDWIDTH_TITLE,
