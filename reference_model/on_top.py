@@ -26,7 +26,7 @@ from .workload import make_workload as make_reference_workload
 # fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts", "fused_mla_glue")
-ROUND3 = ("norm_epilogue",)
+ROUND3 = ("norm_epilogue", "routing_in_experts")
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3)
 ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3)

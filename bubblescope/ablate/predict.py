@@ -22,9 +22,9 @@ ablation report can check the analysis against the measurement. One rule per swi
   * bf16_gate, bf16_lm_head: fp32 weights read every step -> the bytes per token they stop reading
     (the two configurations' floor bytes) / the bandwidth measured on the device.
 
-Every other switch has no rule and says why (`fast_topk`, `early_shared`, `deep_experts` act inside the
-fused MoE kernel: no launch or gap of theirs is in a trace; the verify and tensor-parallel switches act on
-steps a one-token decode baseline does not run).
+Every other switch has no rule and says why (`fast_topk`, `early_shared`, `deep_experts`,
+`routing_in_experts` act inside the fused MoE kernel: no launch or gap of theirs is in a trace; the verify
+and tensor-parallel switches act on steps a one-token decode baseline does not run).
 
 Intervals: an idle prediction's interval is the two-level bootstrap of the baseline's per-step idle
 samples (`RunRecord.analysis.idle_steps`, the same bootstrap as TPOT; one profiled window is one repeat).
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord, mean_tokens_per_step
+from bubblescope.records.run_record import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, stable_seed
 
 
@@ -116,6 +116,7 @@ NO_RULE = {
     "fast_topk": _IN_FUSED_MOE,
     "early_shared": _IN_FUSED_MOE,
     "deep_experts": _IN_FUSED_MOE,
+    "routing_in_experts": _IN_FUSED_MOE,
     "expert_union": _VERIFY_ONLY,
     "staged_kda": _VERIFY_ONLY,
     "fused_kda_verify": _VERIFY_ONLY,
