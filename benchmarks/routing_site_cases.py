@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import torch
 from bench_kernels import BF16, max_rel_diff
+from bubblescope.kernels._pdl import resolve_pdl
 from bubblescope.kernels.moe import (
     FusedMoEConfig,
     MoEWeights,
@@ -76,6 +77,11 @@ def layer(shape: tuple[int, int, int], device: str) -> tuple[MoEWeights, tuple[t
     return weights, tokens
 
 
+def check_pdl(device: str) -> bool:
+    """PDL for the correctness call where the device runs it (as the timed calls do)."""
+    return resolve_pdl(True, torch.device(device))
+
+
 def layer_bytes(shape: tuple[int, int, int]) -> int:
     """HBM bytes of one decode layer: the bf16 router and 8 routed + 1 shared bf16 experts."""
     experts, hidden, inter = shape
@@ -88,7 +94,8 @@ def case_router_alone(shape: tuple[int, int, int], device: str, route: bool) -> 
     config = site_config(shape, "router_launch")
     workspace = MoEWorkspace.allocate(1, weights, RULE)
     out = torch.empty(1, shape[1], device=device)
-    launch_router_route(tokens[0], weights, RULE, workspace, config, out, False, route=route)
+    # Checked with PDL where the device has it: the variant the timing runs (and one compile fewer).
+    launch_router_route(tokens[0], weights, RULE, workspace, config, out, check_pdl(device), route=route)
     logits = workspace.logits.clone()
     err = max_rel_diff(logits, tokens[0].float() @ weights.router.float().T)
     ok = err < 1e-3 and bool((out == 0).all())
@@ -111,7 +118,7 @@ def case_layer(shape: tuple[int, int, int], device: str, site: str) -> dict:
     config = site_config(shape, site)
     workspace = MoEWorkspace.allocate(1, weights, RULE)
     out = torch.empty(1, shape[1], device=device)
-    moe_fused(tokens[0], weights, RULE, workspace=workspace, config=config, out=out)
+    moe_fused(tokens[0], weights, RULE, use_pdl=True, workspace=workspace, config=config, out=out)
     err = max_rel_diff(out, moe_naive(tokens[0], weights, RULE))
     want_ids, _ = route_naive(workspace.logits, weights.expert_bias, RULE)
     ok = err < 1e-3 and bool(torch.equal(workspace.ids.long(), want_ids))
@@ -133,14 +140,14 @@ def case_layer_routing_free(shape: tuple[int, int, int], device: str) -> dict:
     workspaces = [MoEWorkspace.allocate(1, weights, RULE) for _ in tokens]
     outs = [torch.empty(1, shape[1], device=device) for _ in tokens]
     for x, workspace, out in zip(tokens, workspaces, outs, strict=True):
-        moe_fused(x, weights, RULE, workspace=workspace, config=config, out=out)
+        moe_fused(x, weights, RULE, use_pdl=True, workspace=workspace, config=config, out=out)
 
     def run(index: int, pdl: bool) -> None:
         x, workspace, out = tokens[index], workspaces[index], outs[index]
         launch_router_route(x, weights, RULE, workspace, config, out, pdl, route=False)
         launch_experts(x, weights, RULE, workspace, config, out, pdl, route_here=False)
 
-    run(0, False)
+    run(0, check_pdl(device))
     err = max_rel_diff(outs[0], moe_naive(tokens[0], weights, RULE))
     return dict(
         bytes=layer_bytes(shape),

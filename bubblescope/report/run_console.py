@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from bubblescope.report.bandwidth_rows import launch_path_sentence
 from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text as escape
@@ -81,6 +82,8 @@ def print_run_summary(
             console.print(
                 "GPU idle / step: " + ", ".join(f"{escape(k)} {fmt_duration_ns(v)}" for k, v in idle.items())
             )
+        if analysis.get("launch_path"):
+            console.print(escape(launch_path_sentence(analysis["launch_path"])))
     _print_tp_ranks(console, record)
     _print_notes(notes or console, "note", notices)
     console.print(f"written to {escape(out_dir)}")
