@@ -270,7 +270,7 @@ def floor_text(record: dict[str, Any]) -> str:
         return "floor: " + floor_unmeasured_text(record)
     return (
         f"floor {fmt_duration_ms(floor.get('floor_ms'))} ({fmt_bytes(floor.get('bytes_per_token'))}/token at "
-        f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
+        f"{plain(floor.get('bandwidth_gbps'))}{NBSP}GB/s, {plain(floor.get('bandwidth_source'))}) · "
         f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
     )
 
