@@ -88,7 +88,8 @@ def build(args: argparse.Namespace, device: str) -> tuple[Any, SpecWorkload, dic
     )
     # The eager decode path (the CPU default) has only the dtype switches, interpreter or not.
     decode_fast = getattr(decode, "decoder", None) is not None
-    decode_on, spec_on = usable_switches(decode, kernels and decode_fast), usable_switches(spec, kernels)
+    decode_on = usable_switches(decode, kernels and decode_fast) - set(args.decode_off)
+    spec_on = usable_switches(spec, kernels) - set(args.spec_off)
     decode.prepare(decode_on)
     spec.prepare(spec_on)
     return (
@@ -261,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "on", "off"],
         help="every switch and DSpark's MoE on the Triton kernels (auto: on CUDA only)",
     )
+    parser.add_argument(
+        "--decode-off", nargs="*", default=[], help="switches left off the non-speculative all-on step"
+    )
+    parser.add_argument("--spec-off", nargs="*", default=[], help="switches left off the DSpark all-on step")
     parser.add_argument(
         "--extra-overlaps",
         nargs="*",
