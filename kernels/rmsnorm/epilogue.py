@@ -116,9 +116,11 @@ def last_program_add_rmsnorm(
     of `num_programs` tickets does, for every row, r = y + res (fp32), res = r, out = w * r * rstd.
 
     The row goes in CHUNKS unrolled chunks of CHUNK (NormEpilogue.chunks), twice: sum(r^2), then r again
-    (y and res re-read from L2) for the stores. A whole-row block instead would hold several [D] fp32
-    vectors in registers at once: offline sm_90 compile, the decode GEMV's 4 warps went from 56 to 140
-    registers (3 programs per SM instead of the 5 its 640-program grid needs for one wave); chunked, 55.
+    (y and res re-read from L2) for the stores. A whole-row block instead holds several [D] fp32 vectors
+    in registers at once, and a kernel's registers count for all its programs: offline sm_90 compile
+    (benchmarks/compile_norm_epilogue.py), the 2560-row decode GEMV at 4 warps has 56 registers, 140 with
+    a whole-row epilogue (3 programs per SM where its 640-program grid needs 5 for one wave), 87 in
+    512-element chunks (5 per SM); the experts kernels keep theirs (255 deep, 151 fused).
     """
     # Every thread's writes of y must be issued before this program's ticket is taken.
     tl.debug_barrier()
