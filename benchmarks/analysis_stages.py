@@ -51,7 +51,7 @@ def main() -> None:
         for name in [m for m in sys.modules if m == "bubblescope" or m.startswith("bubblescope.")]:
             del sys.modules[name]
         sys.path.insert(0, str(args.tree.resolve()))
-    import bubblescope.analysis as analysis
+    import bubblescope.analysis.traces as analysis
     import bubblescope.detect.registry as registry
 
     spent: dict[str, float] = {}

@@ -163,7 +163,7 @@ def _rank_main(rank: int, world_size: int, port: int, out_dir: str, replays: int
 
     set_local_rank_env(rank, world_size, port)
 
-    from bubblescope.atomic import write_json_atomic
+    from bubblescope.files.atomic import write_json_atomic
 
     comm = init_tp_from_env("cuda", timeout_s=300)
     try:

@@ -5,6 +5,7 @@ event file made by replicating a real trace's steps (`replicate_trace.replicate_
 Usage:
     .venv/bin/python benchmarks/bench_analyze.py --hta-python .venv-hta/bin/python
         [--repeats 3] [--hta-repeats 3] [--copies 10] [--linearity] [--stages] [--real NAME ...]
+        [--baseline-src DIR]
 
 HTA lives in its own venv (`python3 -m venv .venv-hta && .venv-hta/bin/pip install
 HolisticTraceAnalysis==0.5.0`): it pins its own pandas and pulls in Jupyter, so it is never a dependency.
@@ -15,6 +16,8 @@ also counts other people's work) and peak RSS (the process' VmHWM, and its large
 (steps and blocking reads x copies): no speed claim without it.
 
 `--linearity`: the real trace copied 2 and 8 times (a 4x file): the ratio of their times.
+`--baseline-src DIR`: an older `bubblescope` package (`git archive SHA bubblescope | tar -x -C DIR`),
+timed alternately with this checkout on every file (a "before" row under each row).
 `--stages`: CPU seconds per stage of bubblescope (imports, read + decode, tables, detectors, reduce).
 `--startup N`: `bubblescope analyze --help`, N runs (median), and the largest imports of one run
 (`python -X importtime`, cumulative ms).
@@ -82,9 +85,9 @@ _STAGES_CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.process_time()
-from bubblescope.analysis import analyze_rank
-from bubblescope.rank_reduce import reduce_results
-from bubblescope.rank_results import summarize_rank
+from bubblescope.analysis.traces import analyze_rank
+from bubblescope.ranks.reduce import reduce_results
+from bubblescope.ranks.results import summarize_rank
 from bubblescope.trace.load import gc_paused, stream_trace
 from bubblescope.trace.tables import build_tables_streamed
 t1 = time.process_time()
@@ -113,8 +116,16 @@ print(json.dumps({"import": t1 - t0, "read+decode": decode[0], "tables": t2 - t1
 """
 
 
-def run_child(python: str, program: str, args: list[str], stdout: int | None = subprocess.DEVNULL) -> dict:
-    """One fresh process: its BENCH numbers plus `wall_s` (and `stdout` when captured)."""
+def run_child(
+    python: str,
+    program: str,
+    args: list[str],
+    stdout: int | None = subprocess.DEVNULL,
+    source: str | None = None,
+) -> dict:
+    """One fresh process: its BENCH numbers plus `wall_s` (and `stdout` when captured). `source`: a
+    folder holding another `bubblescope` package to import instead of this checkout's."""
+    env = {**os.environ, "PYTHONPATH": source} if source else None
     start = time.perf_counter()
     done = subprocess.run(
         [python, "-c", program, *args],
@@ -124,6 +135,7 @@ def run_child(python: str, program: str, args: list[str], stdout: int | None = s
         timeout=3600,
         # Not the checkout: `python -c` puts the working directory first on sys.path.
         cwd=tempfile.gettempdir(),
+        env=env,
     )
     wall_s = time.perf_counter() - start
     lines = [line for line in done.stderr.splitlines() if line.startswith("BENCH ")]
@@ -135,7 +147,21 @@ def run_child(python: str, program: str, args: list[str], stdout: int | None = s
 
 def measure(python: str, program: str, args: list[str], repeats: int) -> dict:
     """Medians of `repeats` runs (peak RSS: the largest), or {"error": ...}."""
-    runs = [run_child(python, program, args) for _ in range(repeats)]
+    return summary([run_child(python, program, args) for _ in range(repeats)])
+
+
+def measure_pair(args: list[str], repeats: int, baseline: str) -> tuple[dict, dict]:
+    """This checkout and the `baseline` source, run alternately (new, old, new, old, ...) so that the
+    shared box's drift lands on both alike: (ours, baseline's) medians."""
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(run_child(sys.executable, CLI_CHILD, args))
+        theirs.append(run_child(sys.executable, CLI_CHILD, args, source=baseline))
+    return summary(ours), summary(theirs)
+
+
+def summary(runs: list[dict]) -> dict:
+    """Medians of runs (peak RSS: the largest), or the first failure."""
     failed = [run for run in runs if "error" in run]
     if failed:
         return failed[0]
@@ -253,6 +279,12 @@ def main() -> None:
     parser.add_argument("--stages", action="store_true")
     parser.add_argument("--startup", type=int, default=0, help="time `analyze --help` this many times")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument(
+        "--baseline-src",
+        default=None,
+        help="folder holding an older `bubblescope` package (git archive SHA bubblescope | tar -x -C DIR): "
+        "timed alternately with this checkout, one row each",
+    )
     args = parser.parse_args()
     if args.startup:
         startup(args.startup)
@@ -274,12 +306,18 @@ def main() -> None:
     )
     for label, path, hta_repeats, step_marker in targets:
         n_events = count_events(path)
-        ours = measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), args.repeats)
+        baseline = None
+        if args.baseline_src:
+            ours, baseline = measure_pair(analyze_args(path, step_marker), args.repeats, args.baseline_src)
+        else:
+            ours = measure(sys.executable, CLI_CHILD, analyze_args(path, step_marker), args.repeats)
         hta = None
         if args.hta_python and hta_repeats:
             hta_python = str(Path(args.hta_python).absolute())
             hta = measure(hta_python, _HTA_CHILD, [str(in_own_folder(path, workdir))], hta_repeats)
         print(row(label, n_events, ours, hta), flush=True)
+        if baseline is not None:
+            print(row(f"{label}, before (--baseline-src)", n_events, baseline, hta), flush=True)
         if args.stages:
             stages = subprocess.run(
                 [sys.executable, "-c", _STAGES_CHILD, str(path), step_marker or ""],

@@ -39,9 +39,9 @@ import torch
 from bubblescope.reference_model.fast.workload import FastLingWorkload
 from bubblescope.reference_model.workload import FAST_SWITCHES, LingWorkload, make_workload
 
-from bubblescope.atomic import write_json_atomic, write_text_atomic
-from bubblescope.bandwidth import measure_copy_bandwidth_gbps
 from bubblescope.capture.timed import run_timed
+from bubblescope.files.atomic import write_json_atomic, write_text_atomic
+from bubblescope.floor.bandwidth import measure_copy_bandwidth_gbps
 from bubblescope.stats import per_token_samples_ns
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from bubblescope.reference_model.workload import make_workload
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 CONFIGS: tuple[tuple[str, ...], ...] = ((), ("bf16_gate",), ("bf16_lm_head",), ("bf16_gate", "bf16_lm_head"))
 

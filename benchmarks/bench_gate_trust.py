@@ -29,10 +29,10 @@ from typing import Any
 
 from planted import with_plants
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.measure import RunSettings, measure_config
 from bubblescope.capture.setup import build_workload
 from bubblescope.capture.timed import run_timed
+from bubblescope.files.atomic import write_json_atomic
 from bubblescope.gate import evaluate_gate, load_gate_input
 
 THRESHOLDS = (0.0, 0.01, 0.03, 0.05)

@@ -42,7 +42,7 @@ from bubblescope.kernels.moe import (
 )
 from bubblescope.kernels.rmsnorm import add_rmsnorm
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 L2_DEFEAT_BYTES = 256 * 2**20
 MAX_COPIES = 64
@@ -90,7 +90,7 @@ def measure_copy_ceiling_tbps() -> float:
     Not inside a CUDA graph: a captured contiguous copy becomes a memcpy node served by the copy engines,
     which measured 2.68 TB/s on the H200 here against 4.16 TB/s for the eager copy kernel.
     """
-    from bubblescope.bandwidth import measure_copy_bandwidth_gbps
+    from bubblescope.floor.bandwidth import measure_copy_bandwidth_gbps
 
     return measure_copy_bandwidth_gbps() / 1e3
 

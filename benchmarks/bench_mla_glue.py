@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from bubblescope.reference_model.config import LING3_FLASH_E256
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 CALLS = 16
 REPLAYS = 50

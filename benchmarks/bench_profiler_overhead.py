@@ -42,9 +42,9 @@ from typing import Any
 
 import torch
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.profiled import _profiler_kwargs, profile_window
 from bubblescope.capture.timed import reset_if_possible, run_timed
+from bubblescope.files.atomic import write_json_atomic
 
 GRAPH_SIZES = (1, 8, 64, 512)
 # Stop starting new decode-loop measurements after this many seconds (the device call is capped).
@@ -189,7 +189,7 @@ def _export_gz(prof: Any, path: Path) -> None:
     import gzip
     import tempfile
 
-    from bubblescope.atomic import write_bytes_atomic
+    from bubblescope.files.atomic import write_bytes_atomic
 
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
@@ -228,7 +228,7 @@ def _step_ns_with_events(workload: Any, steps: int, on_cuda: bool, traced: bool)
 
 def decode_loop(name: str, preset: str, switches: str, args: argparse.Namespace, on_cuda: bool) -> dict:
     """Timed vs profiled steps of the reference workload; a `profile_window` trace, analysed."""
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
     from bubblescope.capture.measure import profiled_over_timed
     from bubblescope.capture.setup import build_workload, usable_switches
 

@@ -34,8 +34,8 @@ _RAY_CHILD = (
     _REPORT_AT_EXIT
     + """
 import ray
-from bubblescope.rank_pool import _rank_result, _tasks
-from bubblescope.rank_reduce import reduce_results
+from bubblescope.ranks.pool import _rank_result, _tasks
+from bubblescope.ranks.reduce import reduce_results
 from bubblescope.trace.load import expand_trace_paths
 ray.init(num_cpus=int(sys.argv[2]), include_dashboard=False, log_to_driver=False)
 remote = ray.remote(num_cpus=1)(_rank_result)

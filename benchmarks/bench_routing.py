@@ -6,7 +6,11 @@ against `moe_naive`), then timed as bench_kernels.py does: 16 calls (router copi
 50 MB L2) captured back to back in one CUDA graph, median of replays per call, without and with PDL.
 Variants of one shape run in the same process, so their ratios are same-run ratios.
 
+Issue 27's cases ("route sites ...", routing_site_cases.py) compare where the decode layer routes.
+
 Usage: python3 benchmarks/bench_routing.py --out OUT   (writes routing.json there; prints a table last)
+       --only TEXT: cases whose name contains TEXT; --pdl-only: time with PDL only (fewer compiles);
+       --dry-run: the "route sites" cases at a tiny shape, checked but not timed (CPU: TRITON_INTERPRET=1)
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 import traceback
@@ -26,8 +31,9 @@ from bench_kernels import BF16, case_moe, copies_for, measure_copy_ceiling_tbps,
 from bubblescope.kernels.gemv import GemvConfig, gemv
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule, route_naive
 from bubblescope.kernels.moe.launch import launch_router_route
+from routing_site_cases import DRY_SHAPE, E256_SHAPE, routing_site_cases
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 HIDDEN = 2560
 RULE = RoutingRule(top_k=8, n_group=8, topk_group=4, scale=2.5)
@@ -190,17 +196,24 @@ def build_cases() -> dict[str, Callable[[], dict]]:
             f"bi{block_i} w{warps}" + (f" deep s{stages}" if stages else "")
         )
         cases[label] = lambda c=cfg: case_moe(True, BF16, c, rows=10)
+    # Issue 27: who routes the decode layer (router launch's ticket, the experts, a launch of its own).
+    cases.update(routing_site_cases(E256_SHAPE, "cuda"))
     return cases
 
 
-def run_case(name: str, build: Callable[[], dict], ceiling_tbps: float) -> dict:
+def run_case(
+    name: str, build: Callable[[], dict], ceiling_tbps: float | None, modes: tuple[tuple[str, bool], ...]
+) -> dict:
+    """Check the case, then time it in each (label, pdl) mode; no modes (a dry run): checked only."""
     case = build()
     row = {"case": name, "bytes_per_call": case["bytes"], "correct": case["ok"], "max_err": case["err"]}
     if not case["ok"]:
         return row | {"error": "correctness check failed; not timed"}
-    for label, pdl in (("graph", False), ("graph_pdl", True)):
+    if not modes:
+        return row
+    for label, pdl in modes:
         row[f"{label}_us"] = time_graph_us(case["calls"](pdl), replays=50)
-    best_us = min(row["graph_us"], row["graph_pdl_us"])
+    best_us = min(row[f"{label}_us"] for label, _ in modes)
     row["bandwidth_tbps"] = case["bytes"] / (best_us * 1e-6) / 1e12
     row["fraction_of_copy"] = row["bandwidth_tbps"] / ceiling_tbps
     return row
@@ -210,11 +223,12 @@ def print_table(rows: list[dict], ceiling_tbps: float) -> None:
     print(f"\ncopy ceiling: {ceiling_tbps:.2f} TB/s")
     print(f"{'case':56s} {'graph us':>9s} {'pdl us':>8s} {'TB/s':>6s} {'%copy':>6s}")
     for row in rows:
-        if "graph_us" not in row:
+        if "graph_pdl_us" not in row:
             print(f"{row['case']:56s} ERROR {row.get('error', '')[:80]}")
             continue
+        graph = f"{row['graph_us']:9.2f}" if "graph_us" in row else f"{'-':>9s}"
         print(
-            f"{row['case']:56s} {row['graph_us']:9.2f} {row['graph_pdl_us']:8.2f} "
+            f"{row['case']:56s} {graph} {row['graph_pdl_us']:8.2f} "
             f"{row['bandwidth_tbps']:6.2f} {100 * row['fraction_of_copy']:5.0f}%"
         )
 
@@ -223,17 +237,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="folder for routing.json")
     parser.add_argument("--only", default="", help="run only cases whose name contains this text")
+    parser.add_argument("--pdl-only", action="store_true", help="time with PDL only (the decode step's mode)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the 'route sites' cases at a tiny shape without timing (CPU: needs TRITON_INTERPRET=1)",
+    )
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench_routing: needs a CUDA device", file=sys.stderr)
+    cuda = torch.cuda.is_available()
+    if args.dry_run and not cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        print("bench_routing: --dry-run on the CPU needs TRITON_INTERPRET=1", file=sys.stderr)
         return 2
-    ceiling_tbps = measure_copy_ceiling_tbps()
+    if not args.dry_run and not cuda:
+        print("bench_routing: needs a CUDA device (or --dry-run)", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        cases, ceiling_tbps, modes = routing_site_cases(DRY_SHAPE, "cuda" if cuda else "cpu"), None, ()
+    else:
+        cases, ceiling_tbps = build_cases(), measure_copy_ceiling_tbps()
+        modes = (("graph_pdl", True),) if args.pdl_only else (("graph", False), ("graph_pdl", True))
     rows = []
-    for name, build in build_cases().items():
+    for name, build in cases.items():
         if args.only not in name:
             continue
         try:
-            row = run_case(name, build, ceiling_tbps)
+            row = run_case(name, build, ceiling_tbps, modes)
         except Exception as exc:  # a broken case must not stop the others
             traceback.print_exc()
             row = {"case": name, "error": f"{type(exc).__name__}: {exc}"}
@@ -242,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.empty_cache()
     payload = {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if cuda else "cpu (Triton interpreter)",
+        "dry_run": args.dry_run,
         "torch": torch.__version__,
         "triton": triton.__version__,
         "python": platform.python_version(),
@@ -251,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         "results": rows,
     }
     write_json_atomic(args.out / "routing.json", payload)
+    if args.dry_run:
+        failed = [row["case"] for row in rows if not row.get("correct")]
+        print(
+            f"dry run: {len(rows) - len(failed)} of {len(rows)} cases correct"
+            + (f"; failed: {failed}" if failed else "")
+        )
+        return 1 if failed else 0
     print_table(rows, ceiling_tbps)
     return 0
 

@@ -47,8 +47,8 @@ from bubblescope.reference_model.init import build_model
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from bubblescope.reference_model.workload import FAST_SWITCHES, make_workload
 
-from bubblescope.atomic import write_json_atomic, write_text_atomic
 from bubblescope.capture.timed import run_timed
+from bubblescope.files.atomic import write_json_atomic, write_text_atomic
 from bubblescope.stats import per_token_samples_ns
 
 ACCEPT_LENGTHS = (1.0, 4.0, 9.95)

@@ -45,8 +45,8 @@ from bubblescope.reference_model.config import get_preset
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from bubblescope.reference_model.workload import make_workload
 
-from bubblescope.atomic import write_json_atomic, write_text_atomic
 from bubblescope.capture.timed import run_timed
+from bubblescope.files.atomic import write_json_atomic, write_text_atomic
 from bubblescope.stats import INTERVAL_LABEL, median_with_ci, per_token_samples_ns, ratio_of_medians_ci
 
 TARGET_RATIO = 0.40

@@ -1,12 +1,12 @@
 """Where one decode step's GPU time goes against the floor, for a run recorded before runs carried bytes.
 
-The breakdown itself is the product's (`bubblescope/kernel_bandwidth.py`; `bubblescope run` attaches it
+The breakdown itself is the product's (`bubblescope/floor/kernel_bandwidth.py`; `bubblescope run` attaches it
 to every fast-path run and `bubblescope report` shows it): critical-path time per kernel family, the bytes
 each family must read (`reference_model/kernel_bytes.py`), achieved TB/s and the excess over the copy
 ceiling. This script rebuilds it for a run folder whose record predates the `kernel_bytes` block, from
 the record's preset, switches, context and measured bandwidth, and prints it with the product's renderer.
 
-Usage: python3 benchmarks/bench_step_breakdown.py RUN_DIR [--bandwidth-gbps N]
+Usage: python3 benchmarks/bench_step_breakdown.py RUN_DIR|RECORD.json [--bandwidth-gbps N]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from bubblescope.reference_model.kernel_bytes import rules_for
 from bubblescope.reference_model.switches import LingSwitches
 from rich.console import Console
 
-from bubblescope.analysis import analyze_traces
-from bubblescope.kernel_bandwidth import attach_kernel_bandwidth
+from bubblescope.analysis.traces import analyze_traces
+from bubblescope.floor.kernel_bandwidth import attach_kernel_bandwidth
 from bubblescope.report.analysis_console import print_table
 from bubblescope.report.bandwidth_rows import (
     BANDWIDTH_TITLE,
@@ -33,10 +33,15 @@ from bubblescope.report.bandwidth_rows import (
 
 
 def breakdown_of_run(run_dir: Path, bandwidth_gbps: float | None = None) -> dict:
-    """The analysis of RUN_DIR's trace with the `bandwidth` block attached (record.json, trace.json.gz)."""
-    record = json.loads((run_dir / "record.json").read_text())
+    """The analysis of a run's trace with the `bandwidth` block attached: RUN_DIR is a run folder
+    (record.json, trace.json.gz) or one RunRecord of an ablation (runs/<key>.json beside its trace; an
+    on-top workload's fixed switches, `describe.fixed_on`, count as enabled)."""
+    record_path = run_dir if run_dir.is_file() else run_dir / "record.json"
+    run_dir = record_path.parent
+    record = json.loads(record_path.read_text())
     describe = record["workload"].get("describe") or {}
-    switches = LingSwitches.from_names(frozenset(record["switches"]["enabled"]))
+    enabled = set(record["switches"]["enabled"]) | set(describe.get("fixed_on") or [])
+    switches = LingSwitches.from_names(frozenset(enabled))
     context_len = int(describe.get("prompt_len", 32)) + 1
     rules = rules_for(
         get_preset(record["preset"]), switches, context_len=context_len, path=describe.get("path", "fast")
@@ -53,7 +58,11 @@ def breakdown_of_run(run_dir: Path, bandwidth_gbps: float | None = None) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a `bubblescope run` folder of the fast path")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        help="a `bubblescope run` folder of the fast path, or an ablation's runs/<key>.json",
+    )
     parser.add_argument("--bandwidth-gbps", type=float, default=None, help="ceiling (default: the record's)")
     args = parser.parse_args(argv)
     try:

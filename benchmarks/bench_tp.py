@@ -124,7 +124,7 @@ def part_tokens(comm: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def _tpot(workload: Any, enabled: tuple[str, ...], steps: int) -> dict[str, Any]:
     from bubblescope.capture.timed import run_timed
-    from bubblescope.records import summarize_samples
+    from bubblescope.records.run_record import summarize_samples
 
     workload.prepare(frozenset(enabled))
     timed = run_timed(workload, steps=steps, warmup=4, repeats=2)
@@ -313,7 +313,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int) -> None:
 
     set_local_rank_env(rank, args.world_size, port)
 
-    from bubblescope.atomic import write_json_atomic
+    from bubblescope.files.atomic import write_json_atomic
 
     out_dir = Path(args.out)
     comm = init_tp_from_env("cpu" if args.cpu_smoke else "cuda", timeout_s=args.timeout_s)

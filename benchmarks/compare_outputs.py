@@ -54,7 +54,7 @@ def trace_paths(real: Path) -> list[Path]:
 
 def dump(out: Path, real: Path) -> None:
     """Write one `<hash>_<name>.json` per trace into `out`."""
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
     from bubblescope.errors import BubblescopeError
 
     out.mkdir(parents=True, exist_ok=True)

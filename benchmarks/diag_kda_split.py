@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from bubblescope.kernels.kda_decode import kda_decode, kda_decode_naive
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels as bench  # noqa: E402

@@ -23,7 +23,7 @@ from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.mla_glue.naive import mla_out_gate_naive, mla_q_absorb_naive
 from bubblescope.reference_model.workload import make_workload
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 BASES = {"off": frozenset(), "pdl": frozenset({"pdl"}), "fused": frozenset({"fused_moe", "pdl", "bf16_gate"})}
 

@@ -238,7 +238,7 @@ def write_analysis(trace_gz: Path, out_dir: Path) -> None:
     """Analyse the fresh trace here too (a smoke check; needs pandas, not the CLI's extras)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     try:
-        from bubblescope.analysis import analyze_traces
+        from bubblescope.analysis.traces import analyze_traces
 
         analysis = analyze_traces([trace_gz])
         (out_dir / "analysis.json").write_text(json.dumps(analysis, indent=1))

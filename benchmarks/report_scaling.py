@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bubblescope.analysis import analyze_traces  # noqa: E402
+from bubblescope.analysis.traces import analyze_traces  # noqa: E402
 from bubblescope.report.html import render_trace_html  # noqa: E402
 from tests.trace.builder import TraceBuilder  # noqa: E402
 

@@ -25,7 +25,7 @@ import torch
 from bubblescope.kernels.gemv import GemvConfig
 from bubblescope.kernels.moe import FusedMoEConfig
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_kernels as bench  # noqa: E402

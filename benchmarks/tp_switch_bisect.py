@@ -124,7 +124,7 @@ def main() -> None:
     from bubblescope.kernels.allreduce import apply_no_multicast_env
     from bubblescope.reference_model.tp.fast import TP_FAST_SWITCHES
 
-    from bubblescope.atomic import write_json_atomic
+    from bubblescope.files.atomic import write_json_atomic
 
     apply_no_multicast_env()
     Path(args.out).mkdir(parents=True, exist_ok=True)

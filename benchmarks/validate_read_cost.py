@@ -115,7 +115,7 @@ def environment(torch) -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write via a temporary file and a rename (the device copy has no bubblescope.atomic need)."""
+    """Write via a temporary file and a rename (the device copy has no bubblescope.files.atomic need)."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
@@ -457,7 +457,7 @@ def predicted_from_analysis(path: Path) -> dict:
     profiler's closing synchronize, not by a step, so its idle is not in the trace (dividing by all
     steps would understate the cost by 1/steps). `bubble_ns_per_all_steps` is the plain quotient.
     """
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
 
     analysis = analyze_traces([path])
     n_steps = len(analysis["steps"])

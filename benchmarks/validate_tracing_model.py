@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bubblescope.analysis import analyze_traces
-from bubblescope.timed_idle import bound_idle, timed_step_ns_of
+from bubblescope.analysis.timed_idle import bound_idle, timed_step_ns_of
+from bubblescope.analysis.traces import analyze_traces
 
 
 def rows(folder: Path) -> list[dict]:

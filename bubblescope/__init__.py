@@ -19,14 +19,14 @@ __version__ = "0.1.0"
 _LAZY = {
     "profile": "bubblescope.profiling.session:ProfileSession",
     "step": "bubblescope.profiling.session",
-    "analyze": "bubblescope.result",
-    "load_analysis": "bubblescope.result",
-    "AnalysisResult": "bubblescope.result",
-    "TracesNotKeptError": "bubblescope.result",
-    "analyze_traces": "bubblescope.analysis",
-    "no_new_reads": "bubblescope.read_guard",
-    "BlockingReadError": "bubblescope.read_guard",
-    "BlockingRead": "bubblescope.read_guard",
+    "analyze": "bubblescope.records.analysis_result",
+    "load_analysis": "bubblescope.records.analysis_result",
+    "AnalysisResult": "bubblescope.records.analysis_result",
+    "TracesNotKeptError": "bubblescope.records.analysis_result",
+    "analyze_traces": "bubblescope.analysis.traces",
+    "no_new_reads": "bubblescope.profiling.read_guard",
+    "BlockingReadError": "bubblescope.profiling.read_guard",
+    "BlockingRead": "bubblescope.profiling.read_guard",
     "BubblescopeError": "bubblescope.errors",
 }
 __all__ = list(_LAZY)

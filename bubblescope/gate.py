@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from bubblescope.analysis.readbacks import count_readbacks, read_cpu_trace
 from bubblescope.errors import ConfigError, RecordError
-from bubblescope.readbacks import count_readbacks, read_cpu_trace
-from bubblescope.records import load_record
+from bubblescope.records.run_record import load_record
+from bubblescope.records.validate import check_gate_pair
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
-from bubblescope.validate import check_gate_pair
 
 GATE_SCHEMA = "bubblescope.gate/1"
 
@@ -89,7 +89,7 @@ def _trace_input(path: Path) -> GateInput:
     cpu_trace = read_cpu_trace(path)
     if cpu_trace.has_gpu:
         try:
-            from bubblescope.analysis import analyze_traces
+            from bubblescope.analysis.traces import analyze_traces
         except ImportError:
             analyze_traces = None
         if analyze_traces is not None:

@@ -42,7 +42,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if marker is None:
         return (yield)
     from bubblescope.errors import BubblescopeError
-    from bubblescope.read_guard import BlockingReadError, no_new_reads
+    from bubblescope.profiling.read_guard import BlockingReadError, no_new_reads
 
     options = dict(marker.kwargs)
     ignore = () if options.pop("include_test_file", False) else (str(item.path),)
@@ -66,6 +66,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 @pytest.fixture(name="no_new_reads")
 def _no_new_reads_fixture() -> Any:
     """`bubblescope.no_new_reads`, the guard as a context manager: `with no_new_reads(max_per_step=0):`."""
-    from bubblescope.read_guard import no_new_reads
+    from bubblescope.profiling.read_guard import no_new_reads
 
     return no_new_reads

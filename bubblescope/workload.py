@@ -44,7 +44,8 @@ class Workload(Protocol):
     Optional: `kernel_bytes(enabled)` returns the bytes each kernel family of one step must read, as
     rules `[{family, kernels: [name prefix, ...], grid_x: int | None, bytes_per_step, launches}]`; with
     it every run's report shows achieved TB/s per kernel and where the step's time goes against the
-    floor (`bubblescope/kernel_bandwidth.py`; the reference decoder's rules: reference_model/kernel_bytes.py).
+    floor (`bubblescope/floor/kernel_bandwidth.py`; the reference decoder's rules:
+    reference_model/kernel_bytes.py).
     """
 
     name: str

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import CheckpointError
+from bubblescope.files.atomic import write_json_atomic
 
 from .loader import INDEX_FILE
 

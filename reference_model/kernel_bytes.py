@@ -122,12 +122,15 @@ def rules_for(
     kda_proj += kda * hidden * heads * config.head_dim * elem
     rules = list(gemvs)
     if switches.fused_moe:
-        rules.append(_rule("MoE router + top-k", ["router_route_kernel"], parts["router"], moe))
+        # routing_in_experts: the experts programs route, so they read the fp32 selection bias.
+        bias = moe * config.num_experts * FP32_BYTES if switches.routing_in_experts else 0
+        router_family = "MoE router" if switches.routing_in_experts else "MoE router + top-k"
+        rules.append(_rule(router_family, ["router_route_kernel"], parts["router"] - bias, moe))
         rules.append(
             _rule(
                 "MoE experts (routed + shared)",
                 ["fused_experts_kernel", "deep_experts_kernel"],
-                experts + moe_norm,
+                experts + bias + moe_norm,
                 moe,
             )
         )

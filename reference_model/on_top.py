@@ -10,6 +10,7 @@ has the old all-on step as its baseline and the new all-on as its all-on.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bubblescope.errors import ConfigError
@@ -25,7 +26,7 @@ from .workload import make_workload as make_reference_workload
 # fast-path switch held on.
 STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts", "fused_mla_glue")
-ROUND3 = ("norm_epilogue",)
+ROUND3 = ("norm_epilogue", "routing_in_experts")
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3)
 ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3)
@@ -63,8 +64,21 @@ class OnTopWorkload:
         return getattr(self.inner, attribute)
 
     def switches(self) -> list[SwitchInfo]:
-        """Only the studied switches: the fixed ones are not the ablation's to turn off."""
-        return [info for info in self.inner.switches() if info.name in self.studied]
+        """Only the studied switches: the fixed ones are not the ablation's to turn off.
+
+        On the CPU under TRITON_INTERPRET=1 the studied switches are offered as usable: every one is a
+        kernel the interpreter runs (so `ablate --preset debug` smoke-tests the GPU command; its
+        timings say nothing about a GPU). Without the interpreter the fast path does not build at all.
+        """
+        infos = [info for info in self.inner.switches() if info.name in self.studied]
+        if self._interpreted():
+            return [replace(info, needs_gpu=False) for info in infos]
+        return infos
+
+    def _interpreted(self) -> bool:
+        from bubblescope.kernels._pdl import is_interpreting
+
+        return not str(getattr(self.inner, "device", "cpu")).startswith("cuda") and is_interpreting()
 
     def prepare(self, enabled: frozenset[str]) -> None:
         """Rebuild the step for the studied switches in `enabled` plus every fixed one.

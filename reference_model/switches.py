@@ -64,6 +64,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "routing_in_experts",
+        "fused MoE: each experts program routes its own token from the router logits after its wait",
+        "the router launch's last program (by ticket) routes, and the experts launch reads its ids back",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -131,6 +137,8 @@ class LingSwitches:
     # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
     # the union launch.
     deep_experts: bool = False
+    # Acts on the fused MoE launch of one token only (a verify window keeps its routing launch).
+    routing_in_experts: bool = False
     # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).
     fused_mla_glue: bool = False
     # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).

@@ -40,6 +40,7 @@ FAST_SWITCHES = (
     "deep_experts",
     "fused_mla_glue",
     "norm_epilogue",
+    "routing_in_experts",
     "bf16_gate",
     "bf16_lm_head",
     "graph_metadata",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bubblescope.analysis import FIRST_STEP_FACTOR, _summary
+from bubblescope.analysis.traces import FIRST_STEP_FACTOR, _summary
 
 US = 1000
 

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 import bubblescope
-from bubblescope import result_frames
 from bubblescope.cli import app
 from bubblescope.errors import RecordError
-from bubblescope.result import AnalysisResult, TracesNotKeptError
+from bubblescope.records import result_frames
+from bubblescope.records.analysis_result import AnalysisResult, TracesNotKeptError
 from tests.trace import scenarios
 
 US = 1000
@@ -232,7 +232,7 @@ def test_public_names_and_no_torch() -> None:
 
 
 def test_ranks_flag_the_straggler_the_analysis_names() -> None:
-    from bubblescope.rank_reduce import rank_summary
+    from bubblescope.ranks.reduce import rank_summary
 
     def step(rank: int, index: int, gpu_dur_ns: int) -> dict:
         idle = {"sync": 0, "host": 0, "launch": 0, "dependency": 0}

@@ -85,7 +85,7 @@ def test_floor_fits_80() -> None:
 
 
 def test_presets_numbers_whole_at_80(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import bubblescope.host_bandwidth as host_bandwidth
+    import bubblescope.floor.host_bandwidth as host_bandwidth
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(host_bandwidth, "measure_host_copy_gbps", lambda repeats=3: 10.0)

@@ -10,8 +10,8 @@ import torch
 from bubblescope.reference_model.config import PRESETS
 from typer.testing import CliRunner
 
-from bubblescope.bandwidth import ASSUMED_BANDWIDTH_GBPS, ASSUMED_SOURCE, MEASURED_SOURCE, Bandwidth
 from bubblescope.cli import app
+from bubblescope.floor.bandwidth import ASSUMED_BANDWIDTH_GBPS, ASSUMED_SOURCE, MEASURED_SOURCE, Bandwidth
 
 runner = CliRunner()
 GB = 1e9
@@ -128,8 +128,8 @@ def test_presets_table() -> None:
 
 
 def test_bandwidth_resolution_order() -> None:
-    from bubblescope.bandwidth import resolve_bandwidth
     from bubblescope.errors import ConfigError
+    from bubblescope.floor.bandwidth import resolve_bandwidth
 
     assert resolve_bandwidth(1234.5) == Bandwidth(1234.5, "given")
     assert resolve_bandwidth(None, measure=False) == Bandwidth(ASSUMED_BANDWIDTH_GBPS, ASSUMED_SOURCE)
@@ -141,8 +141,8 @@ def test_bandwidth_resolution_order() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU refusal")
 def test_measure_without_cuda_is_a_clear_error() -> None:
-    from bubblescope.bandwidth import measure_copy_bandwidth_gbps
     from bubblescope.errors import BubblescopeError
+    from bubblescope.floor.bandwidth import measure_copy_bandwidth_gbps
 
     with pytest.raises(BubblescopeError, match="no CUDA device"):
         measure_copy_bandwidth_gbps()
@@ -150,7 +150,7 @@ def test_measure_without_cuda_is_a_clear_error() -> None:
 
 @pytest.mark.gpu
 def test_measured_copy_bandwidth_is_plausible() -> None:
-    from bubblescope.bandwidth import measure_copy_bandwidth_gbps
+    from bubblescope.floor.bandwidth import measure_copy_bandwidth_gbps
 
     # Plausibility, not speed: catches a miscount of bytes (x2) or of time units (x1000) on any GPU.
     bandwidth_gbps = measure_copy_bandwidth_gbps(size_bytes=256 << 20, repeats=5)
@@ -170,7 +170,7 @@ def test_mtp_is_counted_only_with_the_flag() -> None:
 
 @pytest.mark.cpu_only
 def test_presets_on_cpu_say_the_step_time_not_fits(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import bubblescope.host_bandwidth as host_bandwidth
+    import bubblescope.floor.host_bandwidth as host_bandwidth
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(host_bandwidth, "measure_host_copy_gbps", lambda repeats=3: 10.0)

@@ -208,7 +208,7 @@ def test_run_has_the_bandwidth_and_threads_options_its_hints_name() -> None:
 
 
 def test_presets_caches_host_bandwidth_with_its_date(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import bubblescope.host_bandwidth as host_bandwidth
+    import bubblescope.floor.host_bandwidth as host_bandwidth
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     calls: list[int] = []
@@ -232,7 +232,7 @@ def test_presets_caches_host_bandwidth_with_its_date(monkeypatch: pytest.MonkeyP
 
 
 def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from bubblescope.host_bandwidth import cache_dir
+    from bubblescope.floor.host_bandwidth import cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache_dir() == tmp_path / "bubblescope"
@@ -242,7 +242,7 @@ def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_gpu_driver_check_needs_no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bubblescope import bandwidth
+    from bubblescope.floor import bandwidth
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert bandwidth.gpu_driver_present() is False
@@ -252,7 +252,7 @@ def test_gpu_driver_check_needs_no_torch(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_floor_and_presets_import_no_torch_without_a_gpu(tmp_path: Path) -> None:
     import subprocess
 
-    from bubblescope.bandwidth import gpu_driver_present
+    from bubblescope.floor.bandwidth import gpu_driver_present
 
     if gpu_driver_present():
         pytest.skip("a GPU driver is present: floor measures the GPU, which needs torch")
@@ -281,7 +281,7 @@ def test_floor_and_presets_import_no_torch_without_a_gpu(tmp_path: Path) -> None
 
 
 def _machine_key() -> str:
-    from bubblescope.host_bandwidth import machine_key
+    from bubblescope.floor.host_bandwidth import machine_key
 
     return machine_key()
 
@@ -328,7 +328,7 @@ def test_a_read_outside_every_step_is_not_hinted_as_in_the_loop() -> None:
     import pandas as pd
 
     from bubblescope.detect.host_syncs import HINTS
-    from bubblescope.rank_reduce import OUTSIDE_STEPS_HINT, sync_entries
+    from bubblescope.ranks.reduce import OUTSIDE_STEPS_HINT, sync_entries
 
     def read(read_id: int, step: int, site: str) -> dict:
         return {

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bubblescope.cli import app
 from bubblescope.errors import BubblescopeError
-from bubblescope.records import load_record
+from bubblescope.records.run_record import load_record
 
 TOY = ["--workload", "bubblescope.examples.toy_workload:make_workload", "--preset", "tiny"]
 FAST = ["--steps", "6", "--warmup", "1", "--repeats", "2", "--profile-steps", "2"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from bubblescope.validate import compare_records
+from bubblescope.records.validate import compare_records
 from tests.report.helpers import MINIMAL_RUN_FILE
 
 

@@ -14,8 +14,10 @@ SWITCH_SETS = [
     LingSwitches(),
     LingSwitches(fused_moe=True, bf16_gate=True, bf16_lm_head=True, pdl=True),
     LingSwitches(fused_moe=True, fused_mla_glue=True, deep_experts=True),
+    LingSwitches(fused_moe=True, bf16_gate=True, deep_experts=True, routing_in_experts=True),
     LingSwitches(norm_epilogue=True),
     LingSwitches(fused_moe=True, norm_epilogue=True, bf16_gate=True),
+    LingSwitches(fused_moe=True, norm_epilogue=True, deep_experts=True, routing_in_experts=True),
 ]
 
 
@@ -47,6 +49,20 @@ def test_fused_and_unfused_moe_name_their_own_kernels() -> None:
     ]
     # The GEMV grids are the launcher's: the H200 trace of this preset has grids 2564, 640, 844, 1536, 256.
     assert {r["grid_x"] for r in unfused.values() if r["grid_x"]} == {2564, 640, 844, 1536, 256}
+
+
+def test_routing_in_experts_moves_the_bias_read_to_the_experts_launch() -> None:
+    config = get_preset("ling3-flash-e256")
+    ticket = {r["family"]: r for r in rules_for(config, LingSwitches(fused_moe=True), context_len=1)}
+    in_experts = {
+        r["family"]: r
+        for r in rules_for(config, LingSwitches(fused_moe=True, routing_in_experts=True), context_len=1)
+    }
+    bias = (config.num_hidden_layers - config.first_k_dense_replace) * config.num_experts * 4
+    experts = "MoE experts (routed + shared)"
+    assert in_experts["MoE router"]["bytes_per_step"] == ticket["MoE router + top-k"]["bytes_per_step"] - bias
+    assert in_experts[experts]["bytes_per_step"] == ticket[experts]["bytes_per_step"] + bias
+    assert in_experts["MoE router"]["launches"] == ticket["MoE router + top-k"]["launches"]
 
 
 def test_paths_and_tp_not_modelled_say_so() -> None:

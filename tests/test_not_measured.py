@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 
 from bubblescope.ablate.removed_idle import removed_idle
-from bubblescope.not_measured import null_unmeasured_analysis, null_unmeasured_record
-from bubblescope.readbacks import count_readbacks
+from bubblescope.analysis.not_measured import null_unmeasured_analysis, null_unmeasured_record
+from bubblescope.analysis.readbacks import count_readbacks
 from bubblescope.report.ablation_cells import removed_idle_text
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
@@ -35,7 +35,7 @@ def _surfaces(analysis: dict) -> dict[str, str]:
 
 
 def test_cpu_analysis_json_holds_null_not_zero(tmp_path: Path) -> None:
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
 
     analysis = analyze_traces([str(_cpu_trace(tmp_path / "cpu.json"))])
     summary = analysis["summary"]
@@ -52,7 +52,7 @@ def test_cpu_analysis_json_holds_null_not_zero(tmp_path: Path) -> None:
 
 def test_documents_written_with_zeros_read_as_not_measured(tmp_path: Path) -> None:
     """Analyses and records from before this change hold 0 beside gpu_measured false."""
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
 
     analysis = analyze_traces([str(_cpu_trace(tmp_path / "cpu.json"))])
     legacy = copy.deepcopy(analysis)

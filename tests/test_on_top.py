@@ -93,3 +93,17 @@ def test_round3_studies_its_switches_with_every_other_one_on() -> None:
 def test_spec_round_holds_every_other_speculative_switch_on() -> None:
     assert SPEC_FIXED_ON | set(SPEC_STUDIED) == set(SPEC_SWITCHES) and not SPEC_FIXED_ON & set(SPEC_STUDIED)
     assert {"staged_kda", "fused_kda_verify", "no_readback", "pdl", "fast_topk"} <= SPEC_FIXED_ON
+
+
+def test_studied_switches_are_usable_on_the_cpu_interpreter_only(monkeypatch) -> None:
+    # `ablate --preset debug` under TRITON_INTERPRET=1 smoke-tests the GPU command: the interpreter runs
+    # every studied kernel; without it (or on CUDA) the switches keep their needs_gpu.
+    inner = FakeFastWorkload()
+    inner.device = "cpu"
+    workload = OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert all(info.needs_gpu for info in workload.switches())
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert [(info.name, info.needs_gpu) for info in workload.switches()] == [(n, False) for n in ROUND3]
+    inner.device = "cuda"
+    assert all(info.needs_gpu for info in workload.switches())

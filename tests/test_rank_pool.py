@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analysis_dict, analyze_ranks
+from bubblescope.analysis.traces import analysis_dict, analyze_ranks
 from bubblescope.errors import ConfigError, TraceError
-from bubblescope.rank_pool import rank_analyses, rank_results
-from bubblescope.rank_reduce import STRAGGLER_FACTOR, rank_summary, reduce_results
+from bubblescope.ranks.pool import rank_analyses, rank_results
+from bubblescope.ranks.reduce import STRAGGLER_FACTOR, rank_summary, reduce_results
 from tests.real.conftest import manifest, trace_path
 
 # The three smallest real traces (92-2,058 events; HTA and TraceLens): about a second in all.

@@ -11,7 +11,7 @@ import torch
 import bubblescope
 from bubblescope.capture.user_reads import ReadTap
 from bubblescope.errors import ConfigError
-from bubblescope.read_guard import BlockingReadError, no_new_reads
+from bubblescope.profiling.read_guard import BlockingReadError, no_new_reads
 
 HERE = Path(__file__).name
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bubblescope.errors import RecordError
-from bubblescope.records import load_record, save_record, summarize_samples, validate_record
+from bubblescope.records.run_record import load_record, save_record, summarize_samples, validate_record
 
 FIXTURES = Path(__file__).parent / "data" / "gate"
 

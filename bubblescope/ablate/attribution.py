@@ -16,7 +16,7 @@ from bubblescope.ablate.plan import AblationPlan
 from bubblescope.ablate.predicted_vs_measured import predicted_vs_measured
 from bubblescope.ablate.removed_idle import removed_idle
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord, record_tpot_replicates_ns, tpot_interval_of
+from bubblescope.records.run_record import RunRecord, record_tpot_replicates_ns, tpot_interval_of
 from bubblescope.stats import DEFAULT_BOOTSTRAP, estimate, shapley_exact, shapley_from_permutations
 
 

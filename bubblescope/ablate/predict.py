@@ -16,12 +16,15 @@ ablation report can check the analysis against the measurement. One rule per swi
   * fused_mla_glue: PyTorch ops around MLA attention -> the glue launches merged away (cuBLAS bmm and
     elementwise kernels once per MLA layer become 2 per layer) at the mean launch idle, plus the
     elementwise kernels' own time (their work joins kernels that stream weights anyway).
+  * norm_epilogue: an add_rmsnorm launch after every block -> those launches but one (the first
+    layer's input norm) at the mean launch idle per kernel; their work moves into the producers' last
+    program, so their kernel time is not predicted to vanish.
   * bf16_gate, bf16_lm_head: fp32 weights read every step -> the bytes per token they stop reading
     (the two configurations' floor bytes) / the bandwidth measured on the device.
 
-Every other switch has no rule and says why (`fast_topk`, `early_shared`, `deep_experts` act inside the
-fused MoE kernel: no launch or gap of theirs is in a trace; the verify and tensor-parallel switches act on
-steps a one-token decode baseline does not run).
+Every other switch has no rule and says why (`fast_topk`, `early_shared`, `deep_experts`,
+`routing_in_experts` act inside the fused MoE kernel: no launch or gap of theirs is in a trace; the verify
+and tensor-parallel switches act on steps a one-token decode baseline does not run).
 
 Intervals: an idle prediction's interval is the two-level bootstrap of the baseline's per-step idle
 samples (`RunRecord.analysis.idle_steps`, the same bootstrap as TPOT; one profiled window is one repeat).
@@ -40,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord, mean_tokens_per_step
+from bubblescope.records.run_record import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, stable_seed
 
 
@@ -62,6 +65,8 @@ class Rule:
     launches_per_group: int = 0
     # Of the merged kernels, those whose own time disappears too (their work joins another kernel).
     vanishing: tuple[str, ...] = ()
+    # Launches of the merged kernels a step that stay (kernel "launches" without a group).
+    kept_per_step: float = 0.0
 
 
 _ELEMENTWISE = r"at::native::.*elementwise_kernel"
@@ -94,6 +99,13 @@ RULES: dict[str, Rule] = {
             launches_per_group=2,
             vanishing=(_ELEMENTWISE,),
         ),
+        Rule(
+            "norm_epilogue",
+            "launch gaps of the add_rmsnorm launches done in the producing launch's epilogue instead",
+            "launches",
+            kernels=(r"^add_rmsnorm_kernel$",),
+            kept_per_step=1.0,
+        ),
         Rule("bf16_gate", "fp32 router weights read every step (half their bytes)", "bytes"),
         Rule("bf16_lm_head", "fp32 lm_head weights read every step (half their bytes)", "bytes"),
     )
@@ -104,6 +116,7 @@ NO_RULE = {
     "fast_topk": _IN_FUSED_MOE,
     "early_shared": _IN_FUSED_MOE,
     "deep_experts": _IN_FUSED_MOE,
+    "routing_in_experts": _IN_FUSED_MOE,
     "expert_union": _VERIFY_ONLY,
     "staged_kda": _VERIFY_ONLY,
     "fused_kda_verify": _VERIFY_ONLY,
@@ -153,7 +166,7 @@ def _launch_prediction(rule: Rule, base: RunRecord, analysis: dict[str, Any] | N
             "basis": "none of its kernels ran in the baseline",
         }
     launches = sum(float(k.get("count_per_step") or 0.0) for k in merged)
-    removed = max(launches - rule.launches_per_group * groups, 0.0)
+    removed = max(launches - rule.launches_per_group * groups - rule.kept_per_step, 0.0)
     vanishing_ns = sum(float(k.get("ns_per_step") or 0.0) for k in _matching(merged, rule.vanishing, None))
     kernels_per_step = float((base.get("analysis") or {}).get("kernels_per_step") or 0.0)
     launch_idle = _idle_samples_ns(base, "launch")

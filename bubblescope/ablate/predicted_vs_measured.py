@@ -27,7 +27,7 @@ from typing import Any
 
 from bubblescope.ablate.plan import AblationPlan
 from bubblescope.ablate.predict import RULES, predict_switch
-from bubblescope.records import RunRecord
+from bubblescope.records.run_record import RunRecord
 from bubblescope.stats import is_resolved
 
 AGREEMENT = 0.25

@@ -22,8 +22,8 @@ from bubblescope.ablate.reanalyze_record import own_file, reanalyze_record
 from bubblescope.ablate.store import AblationStore, load_ablation
 from bubblescope.ablate.tp import reanalyze_tp_record
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord
-from bubblescope.validate import check_safe_key
+from bubblescope.records.run_record import RunRecord
+from bubblescope.records.validate import check_safe_key
 
 
 def plan_of(manifest: dict[str, Any]) -> AblationPlan:

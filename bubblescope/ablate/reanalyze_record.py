@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord, save_record
-from bubblescope.validate import contained_path
+from bubblescope.files.atomic import write_json_atomic
+from bubblescope.records.run_record import RunRecord, save_record
+from bubblescope.records.validate import contained_path
 
 
 def own_file(record_path: Path, root: Path, name: Any, what: str) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.records import RunRecord, mean_tokens_per_step
+from bubblescope.records.run_record import RunRecord, mean_tokens_per_step
 from bubblescope.stats import DEFAULT_BOOTSTRAP, bootstrap_medians, estimate, is_resolved, stable_seed
 
 IDLE_CLASSES = ("sync", "host", "launch", "dependency")

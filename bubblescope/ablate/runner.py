@@ -15,7 +15,7 @@ from bubblescope.ablate.plan import AblationPlan, PlannedConfig
 from bubblescope.ablate.store import AblationStore
 from bubblescope.capture.measure import RunSettings, measure_config
 from bubblescope.errors import ConfigError
-from bubblescope.records import RunRecord
+from bubblescope.records.run_record import RunRecord
 
 
 def ablation_identity(workload_info: dict[str, Any], settings: RunSettings) -> dict[str, Any]:

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from bubblescope.ablate.plan import AblationPlan, config_key
-from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
-from bubblescope.records import RunRecord, load_record
-from bubblescope.validate import check_depth, check_safe_key, contained_path
+from bubblescope.files.atomic import write_json_atomic
+from bubblescope.records.run_record import RunRecord, load_record
+from bubblescope.records.validate import check_depth, check_safe_key, contained_path
 
 ABLATION_SCHEMA = "bubblescope.ablation/1"
 _IDENTITY_SETTINGS = ("steps", "warmup", "repeats", "profile_steps")
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-# Temporary files a killed process leaves: bubblescope.atomic's `.<name>.<random>.tmp` and
+# Temporary files a killed process leaves: bubblescope.files.atomic's `.<name>.<random>.tmp` and
 # capture.profiled's raw profiler export `.trace.<random>.json`.
 _LEFTOVER = re.compile(r"\..+\.tmp|\.trace\..+\.json")
 # Artifacts of one configuration beside its record (bubblescope.capture.measure names them).

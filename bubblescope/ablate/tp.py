@@ -28,7 +28,7 @@ from bubblescope.capture import launch_tp
 from bubblescope.capture.measure import RunSettings
 from bubblescope.capture.setup import ReferenceOptions
 from bubblescope.errors import BubblescopeError, RecordError
-from bubblescope.records import RunRecord, load_record, save_record
+from bubblescope.records.run_record import RunRecord, load_record, save_record
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ from typing import Any
 
 
 def resolve_floor_bandwidth(given_gbps: float | None = None) -> tuple[float, str] | None:
-    """(GB/s, source) from `bubblescope.bandwidth` (measured on CUDA, else its documented default).
+    """(GB/s, source) from `bubblescope.floor.bandwidth` (measured on CUDA, else its documented default).
 
     Returns None when that module is not installed: the record then carries `floor: null`.
     """
     try:
-        from bubblescope.bandwidth import resolve_bandwidth
+        from bubblescope.floor.bandwidth import resolve_bandwidth
     except ImportError:
         return None
     bandwidth = resolve_bandwidth(given_gbps)

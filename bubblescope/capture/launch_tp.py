@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.capture.measure import RunSettings
 from bubblescope.capture.setup import ReferenceOptions
 from bubblescope.errors import BubblescopeError, ConfigError
-from bubblescope.records import RunRecord, load_record, save_record
+from bubblescope.files.atomic import write_json_atomic
+from bubblescope.records.run_record import RunRecord, load_record, save_record
 
 STATUS_NAME = ".rank{rank}.status.json"
 # Presets tried, largest first, when --preset is not given on CUDA.
@@ -401,7 +401,7 @@ def analyze_all(
     from bubblescope.capture.profiled import STEP_MARKER
 
     try:
-        from bubblescope.analysis import analyze_traces
+        from bubblescope.analysis.traces import analyze_traces
 
         full = analyze_traces([str(out_dir / name) for name in traces], step_marker=STEP_MARKER)
     except (ImportError, BubblescopeError) as exc:

@@ -13,17 +13,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.analysis.readbacks import count_readbacks
+from bubblescope.analysis.step_samples import idle_step_samples
 from bubblescope.capture.environment import capture_environment
 from bubblescope.capture.floor import compute_floor, kernel_bytes_block
 from bubblescope.capture.profiled import profile_window
 from bubblescope.capture.setup import switches_block, workload_on_cuda
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import BubblescopeError, ConfigError
+from bubblescope.files.atomic import write_json_atomic
 from bubblescope.profiling.run_sites import read_calls_path
-from bubblescope.readbacks import count_readbacks
-from bubblescope.records import RUN_SCHEMA, RunRecord, save_record, summarize_samples, tpot_seed
-from bubblescope.step_samples import idle_step_samples
+from bubblescope.records.run_record import RUN_SCHEMA, RunRecord, save_record, summarize_samples, tpot_seed
 
 CPU_NOTE = (
     "CPU run: readbacks counted from the trace (each would block the host on a GPU); GPU bubbles not measured"
@@ -59,7 +59,7 @@ def _analyze_full(
     With the read tap's `calls`, syncs rows carry exact lines (`bubblescope.profiling.run_sites`).
     """
     try:
-        from bubblescope.analysis import analyze_traces
+        from bubblescope.analysis.traces import analyze_traces
     except ImportError:
         return None, "bubblescope.analysis is not installed: GPU gaps not analysed"
     try:
@@ -80,7 +80,7 @@ def analysis_block(
     """The RunRecord `analysis` block, and the full analysis/1 dict when there is one.
 
     With the workload's `kernel_bytes` block (capture/floor.kernel_bytes_block), the full analysis also
-    gets achieved bandwidth per kernel and the `bandwidth` breakdown (bubblescope/kernel_bandwidth.py).
+    gets achieved bandwidth per kernel and the `bandwidth` breakdown (bubblescope/floor/kernel_bandwidth.py).
 
     On CPU the readbacks come from counting ATen readback ops per step (a CPU trace has no CUDA sync
     to see); on CUDA from the analysis' sync detection, falling back to the same count without it.
@@ -94,7 +94,7 @@ def analysis_block(
     if calls_warning and full is not None:
         full["warnings"].append(calls_warning)
     if full is not None and kernel_bytes:
-        from bubblescope.kernel_bandwidth import attach_kernel_bandwidth
+        from bubblescope.floor.kernel_bandwidth import attach_kernel_bandwidth
 
         attach_kernel_bandwidth(full, trace_path, kernel_bytes)
     read_sites = (full or {}).get("read_sites") if calls is not None else None
@@ -127,7 +127,7 @@ def analysis_block(
     return {
         "blocking_reads_per_step": counted["blocking_reads_per_step"],
         "syncs": counted["syncs"],
-        # Not measured without a GPU timeline: null, never 0 (bubblescope.not_measured).
+        # Not measured without a GPU timeline: null, never 0 (bubblescope.analysis.not_measured).
         "idle_by_class_ns_per_step": {c: None for c in IDLE_CLASSES},
         "gpu_busy_ns_per_step": None,
         "idle_ns_per_step": None,

@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_bytes_atomic
 from bubblescope.capture.quiet_stderr import without_profiler_noise
 from bubblescope.capture.timed import reset_if_possible
-from bubblescope.markers import WINDOW_DRAIN
+from bubblescope.files.atomic import write_bytes_atomic
+from bubblescope.trace.markers import WINDOW_DRAIN
 
 STEP_MARKER = "bubblescope.step"
 NVTX_DOMAIN = "bubblescope"
@@ -134,7 +134,7 @@ def profile_window(
         if tap is not None:
             tap.uninstall()
     if tap is not None:
-        from bubblescope.atomic import write_json_atomic
+        from bubblescope.files.atomic import write_json_atomic
         from bubblescope.profiling.outputs import call_dicts
 
         write_json_atomic(Path(read_calls_path), call_dicts(tap.state.calls), indent=None)

@@ -29,7 +29,7 @@ from typing import Any
 
 from bubblescope.capture.user_frames import frame_class
 from bubblescope.errors import ConfigError
-from bubblescope.markers import READ_MARKER_PREFIX
+from bubblescope.trace.markers import READ_MARKER_PREFIX
 
 MAX_FRAMES = 64
 _MISSING = object()
@@ -58,8 +58,8 @@ TENSOR_METHODS: dict[str, tuple[str, str]] = {
     "allclose": ("item", "on_device"),
 }
 # Boolean-mask indexing (`x[mask]`) reads the mask's true count (a nonzero). Tapped only for the test
-# guard (`ReadTap(index_reads=True)`, `bubblescope.read_guard`): every indexing call would go through a
-# Python wrapper, host time that would show up as GPU idle in a profiled window.
+# guard (`ReadTap(index_reads=True)`, `bubblescope.profiling.read_guard`): every indexing call would go
+# through a Python wrapper, host time that would show up as GPU idle in a profiled window.
 INDEX_METHODS: dict[str, tuple[str, str]] = {
     "__getitem__": ("nonzero", "bool_mask_index"),
 }
@@ -93,7 +93,8 @@ class ReadCall:
     kind: str
     step: int
     frames: list[tuple[CodeType, int]]
-    # `threading.get_ident()` of the calling thread (`bubblescope.read_guard` can keep to one thread).
+    # `threading.get_ident()` of the calling thread (`bubblescope.profiling.read_guard` can keep to one
+    # thread).
     thread_id: int = 0
 
 

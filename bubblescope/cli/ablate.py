@@ -38,7 +38,7 @@ class AblateFormat(str, Enum):
 def _write_html(out_dir: Path) -> str | None:
     """Render report.html (the same page as `bubblescope report DIR`: with the baseline's and all-on's
     one-step timelines from their analysis files) when the renderer is installed; else a notice."""
-    from bubblescope.atomic import write_text_atomic
+    from bubblescope.files.atomic import write_text_atomic
     from bubblescope.report.load_inputs import load_ablation
 
     inputs = load_ablation(out_dir / "ablation.json")
@@ -249,7 +249,7 @@ def register(app: typer.Typer) -> None:
 
 def _writer_lock(out: Path | None) -> contextlib.AbstractContextManager[None]:
     """The --out folder's writer lock (a default folder is new, named by the time: nobody else's)."""
-    from bubblescope.out_lock import out_lock
+    from bubblescope.files.out_lock import out_lock
 
     return out_lock(out, "ablate") if out is not None else contextlib.nullcontext()
 

@@ -117,8 +117,8 @@ def register(app: typer.Typer) -> None:
         Exit 0 on success, 2 on a bad trace or option.
         """
         from bubblescope.cli.outputs import check_out_file
+        from bubblescope.floor.trace_floor import trace_floor
         from bubblescope.trace.allocator import keep_freed_memory
-        from bubblescope.trace_floor import trace_floor
 
         # A short-lived command: freed column arrays are reused instead of faulted in afresh (~5 % CPU).
         keep_freed_memory()
@@ -146,8 +146,8 @@ def register(app: typer.Typer) -> None:
         with trace_files_cap(max_files):
             draws = timeline and output_format == "json"
             if annotate is not None or draws:
-                from bubblescope.analysis import analysis_dict
-                from bubblescope.rank_pool import rank_analyses
+                from bubblescope.analysis.traces import analysis_dict
+                from bubblescope.ranks.pool import rank_analyses
 
                 ranks = rank_analyses(traces, **pool)
                 result = analysis_dict(ranks, timeline=draws)
@@ -155,8 +155,8 @@ def register(app: typer.Typer) -> None:
                     _write_annotations(ranks, annotate, max_decompressed_mb << 20)
                 del ranks
             else:
-                from bubblescope.rank_pool import rank_results
-                from bubblescope.rank_reduce import reduce_results
+                from bubblescope.ranks.pool import rank_results
+                from bubblescope.ranks.reduce import reduce_results
 
                 result = reduce_results(rank_results(traces, **pool))
         result["floor"] = trace_floor(result, bytes_per_token, bandwidth)
@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _write_annotations(ranks: list, out: Path, max_bytes: int) -> None:
-    from bubblescope.analysis import gap_blamer
+    from bubblescope.analysis.traces import gap_blamer
     from bubblescope.report.annotated_trace import annotated_paths, write_annotated_trace
 
     for rank, path in zip(ranks, annotated_paths(out, len(ranks)), strict=True):

@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         if output is None:
             typer.echo(text, nl=False)
             return
-        from bubblescope.atomic import write_text_atomic
+        from bubblescope.files.atomic import write_text_atomic
 
         try:
             written = write_text_atomic(output, text)

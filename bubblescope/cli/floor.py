@@ -48,7 +48,7 @@ def floor_summary(
         ConfigError: unknown preset (lists the valid ones), a tp that does not divide the model,
             a negative context or a non-positive bandwidth.
     """
-    from bubblescope.bandwidth import resolve_bandwidth
+    from bubblescope.floor.bandwidth import resolve_bandwidth
     from bubblescope.reference_model.accounting import bytes_per_token, count_parameters
     from bubblescope.reference_model.config import get_preset
 

@@ -18,8 +18,8 @@ def preset_rows(*, remeasure: bool = False) -> dict[str, Any]:
     Args:
         remeasure: on a CPU machine, measure the host bandwidth again instead of using the cached one.
     """
-    from bubblescope.bandwidth import machine_memory
-    from bubblescope.host_bandwidth import host_bandwidth
+    from bubblescope.floor.bandwidth import machine_memory
+    from bubblescope.floor.host_bandwidth import host_bandwidth
     from bubblescope.reference_model.accounting import (
         bytes_per_token,
         count_parameters,

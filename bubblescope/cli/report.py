@@ -73,7 +73,7 @@ def write_report(
     Args:
         paths: the command's arguments; output: destination (None: report.html, or stdout for Markdown);
         step_marker: regex for bare traces' step annotations (see `analyze_traces`).
-        floor_inputs: (--bytes-per-token, --bandwidth) for bare traces' floor (trace_floor.py).
+        floor_inputs: (--bytes-per-token, --bandwidth) for bare traces' floor (floor/trace_floor.py).
         views: (--top, --min-gap in µs) applied to every analysis shown (report/views.limit_views).
 
     Returns:
@@ -81,8 +81,8 @@ def write_report(
     Raises:
         BubblescopeError: bad input (one line naming the path).
     """
-    from bubblescope.atomic import write_text_atomic
     from bubblescope.cli.outputs import check_out_file
+    from bubblescope.files.atomic import write_text_atomic
     from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput, load_inputs
     from bubblescope.report.views import limit_views
 
@@ -120,14 +120,14 @@ def write_report(
 
 
 def apply_floor_inputs(inputs: list, bytes_per_token: float | None, bandwidth_gbps: float | None) -> None:
-    """--bytes-per-token / --bandwidth: a bare trace's floor (trace_floor.py), and a recorded run's
+    """--bytes-per-token / --bandwidth: a bare trace's floor (floor/trace_floor.py), and a recorded run's
     floor at the given bandwidth (its own bytes per token unless --bytes-per-token is given).
 
     Raises:
         BubblescopeError: the options were given but no input can use them.
     """
+    from bubblescope.floor.trace_floor import trace_floor
     from bubblescope.report.load_inputs import AblationInput, RunInput, TraceInput
-    from bubblescope.trace_floor import trace_floor
 
     used = False
     for item in inputs:
@@ -148,7 +148,7 @@ def apply_floor_inputs(inputs: list, bytes_per_token: float | None, bandwidth_gb
 
 def _refloor(record: dict, bandwidth_gbps: float, bytes_per_token: float | None) -> bool:
     """Recompute a RunRecord's floor block at `bandwidth_gbps` (source "given"); False without bytes."""
-    from bubblescope.bandwidth import GIVEN_SOURCE, resolve_bandwidth
+    from bubblescope.floor.bandwidth import GIVEN_SOURCE, resolve_bandwidth
 
     gbps = resolve_bandwidth(bandwidth_gbps).gbps
     floor = record.get("floor") or {}

@@ -203,7 +203,7 @@ def _run_one_process(
         "factory": built.factory,
         "preset": built.preset,
     }
-    from bubblescope.out_lock import out_lock
+    from bubblescope.files.out_lock import out_lock
 
     note_saved(f"no run recorded in {out_dir}")
     with out_lock(out_dir, "run"), run_progress(errors, settings) as progress:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from bubblescope.errors import ConfigError
-from bubblescope.record_budget import DEFAULT_MAX_SAMPLES, record_sample_cap
+from bubblescope.records.sample_budget import DEFAULT_MAX_SAMPLES, record_sample_cap
 from bubblescope.trace.source import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     DEFAULT_MAX_TRACE_FILES,

@@ -49,8 +49,8 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.detect.read_grouping import group_calls
-from bubblescope.markers import OWN_SYNC_ANNOTATIONS
 from bubblescope.trace import runtime_names as rt
+from bubblescope.trace.markers import OWN_SYNC_ANNOTATIONS
 from bubblescope.trace.nesting import indexes_by_thread, site_text
 from bubblescope.trace.steps import StepWindows
 from bubblescope.trace.tables import TraceTables, category_mask

@@ -20,8 +20,8 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from bubblescope.markers import is_own_sync_frame
 from bubblescope.trace import runtime_names as rt
+from bubblescope.trace.markers import is_own_sync_frame
 from bubblescope.trace.nesting import NestingIndex, is_user_frame
 
 # Walking up the frames: a frame to walk through, bubblescope's own capture code, the user's frame.

@@ -1,6 +1,6 @@
 """The detectors bubblescope runs, in dependency order (idle gaps need the host-blocking reads).
 
-A new detector is one file in `detect/` and one entry here; `analysis.py` runs them through this list.
+A new detector is one file in `detect/` and one entry here; `analysis/traces.py` runs them through this list.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bubblescope.rank_analysis import RankAnalysis
+from bubblescope.ranks.analysis import RankAnalysis
 from bubblescope.trace import runtime_names as rt
 from bubblescope.trace.steps import step_index_of
 from bubblescope.trace.tables import category_mask

@@ -6,6 +6,7 @@
 - `page.py`       report.html: the trace report plus where each blocking read is called from
 - `read_sites.py` merges the read tap's stacks into a profile's analysis (each read's exact line)
 - `run_sites.py`  the same exact lines for `run` / `ablate` analyses, their `site` left as it was
+- `read_guard.py` `no_new_reads`: fail code under test that makes a blocking read (the pytest plugin)
 
 Named `profiling`, not `profile`: `bubblescope.profile` is the public function, and importing a
 subpackage of the same name would replace that attribute with the module.

@@ -111,9 +111,9 @@ def read_document(path: Path, schema: str) -> dict[str, Any]:
     Raises:
         BubblescopeError: unreadable, not an object, nested too deeply, or another schema (one line).
     """
+    from bubblescope.records.validate import check_depth
     from bubblescope.trace.events import decode_value
     from bubblescope.trace.load import read_trace_bytes
-    from bubblescope.validate import check_depth
 
     doc = decode_value(read_trace_bytes(path), path)
     if not isinstance(doc, dict):

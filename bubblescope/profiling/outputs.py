@@ -16,8 +16,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bubblescope.errors import BubblescopeError
+from bubblescope.files.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from bubblescope.profiling.timing import attach_timed, timed_block
 
 SCHEMA = "bubblescope.profile/1"

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bubblescope.analysis import analysis_dict, analyze_rank, analyze_ranks
+from bubblescope.analysis.traces import analysis_dict, analyze_rank, analyze_ranks
 from bubblescope.detect.host_syncs import HINTS
-from bubblescope.markers import OWN_SYNC_MARKER, READ_MARKER_PREFIX
+from bubblescope.trace.markers import OWN_SYNC_MARKER, READ_MARKER_PREFIX
 from bubblescope.trace.steps import BUBBLESCOPE_STEP, step_index_of
 
 CHAIN_FRAMES = 12
@@ -247,7 +247,7 @@ def _add_cpu_reads(analysis: dict, rank: Any, markers: pd.DataFrame, described: 
                 "inner_op": "",
                 "count": 0,
                 "in_steps": 0,
-                # A CPU run blocks on nothing: not measured, null (bubblescope.not_measured).
+                # A CPU run blocks on nothing: not measured, null (bubblescope.analysis.not_measured).
                 "blocked_ns": None,
                 "bubble_ns": None,
                 "wait_ns": None,

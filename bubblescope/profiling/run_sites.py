@@ -29,8 +29,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bubblescope.analysis.readbacks import Span
 from bubblescope.errors import BubblescopeError, TraceError
-from bubblescope.readbacks import Span
 
 CALLS_SUFFIX = "read_calls.json.gz"
 SOURCE = "bubblescope read tap (profiled window only)"
@@ -157,9 +157,9 @@ def analyze_run_trace(
     steps and timeline are computed from the trace's own sites. On CPU the trace has no blocking call,
     so `syncs` stay as they are (the record's readbacks get theirs from `annotate_counted_syncs`).
     """
-    from bubblescope.analysis import _sync_entries, analysis_dict, analyze_ranks
+    from bubblescope.analysis.traces import _sync_entries, analysis_dict, analyze_ranks
     from bubblescope.profiling.read_sites import enclosing_marker, read_markers
-    from bubblescope.rank_reduce import typical_steps
+    from bubblescope.ranks.reduce import typical_steps
 
     ranks = analyze_ranks([trace_path])
     analysis = analysis_dict(ranks)
@@ -248,12 +248,12 @@ def annotate_counted_syncs(
 def readback_instances(trace_path: str | os.PathLike[str]) -> list[tuple[str, str, int | None]]:
     """(site, op, enclosing read id or None) of each readback `count_readbacks` counts, in its order.
 
-    The same readbacks as `bubblescope.readbacks.count_readbacks` (`counted_readbacks`), each tied to the
-    innermost `bubblescope.read#N` marker around it on its thread; `annotate_counted_syncs` checks that
+    The same readbacks as `bubblescope.analysis.readbacks.count_readbacks` (`counted_readbacks`), each tied
+    to the innermost `bubblescope.read#N` marker around it on its thread; `annotate_counted_syncs` checks that
     the two agree row by row.
     """
-    from bubblescope.markers import READ_MARKER_PREFIX
-    from bubblescope.readbacks import counted_readbacks, read_cpu_trace
+    from bubblescope.analysis.readbacks import counted_readbacks, read_cpu_trace
+    from bubblescope.trace.markers import READ_MARKER_PREFIX
 
     trace = read_cpu_trace(trace_path, stop_at_gpu=False, marker_prefix=READ_MARKER_PREFIX)
     markers: dict[Any, list[tuple[int, int, int]]] = {}

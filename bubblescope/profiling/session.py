@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bubblescope.errors import ConfigError
-from bubblescope.markers import OWN_SYNC_MARKER
+from bubblescope.trace.markers import OWN_SYNC_MARKER
 
 if TYPE_CHECKING:
-    from bubblescope.result import AnalysisResult
+    from bubblescope.records.analysis_result import AnalysisResult
 
 STEP_MARKER = "bubblescope.step"
 _CURRENT: list[ProfileSession] = []
@@ -149,7 +149,7 @@ class ProfileSession:
         if analysis is None:
             return None
         if self._result is None:
-            from bubblescope.result import AnalysisResult
+            from bubblescope.records.analysis_result import AnalysisResult
 
             self._result = AnalysisResult(analysis, source=str(self.out))
         return self._result
@@ -159,7 +159,7 @@ class ProfileSession:
 
         from bubblescope.capture.profiled import _nvtx_range_factory
         from bubblescope.capture.user_reads import ReadTap
-        from bubblescope.out_lock import out_lock
+        from bubblescope.files.out_lock import out_lock
 
         # One writer per folder (`bubblescope profile --out` and `bubblescope.profile(out=...)` alike);
         # held until the files are written.

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from bubblescope.floor.trace_floor import floor_line
 from bubblescope.report.bandwidth_rows import (
     BANDWIDTH_TITLE,
     bandwidth_rows,
@@ -31,7 +32,6 @@ from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text, plain_console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
-from bubblescope.trace_floor import floor_line
 
 CLASS_STYLE = {
     "sync": "bold red",
@@ -46,7 +46,7 @@ TOP_KERNELS_SHOWN = 10
 
 def us(ns: float | None) -> str:
     """ns -> '12.3 µs' below a millisecond, '12.35 ms' above (one unit spelling everywhere); null is
-    `not measured` (bubblescope.not_measured)."""
+    `not measured` (bubblescope.analysis.not_measured)."""
     return fmt_measured_ns(ns)
 
 

@@ -6,6 +6,7 @@ so a hostile kernel name cannot add HTML, a link or a table row to a CI summary.
 
 from __future__ import annotations
 
+from bubblescope.floor.trace_floor import floor_line
 from bubblescope.report.bandwidth_rows import bandwidth_markdown
 from bubblescope.report.cells import (
     READS_NOT_DETECTABLE,
@@ -21,7 +22,6 @@ from bubblescope.report.cells import (
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.views import views_markdown
-from bubblescope.trace_floor import floor_line
 
 GAP_CLASSES = ("sync", "host", "launch", "dependency", "outside")
 TOP_GAPS_SHOWN = 10

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES, load_raw_trace
 
 if TYPE_CHECKING:
-    from bubblescope.rank_analysis import RankAnalysis
+    from bubblescope.ranks.analysis import RankAnalysis
 
 FINDINGS_PID = 7_770_000
 MAX_BLAMED_GAPS = 2000

@@ -1,4 +1,4 @@
-"""The analysis' `bandwidth` block (bubblescope/kernel_bandwidth.py) as rows for every surface.
+"""The analysis' `bandwidth` block (bubblescope/floor/kernel_bandwidth.py) as rows for every surface.
 
 One row per kernel family of a workload that models its kernels' bytes (the reference decoder): the
 critical-path time per step, the bytes it must read, the achieved TB/s, its share of the measured copy

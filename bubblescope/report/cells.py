@@ -55,7 +55,7 @@ def fmt_duration_ns(value: Any) -> str:
     return f"{number / 1e6:,.0f}{NBSP}ms"
 
 
-# A GPU number a trace without GPU activity could not measure is null (bubblescope.not_measured).
+# A GPU number a trace without GPU activity could not measure is null (bubblescope.analysis.not_measured).
 NOT_MEASURED = "not measured"
 
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bubblescope.analysis.timed_idle import bound_idle
 from bubblescope.detect.tracing_cost import GRAPH_NODE_ADDED_NS
 from bubblescope.report.cells import blame_text, fmt_duration_ns, num
-from bubblescope.timed_idle import bound_idle
 
 # Sites of the synchronize calls bubblescope itself makes around the profiled and timed windows.
 TOOL_SITE_RE = re.compile(

@@ -4,7 +4,7 @@ An argument can be a run folder (`record.json`, or a single `<key>.json` RunReco
 file, an ablation folder (`ablation.json` + `runs/*.json`) or its `ablation.json`, a `bubblescope
 profile` folder or any of its files (profile.json, analysis.json, trace: `profiling/load.py`), an
 analysis/1 JSON, or a bare profiler trace (Kineto JSON, plain or gzip). Bare traces are analysed together by
-`bubblescope.analysis.analyze_traces` (several files are the ranks of one run). Nothing here imports
+`bubblescope.analysis.traces.analyze_traces` (several files are the ranks of one run). Nothing here imports
 torch; rendering lives in html.py / markdown.py.
 """
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bubblescope.analysis.not_measured import null_unmeasured_analysis, null_unmeasured_record
 from bubblescope.errors import BubblescopeError, RecordError
-from bubblescope.not_measured import null_unmeasured_analysis, null_unmeasured_record
-from bubblescope.records import validate_record
+from bubblescope.records.run_record import validate_record
+from bubblescope.records.validate import MAX_DOCUMENT_DEPTH, check_depth, contained_path
 from bubblescope.trace import json_scan
-from bubblescope.validate import MAX_DOCUMENT_DEPTH, check_depth, contained_path
 
 RUN_SCHEMA = "bubblescope.run/1"
 ABLATION_SCHEMA = "bubblescope.ablation/1"
@@ -202,7 +202,7 @@ def load_ablation(ablation_path: Path) -> AblationInput:
 
 def _analyze_bare_traces(paths: list[Path], step_marker: str | None) -> TraceInput:
     try:
-        from bubblescope.analysis import analyze_traces
+        from bubblescope.analysis.traces import analyze_traces
     except ImportError as exc:
         raise ReportInputError(
             f"cannot analyse bare traces: bubblescope.analysis is unavailable ({exc})"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.analysis.timed_idle import timed_step_ns_of
+from bubblescope.floor.trace_floor import floor_line
 from bubblescope.report.ablation_cells import (
     REMOVED_IDLE_HEADER,
     TIMED_IDLE_HEADER,
@@ -53,11 +55,10 @@ from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.profile_sections import profile_markdown
+from bubblescope.report.spec_rows import expert_union_items
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
-from bubblescope.timed_idle import timed_step_ns_of
 from bubblescope.trace.kernel_names import short_kernel_name
-from bubblescope.trace_floor import floor_line
 
 # Said under every headline TPOT so a reader knows which interval every surface shows.
 INTERVAL_NOTE = (
@@ -240,7 +241,7 @@ def run_summary_items(record: dict[str, Any], analysis: dict[str, Any] | None) -
     if profiled is not None:
         # How far the trace-derived numbers (gaps, reads) describe the timed steps.
         items.append(("profiled step ÷ timed step", f"{profiled:.2f}×"))
-    return items
+    return items + expert_union_items(record)
 
 
 def floor_measured(record: dict[str, Any]) -> bool:

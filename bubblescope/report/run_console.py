@@ -20,6 +20,7 @@ from rich.table import Table
 from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text as escape
+from bubblescope.report.spec_rows import expert_union_items
 from bubblescope.stats import INTERVAL_LABEL
 
 
@@ -63,6 +64,8 @@ def print_run_summary(
         f"{plural(summary['repeats'], 'repeat')}"
     )
     console.print(escape(floor_text(record)))
+    for label, value in expert_union_items(record):
+        console.print(f"{escape(label)}: {escape(value)}")
     analysis = record.get("analysis")
     if analysis:
         console.print(f"blocking reads / step: [bold]{analysis['blocking_reads_per_step']:.2f}[/]")

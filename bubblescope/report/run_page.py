@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bubblescope.atomic import write_text_atomic
-from bubblescope.records import load_record, save_record
+from bubblescope.files.atomic import write_text_atomic
+from bubblescope.records.run_record import load_record, save_record
 
 
 def report_path_for(record_path: Path) -> Path:

@@ -1,7 +1,7 @@
 """The views an engineer expects beside the gap analysis, as plain-string rows for console, HTML and
 Markdown (CSV takes the raw fields: report/csv_tables.py):
 
-- host ops, `key_averages`-style (analysis `host_ops[]`, bubblescope/host_ops.py): calls, self and
+- host ops, `key_averages`-style (analysis `host_ops[]`, bubblescope/analysis/host_ops.py): calls, self and
   total time, each per step;
 - kernel time by category (`kernel_categories[]`, trace/kernel_names.py);
 - GPU utilisation per step (`steps[].gpu_utilization`: GPU busy / the step's GPU interval).

@@ -39,10 +39,20 @@ class NestingIndex:
     """
 
     def __init__(self, table: pd.DataFrame) -> None:
-        order = np.lexsort((-table["end_ns"].to_numpy(), table["start_ns"].to_numpy()))
-        self.starts = table["start_ns"].to_numpy()[order]
-        self.ends = table["end_ns"].to_numpy()[order]
-        self.names = category_labels(table["name"])[order]
+        self._index(table["start_ns"].to_numpy(), table["end_ns"].to_numpy(), category_labels(table["name"]))
+
+    @classmethod
+    def of_arrays(cls, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> NestingIndex:
+        """The index of ranges given as [n] start and end ns and [n] object names, in any order."""
+        index = cls.__new__(cls)
+        index._index(starts, ends, names)
+        return index
+
+    def _index(self, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> None:
+        order = np.lexsort((-ends, starts))
+        self.starts = starts[order]
+        self.ends = ends[order]
+        self.names = names[order]
         self.parent = _parents(self.starts, self.ends)
 
     def innermost(self, start_ns: int, end_ns: int) -> int:
@@ -157,12 +167,29 @@ def site_text(frame_name: str, open_at_start: bool) -> str:
 
 
 def indexes_by_thread(table: pd.DataFrame, tids: set[str]) -> dict[str, NestingIndex]:
-    """One NestingIndex per thread in `tids` that has rows in `table`."""
+    """One NestingIndex per thread in `tids` that has rows in `table`.
+
+    A thread's rows are picked by the categorical `tid` column's codes and only the three columns the
+    index reads are taken: a DataFrame filter per thread copied every column (0.08 s per thread of the
+    1.06 M Python frames of the 1.79 M-event benchmark file).
+    """
     out: dict[str, NestingIndex] = {}
     if not len(table):
         return out
+    if not isinstance(table["tid"].dtype, pd.CategoricalDtype):
+        # Tables made by hand (the loader's `tid` is always categorical).
+        for tid in tids:
+            rows = table[(table["tid"] == tid).to_numpy()]
+            if len(rows):
+                out[tid] = NestingIndex(rows)
+        return out
+    tid_codes = table["tid"].cat.codes.to_numpy()
+    code_of = {str(label): code for code, label in enumerate(table["tid"].cat.categories)}
+    starts, ends = table["start_ns"].to_numpy(), table["end_ns"].to_numpy()
+    name_codes = table["name"].cat.codes.to_numpy()
+    labels = np.asarray([str(label) for label in table["name"].cat.categories] + [""], dtype=object)
     for tid in tids:
-        rows = table[(table["tid"] == tid).to_numpy()]
+        rows = np.flatnonzero(tid_codes == code_of[tid]) if tid in code_of else ()
         if len(rows):
-            out[tid] = NestingIndex(rows)
+            out[tid] = NestingIndex.of_arrays(starts[rows], ends[rows], labels[name_codes[rows]])
     return out

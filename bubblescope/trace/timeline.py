@@ -27,7 +27,7 @@ import pandas as pd
 from bubblescope.trace.steps import launch_times_ns, step_index_of
 
 if TYPE_CHECKING:
-    from bubblescope.rank_analysis import RankAnalysis
+    from bubblescope.ranks.analysis import RankAnalysis
 
 MAX_TIMELINE_SLICES = 4000
 

@@ -15,6 +15,9 @@ any expert is known; (b) an expert's down projection needs its whole intermediat
 Launch 1 also zeroes the accumulator, so no memset node is needed. With EARLY_SHARED (the
 `early_shared` switch) the shared expert's programs go further before the wait: its whole gate/up and
 SwiGLU (early_shared_h); only its down projection, whose atomics need the zeroed y, waits.
+With ROUTE=False (the `routing_in_experts` switch) launch 1 takes no ticket and routes nothing: the
+grid-wide dependency is then met by the experts launch's own `gdc_wait`, after which each experts
+program routes its token itself (slot_routing.py), so the ticket and the ids' hand-off leave the chain.
 """
 
 from __future__ import annotations

@@ -213,9 +213,7 @@ def launch_fused_moe(
     program, the experts programs themselves, or a routing launch of its own (three launches).
     With cfg.expert_union and several rows the experts launch is union_experts_kernel. `epilogue`: the
     experts launch ends with the next add + RMSNorm (not built into the union launch: moe_fused refuses)."""
-    rows, hidden = x.shape
-    inter = weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
+    rows = x.shape[0]
     site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
@@ -227,6 +225,25 @@ def launch_fused_moe(
     if union_applies(x, weights, cfg):
         launch_union_experts(x, weights, rule, ws, cfg, out, pdl)
         return
+    launch_experts(x, weights, rule, ws, cfg, out, pdl, route_here=site == "experts", epilogue=epilogue)
+
+
+def launch_experts(
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+    route_here: bool,
+    epilogue: NormEpilogue | None = None,
+) -> None:
+    """The experts launch of the fused layer (fused or deep kernel) into the zeroed out: slots read
+    ws.ids / ws.weights, or (route_here) route from ws.logits themselves; `epilogue` as launch_fused_moe."""
+    rows, hidden = x.shape
+    inter = weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
     kernel, extra, block_i = fused_experts_kernel, dict(ACC_2D=cfg.acc_2d), cfg.block_i
     if cfg.deep_experts:
         kernel, extra, block_i = deep_experts_kernel, dict(STAGES=cfg.deep_stages), cfg.deep_block_i
@@ -256,7 +273,7 @@ def launch_fused_moe(
         USE_PDL=pdl,
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.num_warps,
-        **experts_routing_constants(weights.router.shape[0], rule, site == "experts"),
+        **experts_routing_constants(weights.router.shape[0], rule, route_here),
         **norm_epilogue_arguments(epilogue, out),
         **extra,
         **launch_options(pdl),

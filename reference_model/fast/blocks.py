@@ -80,6 +80,9 @@ class StepOptions:
             for routing (no effect with fused_moe off).
         deep_experts: the fused experts launch keeps two weight tiles in flight per program
             (kernels/moe/paired_kernel.py; no effect with fused_moe off).
+        routing_in_experts: the fused experts launch's programs route the token themselves from the
+            router logits; the router launch has no ticket (kernels/moe/slot_routing.py; no effect
+            with fused_moe off).
         fused_mla_glue: the MLA head products (W_UK into the query; W_UV and the head gate into the
             output) as two Triton launches (kernels/mla_glue) instead of PyTorch ops.
         norm_epilogue: each block's output launch (KDA o_proj, MLA dense, dense FFN down, the fused
@@ -97,6 +100,7 @@ class StepOptions:
     fast_topk: bool = False
     early_shared: bool = False
     deep_experts: bool = False
+    routing_in_experts: bool = False
     fused_mla_glue: bool = False
     norm_epilogue: bool = False
 
@@ -230,6 +234,7 @@ def moe_block(
         fast_topk=opts.fast_topk,
         early_shared=opts.early_shared,
         deep_experts=opts.deep_experts,
+        routing_site="experts" if opts.routing_in_experts else "router_launch",
     )
     out = moe_fused(
         normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config, epilogue=norm

@@ -119,6 +119,7 @@ class FastDecoder:
             switches.fast_topk,
             switches.early_shared,
             switches.deep_experts,
+            switches.routing_in_experts,
             switches.fused_mla_glue,
             switches.norm_epilogue,
         )
@@ -150,6 +151,7 @@ class FastDecoder:
             fast_topk=switches.fast_topk,
             early_shared=switches.early_shared,
             deep_experts=switches.deep_experts,
+            routing_in_experts=switches.routing_in_experts,
             fused_mla_glue=switches.fused_mla_glue,
             norm_epilogue=switches.norm_epilogue,
         )

@@ -31,6 +31,7 @@ def step_options(
     fast_topk: bool = False,
     early_shared: bool = False,
     deep_experts: bool = False,
+    routing_in_experts: bool = False,
     fused_mla_glue: bool = False,
     norm_epilogue: bool = False,
 ) -> StepOptions:
@@ -48,6 +49,7 @@ def step_options(
         fast_topk=fast_topk,
         early_shared=early_shared,
         deep_experts=deep_experts,
+        routing_in_experts=routing_in_experts,
         fused_mla_glue=fused_mla_glue,
         norm_epilogue=norm_epilogue,
     )

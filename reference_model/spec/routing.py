@@ -93,8 +93,11 @@ class RoutingProbe:
         """Distinct experts per verify per MoE layer (mean over verifies), and the realised overlap.
 
         Returns:
-            {"verifies", "tokens_per_verify", "distinct_experts_per_layer": [...], "distinct_experts_mean",
-             "upper_bound" (min(E, k*T)), "overlap_knob", "overlap_realised"}; empty counts before any verify.
+            {"verifies", "tokens_per_verify", "moe_layers", "distinct_experts_per_layer": [...] (mean over
+             verifies), "distinct_experts_mean", "distinct_experts_min", "distinct_experts_max" (over every
+             verify and layer), "distinct_experts_sum_by_verify" {mean, min, max} (a verify's distinct
+             experts summed over its layers: what it streams), "upper_bound" (min(E, k*T)),
+             "overlap_knob", "overlap_realised"}; empty counts before any verify.
         """
         if not self.records:
             return {"verifies": 0, "overlap_knob": self.overlap}
@@ -106,11 +109,20 @@ class RoutingProbe:
                 distinct[v, layer] = stacked[v, layer].unique().numel()
         shared = (stacked[:, :, 1:, :, None] == stacked[:, :, :-1, None, :]).any(-1).float().mean().item()
         per_layer = distinct.mean(0).tolist()
+        by_verify = distinct.sum(1)
         return {
             "verifies": verifies,
             "tokens_per_verify": tokens,
+            "moe_layers": layers,
             "distinct_experts_per_layer": [round(x, 2) for x in per_layer],
             "distinct_experts_mean": round(sum(per_layer) / len(per_layer), 2),
+            "distinct_experts_min": int(distinct.min().item()),
+            "distinct_experts_max": int(distinct.max().item()),
+            "distinct_experts_sum_by_verify": {
+                "mean": round(by_verify.mean().item(), 2),
+                "min": int(by_verify.min().item()),
+                "max": int(by_verify.max().item()),
+            },
             "upper_bound": min(self.num_experts, tokens * top_k),
             "overlap_knob": self.overlap,
             "overlap_realised": round(shared, 3) if tokens > 1 else None,

@@ -34,6 +34,7 @@ from .kda_verify_layer import VerifyOptions
 from .nextn import NextNDraft
 from .routing import RoutingProbe
 from .self_draft import SelfDraft
+from .union_bytes import union_bytes
 from .verify_moe import KernelMoE
 
 SPEC_KINDS = ("dspark", "nextn", "self")
@@ -236,26 +237,45 @@ class SpecWorkload:
             },
             "accept_len": sum(lengths) / len(lengths) if lengths else None,
             "verifies": len(lengths),
-            "experts": self.probe.summary(),
+            "experts": self.expert_union(self.enabled),
         }
 
-    def bytes_per_token(self, enabled: frozenset[str]) -> int:
-        """Weights + states read per emitted token: (one target pass + the draft's weights) / accept_len.
+    def expert_union(self, enabled: frozenset[str]) -> dict[str, object]:
+        """The verifies' distinct routed experts (routing.RoutingProbe.summary) and the bytes that union
+        streams per verify against the verify step's bytes (union_bytes.py)."""
+        experts = self.probe.summary()
+        return {**experts, **union_bytes(experts, self.config, **self._step_bytes(enabled))}
 
-        The target pass is counted like a decode step (accounting.bytes_per_token at the current
-        length), so the union of routed experts beyond one token's top-k is NOT included: this floor is
-        optimistic by the extra experts a verify reads (see spec_summary()["experts"]).
-        """
+    def _step_bytes(self, enabled: frozenset[str]) -> dict[str, int]:
+        """Bytes of one non-speculative decode step at the current length, and the draft's weights."""
         from ..accounting import bytes_per_token
 
-        target = int(bytes_per_token(self.config, context_len=max(self.cache.length, 1)).total)
+        target = bytes_per_token(
+            self.config,
+            context_len=max(self.cache.length, 1),
+            router_bf16="bf16_gate" in enabled,
+            lm_head_bf16="bf16_lm_head" in enabled,
+        ).total
         draft_module = getattr(self.draft, "module", None)
         draft_bytes = 0
         if draft_module is not None:
             draft_bytes = sum(p.numel() * p.element_size() for p in draft_module.parameters())
+        return {"decode_step_bytes": int(target), "draft_bytes": int(draft_bytes)}
+
+    def bytes_per_token(self, enabled: frozenset[str]) -> int:
+        """Weights + states read per emitted token: the verify step's bytes / accept_len.
+
+        The verify step reads one target pass with the union of its tokens' routed experts (as the
+        verifies recorded it, union_bytes.py) and the draft's weights; before any verify is recorded
+        the union is one token's top-k (a lower bound).
+        """
+        step = self._step_bytes(enabled)
+        verify = self.expert_union(enabled).get("verify_bytes")
+        if verify is None:
+            verify = step["decode_step_bytes"] + step["draft_bytes"]
         lengths = self.decoder.accept_lengths if self.decoder else []
         mean = self.accept_len_target or (sum(lengths) / len(lengths) if lengths else 1.0)
-        return int((target + draft_bytes) / max(mean, 1.0))
+        return int(int(verify) / max(mean, 1.0))
 
 
 def make_spec_workload(

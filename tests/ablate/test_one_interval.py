@@ -13,7 +13,7 @@ import numpy as np
 
 from bubblescope.ablate.attribution import attribute
 from bubblescope.ablate.plan import plan_ablation
-from bubblescope.records import summarize_samples, tpot_seed
+from bubblescope.records.run_record import summarize_samples, tpot_seed
 from bubblescope.report.markdown import ablation_markdown
 from tests.ablate.test_attribution import _record
 

@@ -74,6 +74,11 @@ def test_launch_rules_count_the_launches_merged_away() -> None:
     # nvjet + elementwise<4> (7 each) become 2 per MLA layer: nothing merged away, the elementwise time goes.
     assert glue["predicted_ms"]["est"] == pytest.approx(9_000.0 / 1e6, rel=1e-6)
     assert "no prediction" in predicted_rows([predict_switch("fused_moe", _record([]), None)])[1][0][2]
+    norms = {"name": "add_rmsnorm_kernel", "count_per_step": 85.0, "ns_per_step": 137_000.0}
+    epilogue = predict_switch("norm_epilogue", _record([]), {"kernels": [*KERNELS, norms]})
+    # 85 add + norm launches, the first layer's input norm stays: 84 gaps; their kernel time moves, not saved.
+    assert epilogue["predicted_ms"]["est"] == pytest.approx(84 * mean_gap_ns / 1e6, rel=1e-6)
+    assert epilogue["basis"].startswith("84 of 400 launches")
 
 
 def test_bytes_rules_divide_the_bytes_saved_by_the_measured_bandwidth() -> None:

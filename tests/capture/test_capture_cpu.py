@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from bubblescope.analysis.readbacks import count_readbacks
 from bubblescope.capture.measure import RunSettings
 from bubblescope.capture.profiled import profile_window
 from bubblescope.capture.setup import check_usable
 from bubblescope.capture.timed import run_timed
 from bubblescope.errors import ConfigError, TraceError
 from bubblescope.examples.toy_workload import make_workload
-from bubblescope.readbacks import count_readbacks
 
 
 @pytest.fixture

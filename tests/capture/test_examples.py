@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from bubblescope.cli import app
-from bubblescope.records import load_record
+from bubblescope.records.run_record import load_record
 from bubblescope.workload import Workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

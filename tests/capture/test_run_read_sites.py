@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from bubblescope.analysis.readbacks import count_readbacks
 from bubblescope.capture.measure import RunSettings, measure_config
 from bubblescope.capture.profiled import profile_window
 from bubblescope.examples.toy_workload import make_workload
 from bubblescope.gate import evaluate_gate, gate_diff, load_gate_input
 from bubblescope.profiling.run_sites import load_read_calls, read_calls_path
-from bubblescope.readbacks import count_readbacks
 from tests.capture.toy_lines import EXPECTED, PLANTED, TOKEN_READ
 
 pytestmark = pytest.mark.cpu_only

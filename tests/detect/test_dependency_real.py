@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_ranks, gap_blames
+from bubblescope.analysis.traces import analyze_ranks, gap_blames
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 

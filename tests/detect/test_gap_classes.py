@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from tests.trace import scenarios
 from tests.trace.builder import US
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import RankAnalysis, analysis_dict, analyze_ranks
+from bubblescope.analysis.traces import RankAnalysis, analysis_dict, analyze_ranks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ling3_tiny_h200"
 # The profiled window is 4 steps; its first step also carries profiler start-up (a 2.5 ms CUPTI

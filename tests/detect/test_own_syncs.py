@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_ranks, analyze_traces
-from bubblescope.markers import is_own_sync_frame
+from bubblescope.analysis.traces import analyze_ranks, analyze_traces
+from bubblescope.trace.markers import is_own_sync_frame
 from tests.trace.builder import US, TraceBuilder
 
 

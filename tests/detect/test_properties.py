@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bubblescope.analysis import analysis_dict, analyze_rank
+from bubblescope.analysis.traces import analysis_dict, analyze_rank
 from bubblescope.detect.idle_gaps import device_busy_intervals
 from bubblescope.trace.steps import launch_times_ns, step_index_of
 from bubblescope.trace.tables import build_tables

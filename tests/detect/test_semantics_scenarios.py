@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.detect.host_blame import HostBlame
 from bubblescope.trace.tables import build_tables
 from tests.trace.builder import US, TraceBuilder

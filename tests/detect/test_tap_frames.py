@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from tests.trace.builder import US, TraceBuilder
 from tests.trace.scenarios import ITEM_OPS
 

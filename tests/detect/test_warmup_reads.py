@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from tests.trace.builder import US, TraceBuilder
 
 

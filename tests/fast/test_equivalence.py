@@ -112,6 +112,30 @@ def test_new_moe_switches_on_the_fused_path_keep_tokens(
     assert first_diff is None, f"{sorted(NEW_MOE_ON_FUSED)}: tokens differ from all-off at step {first_diff}"
 
 
+# routing_in_experts moves routing from the router launch into the experts launch: on top of the other
+# fused MoE switches and norm_epilogue (whose norm ends the same experts launch), i.e. the all-on MoE
+# path, same greedy tokens (alone, without fused_moe, it leaves the step unchanged).
+ROUTING_IN_EXPERTS_ON_FUSED = NEW_MOE_ON_FUSED | {"routing_in_experts", "norm_epilogue"}
+
+
+@pytest.mark.interpreter
+def test_routing_in_experts_on_the_fused_path_keeps_tokens_short(
+    trimmed: FastLingWorkload, baseline: list[int]
+) -> None:
+    tokens = decode(trimmed, ROUTING_IN_EXPERTS_ON_FUSED, SHORT_STEPS)
+    assert tokens == baseline[: SHORT_STEPS + 1], sorted(ROUTING_IN_EXPERTS_ON_FUSED)
+
+
+@pytest.mark.slow
+@pytest.mark.interpreter
+def test_routing_in_experts_on_the_fused_path_keeps_tokens(
+    trimmed: FastLingWorkload, full_baseline: list[int]
+) -> None:
+    tokens = decode(trimmed, ROUTING_IN_EXPERTS_ON_FUSED, STEPS)
+    first_diff = next((i for i, (a, b) in enumerate(zip(tokens, full_baseline, strict=True)) if a != b), None)
+    assert first_diff is None, f"routing_in_experts: tokens differ from all-off at step {first_diff}"
+
+
 @pytest.mark.interpreter
 def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     # no_readback with graph_metadata puts the on-device advance inside the step body: its own combination.

@@ -49,8 +49,9 @@ pytestmark = pytest.mark.gpu
 
 STEPS = 32
 # fast_topk picks the same experts with the same fp32 scores (only the renormalising sum's order may
-# differ: the last bit of a gain); early_shared computes the same products earlier.
-EXACT = ("no_readback", "graph_metadata", "pdl", "fast_topk", "early_shared")
+# differ: the last bit of a gain); early_shared computes the same products earlier; routing_in_experts
+# alone (fused_moe off) leaves the step unchanged (on the fused path: fused_runs below).
+EXACT = ("no_readback", "graph_metadata", "pdl", "fast_topk", "early_shared", "routing_in_experts")
 EXACT_TOLERANCE = 1e-5
 # bf16 router vs fp32 router on the fp32 model, per-position relative RMS of the logits (see above;
 # 2x the H200 measurement: median 5.0e-2, max 0.16).
@@ -283,6 +284,8 @@ def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int
         ("fast_topk", "early_shared"),
         ("deep_experts",),
         ("fast_topk", "early_shared", "deep_experts"),
+        ("routing_in_experts",),
+        ("fast_topk", "early_shared", "deep_experts", "routing_in_experts"),
         ("fused_mla_glue",),
         ("norm_epilogue",),
     ):
@@ -302,6 +305,8 @@ def leading_agreement(tokens: list[int], reference: list[int]) -> int:
         "fast_topk+early_shared",
         "deep_experts",
         "fast_topk+early_shared+deep_experts",
+        "routing_in_experts",
+        "fast_topk+early_shared+deep_experts+routing_in_experts",
         "fused_mla_glue",
         "norm_epilogue",
     ],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200_loops"
 LOOPS = ("run_ahead_slow_host", "compile_tolist", "empty_cache", "two_stream_wait")

@@ -29,7 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _KILLED_WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from bubblescope import atomic
+    from bubblescope.files import atomic
     def stall(fd):
         print("writing", flush=True)
         time.sleep(600)

@@ -1,8 +1,8 @@
 """Issue 18 §1, the crashes the fuzzer's long profile found in the readers behind `gate` and `report`
 (benchmarks/RESULTS.md, "Hostile input"): one regression test per class, on damaged real traces.
 
-* gate's CPU-trace reader (`bubblescope.readbacks`): nesting deeper than any parser allows, a list `ts`
-  (was `float()` TypeError), a list category / dict name / list tid (was `unhashable`), a list category
+* gate's CPU-trace reader (`bubblescope.analysis.readbacks`): nesting deeper than any parser allows, a list
+  `ts` (was `float()` TypeError), a list category / dict name / list tid (was `unhashable`), a list category
   in gate's GPU check (was `e.get("cat") in set`).
 * report's JSON reader (`report.load_inputs.read_json_document`): 100 000-deep nesting (RecursionError).
 * `ablate`: rich markup in `--out` printed through rich (MarkupError).
@@ -85,7 +85,7 @@ def _outermost_reads_per_step(events: list[dict[str, Any]]) -> float:
     return counted / len(steps)
 
 
-# ---- gate's CPU-trace reader (bubblescope/readbacks.py) ----
+# ---- gate's CPU-trace reader (bubblescope/analysis/readbacks.py) ----
 
 
 @pytest.mark.parametrize("levels", [1000, 100_000])

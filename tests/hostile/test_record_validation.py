@@ -16,7 +16,7 @@ from bubblescope.ablate.store import AblationStore, load_ablation
 from bubblescope.cli import main
 from bubblescope.errors import RecordError
 from bubblescope.gate import run_gate
-from bubblescope.records import load_record
+from bubblescope.records.run_record import load_record
 from tests.hostile.seeds import BASELINE_RECORD, CPU_TRACE, GATE_DIR, h200_trace_path, seed_record
 
 NAN = float("nan")

@@ -67,7 +67,7 @@ def test_each_read_named_at_its_exact_line(with_form) -> None:
     assert set(rows) == expected
     for row in rows.values():
         assert row["per_step"] == 1.0 and row["count"] == 3 and row["line"] == "exact"
-        # A CPU run blocks on nothing: not measured is null, never 0 (bubblescope.not_measured).
+        # A CPU run blocks on nothing: not measured is null, never 0 (bubblescope.analysis.not_measured).
         assert row["blocked_ns"] is None and row["bubble_ns"] is None
 
 

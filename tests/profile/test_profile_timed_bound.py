@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bubblescope.analysis.timed_idle import bound_idle
 from bubblescope.profiling.load import load_profile
 from bubblescope.profiling.timing import attach_timed
 from bubblescope.report.findings import fix_first
-from bubblescope.timed_idle import bound_idle
 
 SAMPLE = Path(__file__).resolve().parents[2] / "reports/samples/profile-hf-sampling-pr-h200/pr"
 

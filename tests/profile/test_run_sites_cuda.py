@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.profiling.run_sites import analyze_run_trace
 from tests.trace.builder import US, TraceBuilder
 from tests.trace.scenarios import ITEM_OPS

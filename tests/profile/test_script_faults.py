@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.out_lock import FolderBusyError, out_lock
+from bubblescope.files.out_lock import FolderBusyError, out_lock
 from bubblescope.profiling import faults
 from bubblescope.profiling.session import ProfileSession
 from tests.hostile.cli_runner import run_in_process

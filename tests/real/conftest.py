@@ -70,7 +70,7 @@ def analysed(case: str) -> tuple[dict, list[int]]:
     missing = [name for name, path in zip(expected(case)["files"], paths, strict=True) if path is None]
     if missing:
         pytest.skip(f"real trace(s) {missing} absent: run tools/fetch_real_traces.py")
-    from bubblescope.analysis import analysis_dict, analyze_ranks
+    from bubblescope.analysis.traces import analysis_dict, analyze_ranks
 
     ranks = analyze_ranks([str(p) for p in paths], step_marker=expected(case).get("step_marker"))
     return analysis_dict(ranks), [int(r.tables.origin_ns) for r in ranks]

@@ -52,7 +52,7 @@ def test_hostile_run_page_loads_clean_and_title_survives(tmp_path: Path) -> None
 
 def test_ablation_and_trace_page_renders_every_figure(tmp_path: Path) -> None:
     inputs = [ABLATION_DIR, HOSTILE_RUN_DIR / "analysis.json"]
-    if importlib.util.find_spec("bubblescope.analysis") is not None:
+    if importlib.util.find_spec("bubblescope.analysis.traces") is not None:
         inputs.append(HOSTILE_TRACE)
     page = render_inputs_html(load_inputs(inputs))
     path = tmp_path / "all.html"

@@ -97,7 +97,8 @@ def test_main_entry_point_prints_one_line(tmp_path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("bubblescope.analysis") is None, reason="bubblescope.analysis absent"
+    importlib.util.find_spec("bubblescope.analysis.traces") is None,
+    reason="bubblescope.analysis.traces absent",
 )
 def test_bare_trace_through_the_real_analysis(tmp_path: Path) -> None:
     out = tmp_path / "trace.html"
@@ -111,7 +112,8 @@ def test_bare_trace_through_the_real_analysis(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("bubblescope.analysis") is None, reason="bubblescope.analysis absent"
+    importlib.util.find_spec("bubblescope.analysis.traces") is None,
+    reason="bubblescope.analysis.traces absent",
 )
 def test_broken_trace_exits_2(tmp_path: Path) -> None:
     broken = tmp_path / "trace.json"

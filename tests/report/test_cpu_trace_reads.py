@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bubblescope.readbacks import count_readbacks
+from bubblescope.analysis.readbacks import count_readbacks
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
 from bubblescope.report.html import render_trace_html
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("bubblescope.analysis") is None, reason="needs bubblescope.analysis"
+    importlib.util.find_spec("bubblescope.analysis.traces") is None,
+    reason="needs bubblescope.analysis.traces",
 )
 
 
@@ -39,7 +40,7 @@ def _cpu_trace(path: Path, steps: int = 2) -> Path:
 
 
 def test_cpu_trace_reads_are_not_reported_as_zero(tmp_path: Path) -> None:
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
 
     trace = _cpu_trace(tmp_path / "cpu.json")
     assert count_readbacks(trace)["per_step"] == [1, 1]  # what `run` and `gate` count for it

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bubblescope.analysis.timed_idle import bound_idle, timed_step_ns_of
 from bubblescope.report.findings import fix_first, fix_first_caption
-from bubblescope.timed_idle import bound_idle, timed_step_ns_of
 
 SAMPLE = (
     Path(__file__).resolve().parents[2] / "reports" / "samples" / "ablation-ling3-flash-e256-h200" / "runs"
@@ -170,7 +170,7 @@ def test_eager_step_keeps_the_capture_hint() -> None:
 
 def test_record_bound_from_the_record_block_alone() -> None:
     """What h23-ablate calls per configuration: the record's own analysis block and timed step."""
-    from bubblescope.timed_idle import record_bound
+    from bubblescope.analysis.timed_idle import record_bound
 
     record, analysis = _sample()
     from_block, from_full = record_bound(record), record_bound(record, analysis)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.report.escape import PLOT_CHARS_SHOWN, plot_text
 from bubblescope.report.figures import timeline_figure
 from bubblescope.report.findings import fix_first, is_tool_site

@@ -1,4 +1,4 @@
-"""Achieved bandwidth per kernel family (bubblescope/kernel_bandwidth.py) on a real H200 trace.
+"""Achieved bandwidth per kernel family (bubblescope/floor/kernel_bandwidth.py) on a real H200 trace.
 
 The trace is the all-off run of the committed ling3-flash-e256 ablation (recorded on the lent H200):
 no PDL there, so kernels of the one stream never overlap and each family's critical-path time must equal
@@ -15,9 +15,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.capture.floor import kernel_bytes_block
-from bubblescope.kernel_bandwidth import IDLE_FAMILY, OTHER_FAMILY, attach_kernel_bandwidth, critical_charges
+from bubblescope.floor.kernel_bandwidth import (
+    IDLE_FAMILY,
+    OTHER_FAMILY,
+    attach_kernel_bandwidth,
+    critical_charges,
+)
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
 

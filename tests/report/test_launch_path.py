@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.diff import compute_diff, side_from
-from bubblescope.kernel_bandwidth import attach_kernel_bandwidth
+from bubblescope.floor.kernel_bandwidth import attach_kernel_bandwidth
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
 from bubblescope.report.diff_render import render_diff_markdown

@@ -72,9 +72,9 @@ def test_bare_traces_are_analysed_together(monkeypatch: pytest.MonkeyPatch, tmp_
         calls.append((paths, step_marker))
         return {"schema": li.ANALYSIS_SCHEMA, "inputs": [{"path": p} for p in paths]}
 
-    import bubblescope.analysis
+    import bubblescope.analysis.traces
 
-    monkeypatch.setattr(bubblescope.analysis, "analyze_traces", fake_analyze)
+    monkeypatch.setattr(bubblescope.analysis.traces, "analyze_traces", fake_analyze)
     gz_trace = tmp_path / "rank1.json.gz"
     gz_trace.write_bytes(gzip.compress(HOSTILE_TRACE.read_bytes()))
     items = li.load_inputs([HOSTILE_TRACE, MINIMAL_RUN_FILE, gz_trace], step_marker="decode_step_.*")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.report.cells import md_table, numeric_columns
 from bubblescope.report.html import render_trace_html
 from bubblescope.report.html_tables import table_html

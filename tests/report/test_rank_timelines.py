@@ -22,8 +22,8 @@ TP_RUNS = Path(__file__).resolve().parents[2] / "reports/samples/ablation-ling3-
 TRACES = [TP_RUNS / "runs/base.trace.json.gz", TP_RUNS / "rank1/runs/base.trace.json.gz"]
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("bubblescope.analysis") is None or not all(p.is_file() for p in TRACES),
-    reason="needs bubblescope.analysis and the committed TP=2 sample traces",
+    importlib.util.find_spec("bubblescope.analysis.traces") is None or not all(p.is_file() for p in TRACES),
+    reason="needs bubblescope.analysis.traces and the committed TP=2 sample traces",
 )
 
 
@@ -47,7 +47,7 @@ def _raw_step_durs_us(events: list[dict]) -> list[float]:
 
 @pytest.fixture(scope="module")
 def tp_analysis() -> dict:
-    from bubblescope.analysis import analyze_traces
+    from bubblescope.analysis.traces import analyze_traces
 
     return analyze_traces([str(p) for p in TRACES], step_marker="bubblescope.step")
 

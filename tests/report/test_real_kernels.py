@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.report.findings import fix_first
 
 SAMPLE = Path("data") / "h200_probe_trace.json.gz"

@@ -16,8 +16,9 @@ runner = CliRunner(env={"COLUMNS": "400"})
 TOY_WORKLOAD = "bubblescope.examples.toy_workload:make_workload"
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None or importlib.util.find_spec("bubblescope.analysis") is None,
-    reason="needs torch and bubblescope.analysis to produce real records",
+    importlib.util.find_spec("torch") is None
+    or importlib.util.find_spec("bubblescope.analysis.traces") is None,
+    reason="needs torch and bubblescope.analysis.traces to produce real records",
 )
 
 

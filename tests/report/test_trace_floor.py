@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from bubblescope.cli import app
 from bubblescope.errors import ConfigError
-from bubblescope.trace_floor import trace_floor
+from bubblescope.floor.trace_floor import trace_floor
 from tests.trace import scenarios
 
 runner = CliRunner()

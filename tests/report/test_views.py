@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.cli import app
 from bubblescope.errors import BubblescopeError
 from bubblescope.report.html import render_trace_html

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from bubblescope.cli import app
 from bubblescope.errors import BubblescopeError
-from bubblescope.records import load_record, save_record
+from bubblescope.records.run_record import load_record, save_record
 
 FAST = ["--preset", "debug", "--steps", "3", "--warmup", "1", "--repeats", "1", "--profile-steps", "2"]
 TWO = ["--toggles", "bf16_gate,bf16_lm_head"]

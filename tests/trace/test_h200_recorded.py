@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bubblescope.analysis import RankAnalysis, analysis_dict, analyze_ranks
+from bubblescope.analysis.traces import RankAnalysis, analysis_dict, analyze_ranks
 from bubblescope.cli import app
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "h200_recorded"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.errors import TraceError
 from bubblescope.trace.load import expand_trace_paths, read_trace_bytes, stream_trace
 from bubblescope.trace.tables import build_tables, build_tables_streamed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.errors import TraceError
 from bubblescope.trace.load import expand_trace_paths
 from tests.trace import scenarios
@@ -20,7 +20,7 @@ from tests.trace import scenarios
 # Each case runs in a child process with a time limit: a regression must fail, not hang the suite.
 _CHILD = """
 import json, sys
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.errors import TraceError
 try:
     result = analyze_traces(sys.argv[1:])

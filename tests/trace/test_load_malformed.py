@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 from bubblescope.errors import TraceError
 from tests.trace import scenarios
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from bubblescope.trace.nesting import NestingIndex
@@ -36,3 +38,26 @@ def test_zero_length_ranges_do_not_steal_the_children_of_their_neighbours() -> N
     assert parent_of["aten::to"] == "forward"
     assert parent_of["aten::resolve_conj"] == "forward"
     assert str(index.names[index.innermost(55, 60)]) == "aten::copy_"
+
+
+def _same(a: NestingIndex, b: NestingIndex) -> bool:
+    return all(
+        (getattr(a, key) == getattr(b, key)).all() and getattr(a, key).dtype == getattr(b, key).dtype
+        for key in ("starts", "ends", "names", "parent")
+    )
+
+
+def test_indexes_by_thread_equal_one_index_per_filtered_table(shared_dir: Path) -> None:
+    from bubblescope.trace.load import stream_trace
+    from bubblescope.trace.nesting import indexes_by_thread
+    from bubblescope.trace.tables import build_tables_streamed
+
+    # A real trace with ops on one thread and Python frames on two.
+    streamed = stream_trace(shared_dir / "data" / "real_traces" / "tl_hf_qwen05_h100.json.gz")
+    tables = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, streamed.path, rank=0)
+    for table in (tables.ops, tables.frames):
+        tids = set(table["tid"].astype(str)) | {"no such thread"}
+        fast = indexes_by_thread(table, tids)
+        assert len(fast) == len(tids) - 1 >= 1
+        for tid, index in fast.items():
+            assert _same(index, NestingIndex(table[(table["tid"] == tid).to_numpy()])), tid

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 
 SAMPLE = "data/h200_probe_trace.json.gz"
 
@@ -87,7 +87,7 @@ class NoTorch:
             raise ImportError("torch is blocked for this test")
         return None
 sys.meta_path.insert(0, NoTorch())
-from bubblescope.analysis import analyze_traces
+from bubblescope.analysis.traces import analyze_traces
 result = analyze_traces([{str(shared / SAMPLE)!r}], step_marker="decode_step_.*")
 assert next(s for s in result["syncs"] if s["kind"] == "item")["count"] == 5
 assert not any(m == "torch" or m.startswith("torch.") for m in sys.modules), "torch got imported"

@@ -243,7 +243,7 @@ def _unmeasured(frame: pd.DataFrame, analysis: dict[str, Any], columns: Sequence
 def steps_frame(analysis: dict[str, Any]) -> pd.DataFrame:
     """One row per step and rank; `typical` is False for the warm-up / outlier steps that per-step
     figures leave out (`analysis.typical_steps`)."""
-    from bubblescope.analysis import typical_steps
+    from bubblescope.analysis.traces import typical_steps
 
     steps = _items(analysis, "steps")
     complete = all(isinstance(s.get("dur_ns"), int) and isinstance(s.get("gpu_dur_ns"), int) for s in steps)
@@ -351,7 +351,7 @@ def findings_frame(analysis: dict[str, Any], tokens_per_step: float = 1.0) -> pd
 def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every GPU idle gap of every rank (not only the top ones), each blamed like the JSON's top gaps;
     `read_id` is the blocking read a `sync` gap follows (`<NA>` for other classes)."""
-    from bubblescope.gap_blame import gap_blames
+    from bubblescope.analysis.gap_blame import gap_blames
 
     parts = []
     for rank in ranks:
@@ -386,7 +386,7 @@ def gaps_frame(ranks: Sequence[Any]) -> pd.DataFrame:
 
 def read_events_frame(ranks: Sequence[Any]) -> pd.DataFrame:
     """Every blocking read the traces show, one row each (the JSON only keeps them grouped by site)."""
-    from bubblescope.rank_results import read_table
+    from bubblescope.ranks.results import read_table
 
     parts = []
     for rank in ranks:

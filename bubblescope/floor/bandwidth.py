@@ -4,7 +4,7 @@ The floor is bytes read per token / bandwidth. The reference bandwidth is a larg
 copy (bytes read + bytes written, median of repeats, timed with CUDA events): the rate a kernel that
 streams weights can hope to reach. On the H200 used for this project that copy ceiling measured
 4140 GB/s (`shared/notes/h200_facts.md`), the default when there is no GPU to measure.
-torch is imported lazily so that `import bubblescope.bandwidth` stays torch-free.
+torch is imported lazily so that `import bubblescope.floor.bandwidth` stays torch-free.
 """
 
 from __future__ import annotations

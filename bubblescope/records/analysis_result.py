@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from bubblescope import result_frames as frames
 from bubblescope.errors import BubblescopeError, RecordError
+from bubblescope.records import result_frames as frames
 
 ANALYSIS_FILE = "analysis.json"
 
@@ -224,8 +224,8 @@ def analyze(
         TraceError: a file is missing, malformed, truncated, too large or not a trace.
         ConfigError: a floor number that is not positive.
     """
-    from bubblescope.analysis import analysis_dict, analyze_ranks
-    from bubblescope.trace_floor import trace_floor
+    from bubblescope.analysis.traces import analysis_dict, analyze_ranks
+    from bubblescope.floor.trace_floor import trace_floor
 
     ranks = analyze_ranks(paths, step_marker=step_marker, max_decompressed_bytes=max_decompressed_bytes)
     analysis = analysis_dict(ranks)
@@ -251,7 +251,7 @@ def load_analysis(path: str | os.PathLike[str], *, tokens_per_step: float = 1.0)
     Raises:
         RecordError: missing, unreadable, not JSON, or not `bubblescope.analysis/1`.
     """
-    from bubblescope.analysis import SCHEMA
+    from bubblescope.analysis.traces import SCHEMA
     from bubblescope.report.load_inputs import read_json_document
 
     target = Path(path)

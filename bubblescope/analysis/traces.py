@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from bubblescope.analysis.gap_blame import gap_blamer, gap_blames
 from bubblescope.detect.idle_gaps import (
     GAP_CLASSES,
     device_busy_intervals,
@@ -21,9 +22,8 @@ from bubblescope.detect.idle_gaps import (
 )
 from bubblescope.detect.registry import detector
 from bubblescope.errors import TraceError
-from bubblescope.gap_blame import gap_blamer, gap_blames
-from bubblescope.rank_analysis import RankAnalysis
-from bubblescope.rank_reduce import (
+from bubblescope.ranks.analysis import RankAnalysis
+from bubblescope.ranks.reduce import (
     DEFINITIONS,
     FIRST_STEP_FACTOR,
     OUTLIER_STEP_FACTOR,
@@ -33,8 +33,8 @@ from bubblescope.rank_reduce import (
     top_gap_entries,
     typical_steps,
 )
-from bubblescope.rank_reduce import summary as _summary  # noqa: F401 - the name tests use
-from bubblescope.rank_results import STEP_CLASSES, TOP_GAPS, read_table, summarize_rank
+from bubblescope.ranks.reduce import summary as _summary  # noqa: F401 - the name tests use
+from bubblescope.ranks.results import STEP_CLASSES, TOP_GAPS, read_table, summarize_rank
 from bubblescope.trace.correlate import correlate_launches, launch_counts
 from bubblescope.trace.load import expand_trace_paths, gc_paused, stream_trace
 from bubblescope.trace.steps import StepWindows, find_steps, gpu_step_bounds, launch_times_ns

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from bubblescope.analysis.gap_blame import gap_blames
+from bubblescope.analysis.host_ops import host_op_sums
+from bubblescope.analysis.kernel_table import in_step_kernels
 from bubblescope.detect.tracing_cost import profiler_share_ns
-from bubblescope.gap_blame import gap_blames
-from bubblescope.host_ops import host_op_sums
-from bubblescope.kernel_table import in_step_kernels
-from bubblescope.rank_analysis import RankAnalysis
+from bubblescope.ranks.analysis import RankAnalysis
 from bubblescope.trace.steps import launch_times_ns, step_index_of
 
 TOP_GAPS = 20

@@ -253,7 +253,7 @@ def count_readbacks(path: str | os.PathLike[str] | CpuTrace) -> dict[str, Any]:
                 "api": "none (CPU trace)",
                 "count": count,
                 "per_step": count / len(steps),
-                # Nothing blocks on a CPU: not measured, null (bubblescope.not_measured).
+                # Nothing blocks on a CPU: not measured, null (bubblescope.analysis.not_measured).
                 "blocked_ns": None,
                 "bubble_ns": None,
                 "hint": hint,

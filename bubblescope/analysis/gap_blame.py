@@ -11,7 +11,7 @@ import pandas as pd
 from bubblescope.detect.host_blame import HostBlame, queued_blame
 
 if TYPE_CHECKING:
-    from bubblescope.rank_analysis import RankAnalysis
+    from bubblescope.ranks.analysis import RankAnalysis
 
 
 def gap_blamer(rank: RankAnalysis, window_ns: tuple[int, int] | None = None):

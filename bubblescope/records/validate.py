@@ -124,7 +124,7 @@ def check_analysis_block(analysis: Any, source: str) -> None:
         if not isinstance(idle, dict):
             raise RecordError(f"{where}.idle_by_class_ns_per_step is {_short(idle)}; expected an object")
         for cls, value in idle.items():
-            # null: not measured (a CPU run; bubblescope.not_measured)
+            # null: not measured (a CPU run; bubblescope.analysis.not_measured)
             if value is not None:
                 check_count(value, f"{where}.idle_by_class_ns_per_step.{cls}")
     if analysis.get("gpu_measured") is not None and not isinstance(analysis["gpu_measured"], bool):

@@ -236,7 +236,7 @@ def attach_kernel_bandwidth(
     rules = (kernel_bytes or {}).get("rules")
     if not rules or not analysis.get("gpu_measured"):
         return
-    from bubblescope.analysis import typical_steps
+    from bubblescope.analysis.traces import typical_steps
     from bubblescope.trace.correlate import correlate_launches
     from bubblescope.trace.load import stream_trace
     from bubblescope.trace.steps import find_steps, launch_times_ns, step_index_of

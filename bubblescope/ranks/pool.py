@@ -20,10 +20,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bubblescope.analysis import analyze_file
+from bubblescope.analysis.traces import analyze_file
 from bubblescope.errors import BubblescopeError, ConfigError
-from bubblescope.rank_analysis import RankAnalysis
-from bubblescope.rank_results import RankResult, summarize_rank
+from bubblescope.ranks.analysis import RankAnalysis
+from bubblescope.ranks.results import RankResult, summarize_rank
 from bubblescope.trace.load import expand_trace_paths
 from bubblescope.trace.source import effective_cap
 

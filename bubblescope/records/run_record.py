@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from bubblescope.atomic import write_json_atomic
 from bubblescope.errors import RecordError
-from bubblescope.record_budget import check_sample_budget
+from bubblescope.files.atomic import write_json_atomic
+from bubblescope.records.sample_budget import check_sample_budget
+from bubblescope.records.validate import check_analysis_block, check_count, check_depth
 from bubblescope.stats import (
     DEFAULT_BOOTSTRAP,
     bootstrap_medians,
@@ -24,7 +25,6 @@ from bubblescope.stats import (
     per_token_samples_ns,
     stable_seed,
 )
-from bubblescope.validate import check_analysis_block, check_count, check_depth
 
 RUN_SCHEMA = "bubblescope.run/1"
 MAX_RECORD_BYTES = 64 * 1024 * 1024

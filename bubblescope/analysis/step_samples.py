@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.analysis import typical_steps
+from bubblescope.analysis.traces import typical_steps
 
 IDLE_CLASSES = ("sync", "host", "launch", "dependency")
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bubblescope.host_ops import host_op_rows
-from bubblescope.kernel_table import kernel_category_rows, kernel_rows
-from bubblescope.not_measured import null_unmeasured_analysis
-from bubblescope.rank_results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult, fraction
+from bubblescope.analysis.host_ops import host_op_rows
+from bubblescope.analysis.kernel_table import kernel_category_rows, kernel_rows
+from bubblescope.analysis.not_measured import null_unmeasured_analysis
+from bubblescope.ranks.results import GAP_COLUMNS, STEP_CLASSES, TOP_GAPS, RankResult, fraction
 
 SCHEMA = "bubblescope.analysis/1"
 # A step this many times the median is flagged as a likely warm-up step.
@@ -76,7 +76,8 @@ def reduce_results(results: list[RankResult]) -> dict:
         "rank_timelines": [],
         "rank_summary": rank_summary(steps_out),
     }
-    # A trace without GPU activity measured no GPU time: null there, never 0 (bubblescope.not_measured).
+    # A trace without GPU activity measured no GPU time: null there, never 0
+    # (bubblescope.analysis.not_measured).
     return null_unmeasured_analysis(document)
 
 

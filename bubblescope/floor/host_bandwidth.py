@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bubblescope.atomic import write_json_atomic
+from bubblescope.files.atomic import write_json_atomic
 
 CACHE_SCHEMA = "bubblescope.host_bandwidth/1"
 CACHE_FILE_NAME = "host_bandwidth.json"

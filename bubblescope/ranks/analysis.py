@@ -1,7 +1,7 @@
 """`RankAnalysis`: everything the detectors found in one rank's trace, tables included.
 
 Its own module so that the pieces that read it (timeline, gap blame, per-rank results, the annotated
-trace) can name the type without importing the pipeline in `analysis.py`.
+trace) can name the type without importing the pipeline in `analysis/traces.py`.
 """
 
 from __future__ import annotations
