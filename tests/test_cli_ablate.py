@@ -37,6 +37,19 @@ def test_ablate_writes_manifest_and_resumes(tmp_path: Path) -> None:
     rows = {r["name"]: r for r in manifest["attribution"]["switches"]}
     assert rows["planted_sync"]["removed_reads_per_step"] and rows["no_readback"]["removed_reads_per_step"]
     assert "interaction" in result.output
+    # Piped stderr (not a terminal): one line per finished repeat and configuration, in the order they
+    # happened, rather than a bar that prints only its final state.
+    progress = [
+        line for line in result.stderr.splitlines() if line.startswith(("measuring", "configuration"))
+    ]
+    assert progress[0] == "measuring 4 configurations of 2 timed repeats", progress
+    expected = []
+    for index in range(1, 5):
+        expected += [f"configuration {index}/4: timed repeat {r}/2 done" for r in (1, 2)]
+        expected.append(f"configuration {index}/4 done: ")
+    assert [line[: len(want)] for line, want in zip(progress[1:], expected, strict=True)] == expected, (
+        progress
+    )
 
     again = CliRunner().invoke(app, args + ["--format", "json"])
     assert again.exit_code == 0

@@ -10,10 +10,16 @@ import pytest
 from typer.testing import CliRunner
 
 from bubblescope.cli import app
+from bubblescope.cli.run import record_json
 from bubblescope.errors import BubblescopeError
 from bubblescope.records.run_record import load_record
+from bubblescope.report.findings import fix_first
+from bubblescope.report.markdown import findings_analysis, tokens_per_step
 
 TOY = ["--workload", "bubblescope.examples.toy_workload:make_workload", "--preset", "tiny"]
+SAMPLE_RUNS = (
+    Path(__file__).resolve().parents[1] / "reports" / "samples" / "ablation-ling3-flash-e256-h200" / "runs"
+)
 FAST = ["--steps", "6", "--warmup", "1", "--repeats", "2", "--profile-steps", "2"]
 
 
@@ -48,7 +54,37 @@ def test_run_json_prints_the_record(tmp_path: Path) -> None:
     assert (
         printed["schema"] == "bubblescope.run/1" and printed["trace"] is None and printed["analysis"] is None
     )
+    findings, bound = printed.pop("findings"), printed.pop("idle_bound")
     assert printed == json.loads((tmp_path / "r" / "record.json").read_text())
+    # Without a profiled window nothing is found, and no GPU measurement bounds anything.
+    assert findings == [] and bound is None
+
+
+@pytest.mark.cpu_only
+def test_run_json_lists_what_to_fix_first(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["run", *TOY, *FAST, "--toggle", "planted_sync", "--format", "json", "--out", str(tmp_path / "r")],
+    )
+    assert _exit_code(result) == 0, result.output
+    findings = json.loads(result.stdout)["findings"]
+    reads = [f for f in findings if f["kind"] == "blocking read"]
+    # The planted reads, as the console's fix-first list names them; on CPU their saving is not measured.
+    assert reads and all(f["saving_ns_per_token"] is None for f in reads), findings
+    assert [f["rank"] for f in findings] == list(range(1, len(findings) + 1))
+
+
+def test_run_json_findings_are_bounded_by_the_timed_step() -> None:
+    """The committed H200 base run: the idle findings together stay within the timed idle per token."""
+    record = json.loads((SAMPLE_RUNS / "base.json").read_text())
+    printed = record_json(record)
+    tokens = tokens_per_step(record)
+    assert printed["idle_bound"]["source"] == "timed", printed["idle_bound"]
+    idle = [f["saving_ns_per_token"] for f in printed["findings"] if f["bound"] == "idle"]
+    assert idle, printed["findings"]
+    assert sum(x for x in idle if x is not None) <= printed["idle_bound"]["timed_idle_ns"] / tokens + 1e-6
+    # The same list the console prints for the run (one builder).
+    assert printed["findings"] == fix_first(findings_analysis(record, None), tokens, limit=1_000_000)
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,8 @@ def _measure_with_progress(
     workload_info: dict[str, Any],
     bandwidth: tuple[float, str] | None,
 ) -> tuple[dict[str, Any] | None, list[str]]:
-    """Run the ablation under a rich progress bar (stderr) counting repeats, with ETA."""
+    """Run the ablation under a progress display on stderr (a bar with ETA on a terminal, a line per
+    finished repeat and configuration in a pipe)."""
     from bubblescope.ablate.runner import run_ablation
     from bubblescope.ablate.store import AblationStore
     from bubblescope.capture.floor import resolve_floor_bandwidth
@@ -76,8 +77,7 @@ def _measure_with_progress(
     console = make_console(stderr=True)
     saved = [0]
     note_saved(f"no configuration measured yet in {out_dir}")
-    with ablation_progress(console) as progress:
-        task = progress.add_task("ablation", total=None)
+    with ablation_progress(console, settings.repeats) as progress:
 
         def on_start(done: int, pending: int) -> None:
             if done:
@@ -85,7 +85,7 @@ def _measure_with_progress(
                     f"resuming {console_text(out_dir)}: {done} configurations on disk, {pending} to measure",
                     soft_wrap=True,  # one line: the folder stays copyable
                 )
-            progress.update(task, total=max(1, pending * settings.repeats))
+            progress.start(pending)
 
         def on_config(config: Any, record: Any, resumed: bool) -> None:
             saved[0] += 1
@@ -93,7 +93,7 @@ def _measure_with_progress(
                 f"{plural(saved[0], 'configuration')} saved in {out_dir}; the same command resumes from there"
             )
             if not resumed:
-                progress.update(task, description=f"done {console_text(config.key)}")
+                progress.config_done(config.key)
 
         attribution, _, notices = run_ablation(
             workload,
@@ -104,7 +104,7 @@ def _measure_with_progress(
             bandwidth=bandwidth or resolve_floor_bandwidth(),
             on_start=on_start,
             on_config=on_config,
-            on_repeat=lambda _r: progress.advance(task),
+            on_repeat=progress.repeat_done,
         )
     return attribution, notices
 

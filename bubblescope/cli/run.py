@@ -84,7 +84,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         force: ForceOption = False,
         output_format: Annotated[
-            RunFormat, typer.Option("--format", help="table, or json (prints the RunRecord).")
+            RunFormat,
+            typer.Option(
+                "--format", help="table, or json (the RunRecord plus findings[], the fix-first list)."
+            ),
         ] = RunFormat.table,
         tp: int = typer.Option(
             1, "--tp", help="Tensor-parallel ranks of the reference model (one GPU each; gloo on CPU)."
@@ -226,6 +229,20 @@ def _run_one_process(
     return record, notices + run_notices + ([notice] if notice else []), out_dir
 
 
+def record_json(record: dict[str, Any]) -> dict[str, Any]:
+    """What `run --format json` prints: the RunRecord plus the fix-first list the console shows.
+
+    `findings[]` and `idle_bound` come from the same builder as `analyze --format json`
+    (`report.findings.with_findings`), with the record's timed step as the bound, so the idle findings
+    together never promise more than the timed idle. The record on disk stays as saved.
+    """
+    from bubblescope.report.findings import with_findings
+    from bubblescope.report.markdown import findings_analysis, tokens_per_step
+
+    bounded = with_findings(findings_analysis(record, None), tokens_per_step(record))
+    return {**record, "findings": bounded["findings"], "idle_bound": bounded["idle_bound"]}
+
+
 def _print_result(record: dict[str, Any], out_dir: Path, notices: list[str], output_format: str) -> None:
     """The RunRecord as JSON, or the summary: the same content on a terminal and in a pipe (80 columns
     unless $COLUMNS says otherwise); notes on stderr."""
@@ -233,6 +250,6 @@ def _print_result(record: dict[str, Any], out_dir: Path, notices: list[str], out
     from bubblescope.report.run_console import print_run_summary
 
     if output_format == "json":
-        typer.echo(json.dumps(record, indent=1))
+        typer.echo(json.dumps(record_json(record), indent=1, allow_nan=False))
         return
     print_run_summary(make_console(), record, str(out_dir), notices, notes=make_console(stderr=True))

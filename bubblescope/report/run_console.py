@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from bubblescope.report.bandwidth_rows import launch_path_sentence
 from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text as escape
@@ -81,6 +82,8 @@ def print_run_summary(
             console.print(
                 "GPU idle / step: " + ", ".join(f"{escape(k)} {fmt_duration_ns(v)}" for k, v in idle.items())
             )
+        if analysis.get("launch_path"):
+            console.print(escape(launch_path_sentence(analysis["launch_path"])))
     _print_tp_ranks(console, record)
     _print_notes(notes or console, "note", notices)
     console.print(f"written to {escape(out_dir)}")
@@ -212,9 +215,55 @@ def print_gate_table(console: Console, verdict: dict[str, Any], *, notes: Consol
         print_diff(console, verdict["diff"], notes=notes)
 
 
-def ablation_progress(console: Console) -> Progress:
-    """A progress bar over repeats of all pending configurations, with ETA."""
-    return Progress(
+class AblationProgress:
+    """`ablate`'s progress on stderr: repeats of every configuration still to measure. A bar with ETA on
+    a terminal; in a pipe or CI log one line per finished repeat and per finished configuration, as it
+    happens (a bar there would only print its final state, at the end)."""
+
+    def __init__(self, console: Console, progress: Progress | None, repeats: int) -> None:
+        self._console, self._progress, self._repeats = console, progress, repeats
+        self._task = progress.add_task("ablation", total=None) if progress is not None else None
+        self._pending, self._measured = 0, 0
+
+    def start(self, pending: int) -> None:
+        """Called once with how many configurations will be measured."""
+        self._pending = pending
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, total=max(1, pending * self._repeats))
+        else:
+            self._console.print(
+                f"measuring {plural(pending, 'configuration')} of {plural(self._repeats, 'timed repeat')}"
+            )
+
+    def repeat_done(self, index: int) -> None:
+        """Called after timed repeat `index` (0-based) of the configuration being measured."""
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task)
+        else:
+            self._console.print(
+                f"configuration {self._measured + 1}/{self._pending}: "
+                f"timed repeat {index + 1}/{self._repeats} done"
+            )
+
+    def config_done(self, key: str) -> None:
+        """Called after a configuration is measured and saved."""
+        self._measured += 1
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=f"done {escape(key)}")
+        else:
+            # One line whatever the width: the key stays copyable.
+            self._console.print(
+                f"configuration {self._measured}/{self._pending} done: {escape(key)}", soft_wrap=True
+            )
+
+
+@contextlib.contextmanager
+def ablation_progress(console: Console, repeats: int) -> Iterator[AblationProgress]:
+    """An AblationProgress of `repeats` per configuration on `console` (stderr)."""
+    if not console.is_terminal:
+        yield AblationProgress(console, None, repeats)
+        return
+    bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -224,6 +273,8 @@ def ablation_progress(console: Console) -> Progress:
         console=console,
         transient=False,
     )
+    with bar:
+        yield AblationProgress(console, bar, repeats)
 
 
 class RunProgress:

@@ -39,20 +39,29 @@ class NestingIndex:
     """
 
     def __init__(self, table: pd.DataFrame) -> None:
-        self._index(table["start_ns"].to_numpy(), table["end_ns"].to_numpy(), category_labels(table["name"]))
+        # Copies: the index may keep its arrays as given, and they must not be views of the table.
+        starts = table["start_ns"].to_numpy(copy=True)
+        ends = table["end_ns"].to_numpy(copy=True)
+        self._index(starts, ends, category_labels(table["name"]))
 
     @classmethod
     def of_arrays(cls, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> NestingIndex:
-        """The index of ranges given as [n] start and end ns and [n] object names, in any order."""
+        """The index of ranges given as [n] start and end ns and [n] object names, in any order (the
+        index may keep the arrays themselves)."""
         index = cls.__new__(cls)
         index._index(starts, ends, names)
         return index
 
     def _index(self, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> None:
-        order = np.lexsort((-ends, starts))
-        self.starts = starts[order]
-        self.ends = ends[order]
-        self.names = names[order]
+        if _in_index_order(starts, ends):
+            # Kineto often writes a thread's Python frames in this order already (1.06 M of them in the
+            # 1.79 M-event benchmark file): the sort and three gathers would only copy them.
+            self.starts, self.ends, self.names = starts, ends, names
+        else:
+            order = np.lexsort((-ends, starts))
+            self.starts = starts[order]
+            self.ends = ends[order]
+            self.names = names[order]
         self.parent = _parents(self.starts, self.ends)
 
     def innermost(self, start_ns: int, end_ns: int) -> int:
@@ -85,6 +94,15 @@ class NestingIndex:
         return j
 
 
+def _in_index_order(starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Sorted by start, longest first among equal starts: `np.lexsort((-ends, starts))` is the identity
+    (lexsort is stable, so equal pairs keep their order)."""
+    if len(starts) < 2:
+        return True
+    later, same = starts[1:] > starts[:-1], starts[1:] == starts[:-1]
+    return bool((later | (same & (ends[1:] <= ends[:-1]))).all())
+
+
 def nesting_parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """[n] index of each range's parent (-1 for none); ranges sorted by start, longest first."""
     return _parents(starts, ends)
@@ -115,7 +133,8 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     first_zero = group_end - zero_per_group[group_of]
     closed -= np.maximum(group_end - np.maximum(np.arange(n), first_zero), 0)
     depth = np.maximum(np.arange(n) - closed, 0)
-    order = np.argsort(depth, kind="stable")
+    # Depths are small: as int16 numpy's stable sort is a radix sort (8 vs 50 ms for 1 M ranges).
+    order = np.argsort(depth.astype(np.int16) if depth.max() < 2**15 else depth, kind="stable")
     bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2))
     for level in range(1, depth.max() + 1):
         here = order[bounds[level] : bounds[level + 1]]

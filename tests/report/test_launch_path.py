@@ -25,6 +25,7 @@ from bubblescope.report.analysis_markdown import render_analysis_markdown
 from bubblescope.report.diff_render import render_diff_markdown
 from bubblescope.report.html import Page, kernels_html
 from bubblescope.report.markdown import config_rows
+from bubblescope.report.run_console import print_run_summary
 
 RUNS = Path(__file__).resolve().parents[2] / "reports/samples/predicted-ling3-flash-e256-h200/runs"
 ALL_ON = "bf16_gate+bf16_lm_head+fused_mla_glue+fused_moe+graph_metadata+no_readback+pdl"
@@ -112,8 +113,12 @@ def test_every_surface_shows_launches_and_gap(runs) -> None:
     page = Page("run")
     kernels_html(page, analysis)
     assert "kernel launches (a CUDA graph&#x27;s kernels count each); launch gap" in page.render()
-    # The RunRecord's analysis block carries them for the ablation's configuration table.
+    # The RunRecord's analysis block carries them for `run`'s console and the ablation's configuration table.
     record["analysis"]["launch_path"] = analysis["bandwidth"]["launch_path"]
+    console = Console(width=100, record=True, color_system=None)
+    print_run_summary(console, record, "out", [])
+    raw = f"{np.median(raw_per_step(ALL_ON)[0]):g}"
+    assert f"{raw} [{raw}, {raw}] kernel launches" in " ".join(console.export_text().split())
     headers, rows = config_rows({"configs": [{"key": "k"}, {"key": "old"}]}, {"k": record, "old": {}})
     assert headers[-2:] == ["kernel launches / step", "launch gap / step"]
     assert rows[1][-2:] == ["not measured", "not measured"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bubblescope.trace.nesting import NestingIndex
@@ -49,7 +50,7 @@ def _same(a: NestingIndex, b: NestingIndex) -> bool:
 
 def test_indexes_by_thread_equal_one_index_per_filtered_table(shared_dir: Path) -> None:
     from bubblescope.trace.load import stream_trace
-    from bubblescope.trace.nesting import indexes_by_thread
+    from bubblescope.trace.nesting import indexes_by_thread, nesting_parents
     from bubblescope.trace.tables import build_tables_streamed
 
     # A real trace with ops on one thread and Python frames on two.
@@ -60,4 +61,15 @@ def test_indexes_by_thread_equal_one_index_per_filtered_table(shared_dir: Path) 
         fast = indexes_by_thread(table, tids)
         assert len(fast) == len(tids) - 1 >= 1
         for tid, index in fast.items():
-            assert _same(index, NestingIndex(table[(table["tid"] == tid).to_numpy()])), tid
+            rows = table[(table["tid"] == tid).to_numpy()]
+            assert _same(index, NestingIndex(rows)), tid
+            # Given in index order (as Kineto writes these) or reversed, the index is the one a sort
+            # gives: ranges by start, longest first, stable among equal pairs.
+            starts, ends = rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()
+            names = np.asarray(rows["name"].astype(str), dtype=object)
+            for flip in (slice(None), slice(None, None, -1)):
+                given = NestingIndex.of_arrays(starts[flip], ends[flip], names[flip])
+                order = np.lexsort((-ends[flip], starts[flip]))
+                assert (given.starts == starts[flip][order]).all() and (given.ends == ends[flip][order]).all()
+                assert (given.names == names[flip][order]).all()
+                assert (given.parent == nesting_parents(given.starts, given.ends)).all()
