@@ -104,8 +104,9 @@ def test_annotate_writes_original_plus_findings(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(gzip.decompress(out.read_bytes()))
     original = scenarios.item_sync().trace()["traceEvents"]
-    assert doc["traceEvents"][: len(original)] == original
-    added = [e for e in doc["traceEvents"][len(original) :] if e["ph"] == "X"]
+    # The findings come first in the array; the original events follow unchanged.
+    assert doc["traceEvents"][-len(original) :] == original
+    added = [e for e in doc["traceEvents"][: -len(original)] if e["ph"] == "X"]
     assert {e["name"] for e in added} >= {"idle: sync", "idle: host", "blocking read: aten::item", "step 0"}
     sync_gap = next(e for e in added if e["name"] == "idle: sync")
     assert sync_gap["args"]["blame"] == "app.py(12): step"

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,21 @@ def _current_umask() -> int:
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write `data` to `path` via a temporary file in the same folder and an atomic rename."""
+    return write_stream_atomic(path, lambda write: write(data), gzipped=False)
+
+
+def write_stream_atomic(
+    path: str | os.PathLike[str],
+    fill: Callable[[Callable[[bytes], Any]], None],
+    *,
+    gzipped: bool | None = None,
+) -> Path:
+    """Write what `fill(write)` writes, piece by piece, to `path` atomically (nothing is held whole).
+
+    Args:
+        fill: called once with the write function of the temporary file.
+        gzipped: gzip the bytes; default: when `path` ends in `.gz`.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -25,7 +41,11 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         # mkstemp creates 0600; give the result the mode a plain open() would (0666 less the umask).
         os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if gzipped if gzipped is not None else target.name.endswith(".gz"):
+                with gzip.GzipFile(filename="", fileobj=handle, mode="wb", compresslevel=6, mtime=0) as packed:
+                    fill(packed.write)
+            else:
+                fill(handle.write)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)

@@ -7,17 +7,20 @@ named by class so Perfetto colours each class alike, blame in args), a track of 
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bubblescope.files.atomic import write_json_atomic
-from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES, load_raw_trace
+from bubblescope.report.trace_splice import splice_trace
+from bubblescope.trace.load import DEFAULT_MAX_DECOMPRESSED_BYTES
 
 if TYPE_CHECKING:
     from bubblescope.ranks.analysis import RankAnalysis
 
 FINDINGS_PID = 7_770_000
 MAX_BLAMED_GAPS = 2000
+GAP_ROWS_PER_BLOCK = 10_000
 STEPS_TID, READS_TID, GAPS_TID_BASE = 1, 2, 10
 # Chrome trace reserved colour names; Perfetto keys colour on the name, so class names differ too.
 CLASS_COLOUR = {
@@ -44,22 +47,22 @@ def write_annotated_trace(
     out_path: str | Path,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> Path:
-    """Re-read `rank`'s trace, append the findings, write it atomically (gzip if OUT ends in .gz).
+    """Copy `rank`'s trace with the findings added, atomically (gzip if OUT ends in .gz).
+
+    The trace's text is streamed through (`trace_splice`: about one block held, under the same
+    decompressed-size cap as analysis) and the findings are written one by one, so memory does not grow
+    with the trace's size beyond the analysis itself.
 
     Args:
         rank: one rank's analysis (absolute-ns tables).
         blame: gap row -> blame text.
         out_path: destination `.json` or `.json.gz`.
+        max_decompressed_bytes: the text cap (`--max-decompressed-mb`).
     """
-    raw = load_raw_trace(rank.tables.path, max_decompressed_bytes)
-    events = raw.events
-    events.extend(_metadata(rank))
-    events.extend(_step_slices(rank))
-    events.extend(_read_slices(rank))
-    events.extend(_gap_slices(rank, blame))
-    doc = dict(raw.meta)
-    doc["traceEvents"] = events
-    return write_json_atomic(out_path, doc, indent=None)
+    findings = itertools.chain(
+        _metadata(rank), _step_slices(rank), _read_slices(rank), _gap_slices(rank, blame)
+    )
+    return splice_trace(rank.tables.path, findings, out_path, max_decompressed_bytes)
 
 
 def _us(ns: int) -> float:
@@ -152,12 +155,18 @@ def _read_slices(rank: RankAnalysis) -> list[dict]:
     return events
 
 
-def _gap_slices(rank: RankAnalysis, blame) -> list[dict]:
+def _gap_slices(rank: RankAnalysis, blame) -> Iterator[dict]:
     gaps = rank.gaps
     # Host blame scans the host ranges once per gap; name it for the largest gaps only.
     detailed = set(gaps["dur_ns"].nlargest(MAX_BLAMED_GAPS).index) if len(gaps) > MAX_BLAMED_GAPS else None
-    events = []
-    for index, gap in zip(gaps.index, gaps.to_dict("records"), strict=True):
+    for first in range(0, len(gaps), GAP_ROWS_PER_BLOCK):
+        # Rows as dicts a block at a time: one dict per gap of a whole trace is ~1 KB each.
+        block = gaps.iloc[first : first + GAP_ROWS_PER_BLOCK]
+        yield from _gap_block_slices(block, detailed, blame)
+
+
+def _gap_block_slices(block, detailed: set | None, blame) -> Iterator[dict]:
+    for index, gap in zip(block.index, block.to_dict("records"), strict=True):
         text = blame(gap) if detailed is None or index in detailed else gap["class"]
         args = {
             "class": gap["class"],
@@ -166,14 +175,11 @@ def _gap_slices(rank: RankAnalysis, blame) -> list[dict]:
             "step": int(gap["step"]),
             "next_op": gap["next_op"],
         }
-        events.append(
-            _slice(
-                GAPS_TID_BASE + int(gap["device"]),
-                f"idle: {gap['class']}",
-                int(gap["start_ns"]),
-                int(gap["end_ns"]),
-                args,
-                CLASS_COLOUR.get(gap["class"]),
-            )
+        yield _slice(
+            GAPS_TID_BASE + int(gap["device"]),
+            f"idle: {gap['class']}",
+            int(gap["start_ns"]),
+            int(gap["end_ns"]),
+            args,
+            CLASS_COLOUR.get(gap["class"]),
         )
-    return events
