@@ -88,7 +88,8 @@ def build(args: argparse.Namespace, device: str) -> tuple[Any, SpecWorkload, dic
     )
     # The eager decode path (the CPU default) has only the dtype switches, interpreter or not.
     decode_fast = getattr(decode, "decoder", None) is not None
-    decode_on, spec_on = usable_switches(decode, kernels and decode_fast), usable_switches(spec, kernels)
+    decode_on = usable_switches(decode, kernels and decode_fast) - set(args.decode_off)
+    spec_on = usable_switches(spec, kernels) - set(args.spec_off)
     decode.prepare(decode_on)
     spec.prepare(spec_on)
     return (
@@ -167,6 +168,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Measured accept length: {(report.get('spec') or {}).get('accept_len')}",
         f"Expert union per MoE layer per verify: {experts}",
         "",
+        *[overlap_line(row) for row in report.get("overlaps") or []],
+        "",
         *[f"Note: {note}" for note in report["notes"]],
         "",
         "## Errors",
@@ -174,6 +177,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         *[f"- {err}" for err in report["errors"]],
     ]
     return "\n".join(lines) + "\n"
+
+
+def overlap_line(row: dict[str, Any]) -> str:
+    """One Markdown line of a DSpark-alone run at another routing-overlap knob."""
+    tpot, experts = row["spec_tpot_ms"], row["experts"]
+    return (
+        f"- DSpark alone, --routing-overlap {row['overlap_knob']}: {tpot['est']:.3f} ms "
+        f"[{tpot['lo']:.3f}, {tpot['hi']:.3f}] per token; {experts.get('distinct_experts_mean')} distinct "
+        f"experts per layer ({experts.get('distinct_experts_min')}–{experts.get('distinct_experts_max')}), "
+        f"realised overlap {experts.get('overlap_realised')}, "
+        f"union {experts.get('union_share_of_verify_bytes')} of the verify's bytes"
+    )
 
 
 def save(out_dir: Path, report: dict[str, Any]) -> None:
@@ -206,6 +221,28 @@ def run_rounds(args, report, decode, spec, out_dir: Path) -> None:
         save(out_dir, report)
 
 
+def run_overlaps(args, report, spec: SpecWorkload, out_dir: Path) -> None:
+    """DSpark alone at each `--extra-overlaps` knob (after the rounds, not interleaved): its effective
+    TPOT and the expert union it realised, to set beside the rounds' knob."""
+    for overlap in args.extra_overlaps:
+        spec.probe.overlap = overlap
+        # prepare() rebuilds the step (graphs included) and re-seeds the knob's draws.
+        spec.prepare(spec.enabled)
+        timed = run_timed(spec, steps=args.spec_steps, warmup=args.warmup, repeats=2)
+        est, lo, hi = median_with_ci(
+            per_token_samples_ns(timed.samples_ns, timed.tokens_per_step), seed=args.seed
+        )
+        report["overlaps"].append(
+            {
+                "overlap_knob": overlap,
+                "spec_tpot_ms": {"est": est / 1e6, "lo": lo / 1e6, "hi": hi / 1e6},
+                "accept_len": spec.spec_summary()["accept_len"],
+                "experts": spec.spec_summary()["experts"],
+            }
+        )
+        save(out_dir, report)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
@@ -224,6 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         choices=["auto", "on", "off"],
         help="every switch and DSpark's MoE on the Triton kernels (auto: on CUDA only)",
+    )
+    parser.add_argument(
+        "--decode-off", nargs="*", default=[], help="switches left off the non-speculative all-on step"
+    )
+    parser.add_argument("--spec-off", nargs="*", default=[], help="switches left off the DSpark all-on step")
+    parser.add_argument(
+        "--extra-overlaps",
+        nargs="*",
+        type=float,
+        default=[],
+        help="after the rounds, DSpark alone at these --routing-overlap knobs (TPOT, expert union)",
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument(
@@ -244,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_ratio": TARGET_RATIO,
         "build": {},
         "rounds": [],
+        "overlaps": [],
         "notes": [],
         "errors": [],
     }
@@ -252,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         decode, spec, report["build"] = build(args, device)
         save(args.out_dir, report)
         run_rounds(args, report, decode, spec, args.out_dir)
+        run_overlaps(args, report, spec, args.out_dir)
     except Exception as exc:  # noqa: BLE001 - keep what was measured and say why the rest is missing
         report["errors"].append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
     save(args.out_dir, report)

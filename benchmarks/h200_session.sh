@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
+# Stages: round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
 # window's MoE switches, DSpark 9.95), tests (GPU test suite of the fast/spec/capture paths), suite (the whole test suite on this GPU),
@@ -38,6 +39,25 @@ for stage in "$@"; do
       timeout ${DECODE_S:-150} python3 benchmarks/bench_decode.py "$out/decode" --presets ling3-flash-e256 \
         --keys all_on,all_on-fast_topk,all_on-early_shared,all_on-new --no-eager --budget-s $(( ${DECODE_S:-150} - 12 )) \
         2>&1 | grep -v "^\s*$" | tail -10 ;;
+    round3)
+      # Issue 27, round 3, one call: GPU tests of the round's switches (kernels at e256 shapes, switch
+      # equivalence on ling3-tiny), the round's switches ablated on top of every other one on
+      # ling3-flash-e256 (records, traces, report: the kernel table with achieved TB/s), the MoE layer's
+      # routing sites at e256 shapes, and DSpark at 9.95 against the decode step in one process.
+      timeout ${TESTS_S:-150} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/kernels/test_moe_routing_site.py \
+        tests/kernels/test_norm_epilogue_gpu.py tests/fast/test_norm_epilogue_gpu.py tests/fast/test_gpu.py \
+        -k "routing_site or routing_in_experts or norm_epilogue" 2>&1 \
+        | grep -E "ulp off|relative RMS|launches per step|routing_in_experts|passed|failed|Error" | tail -40 \
+        | tee "$out/gpu_tests.log"
+      toggles=$(python3 -c "from bubblescope.reference_model.on_top import ROUND3; print(','.join(ROUND3))")
+      timeout ${ABLATE_S:-190} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round3_workload \
+        --preset ling3-flash-e256 --toggles "$toggles" --steps ${ABLATE_STEPS:-64} --repeats 3 --out /tmp/abl-r3 \
+        --format table 2>&1 | grep -v Warn | tail -40 | tee "$out/ablate_round3.log"
+      tar -czf "$out/ablate_round3.tar.gz" --exclude='*.html' -C /tmp abl-r3
+      timeout ${ROUTE_S:-40} python3 benchmarks/bench_routing.py --out "$out/route_sites" --only "route sites e256" \
+        --pdl-only 2>&1 | grep -v '^{' | tail -16
+      timeout ${SPEC_S:-100} python3 benchmarks/bench_spec_vs_decode.py "$out/spec_vs_decode" --preset ling3-flash-e256 \
+        --accept 9.95 --block 9 --rounds 6 --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30 2>&1 | tail -25 ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

@@ -81,7 +81,7 @@ def test_floor_fits_80() -> None:
     result = runner.invoke(app, ["floor", "--bandwidth", "4140"], env=NARROW)
     assert result.exit_code == 0, result.output
     _assert_fits(result.stdout)
-    assert "10,206.94" in result.stdout and "5.103 B active" in result.stdout
+    assert "10,206.94" in result.stdout and "5.103\u00a0B active" in result.stdout
 
 
 def test_presets_numbers_whole_at_80(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

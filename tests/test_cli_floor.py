@@ -75,7 +75,14 @@ def test_given_bandwidth_context_and_tp() -> None:
 def test_table_output_names_components_and_floor() -> None:
     result = runner.invoke(app, ["floor", "--preset", "ling3-tiny", "--bandwidth", "4140"])
     assert result.exit_code == 0, result.output
-    for text in ("routed_experts", "lm_head", "kda_state", "floor:", "4140 GB/s (given)", "7.89 B total"):
+    for text in (
+        "routed_experts",
+        "lm_head",
+        "kda_state",
+        "floor:",
+        "4140\u00a0GB/s (given)",
+        "7.89\u00a0B total",
+    ):
         assert text in result.output, text
 
 

@@ -158,6 +158,7 @@ def register(app: typer.Typer) -> None:
 def _print_table(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from bubblescope.report.cells import NBSP
     from bubblescope.report.console import make_console
 
     table = Table(
@@ -179,11 +180,11 @@ def _print_table(summary: dict[str, Any]) -> None:
     console = make_console()
     console.print(table)
     console.print(
-        f"parameters: {summary['params_total'] / 1e9:.2f} B total "
-        f"({summary['params_total_with_mtp'] / 1e9:.2f} B with MTP), "
-        f"{summary['params_active'] / 1e9:.3f} B active incl. lm_head"
+        f"parameters: {summary['params_total'] / 1e9:.2f}{NBSP}B total "
+        f"({summary['params_total_with_mtp'] / 1e9:.2f}{NBSP}B with MTP), "
+        f"{summary['params_active'] / 1e9:.3f}{NBSP}B active incl. lm_head"
     )
     console.print(
-        f"floor: {summary['floor_ms']:.3f} ms per token at {summary['bandwidth_gbps']:.0f} GB/s "
-        f"({summary['bandwidth_source']}); weights alone {summary['weights_floor_ms']:.3f} ms"
+        f"floor: {summary['floor_ms']:.3f}{NBSP}ms per token at {summary['bandwidth_gbps']:.0f}{NBSP}GB/s "
+        f"({summary['bandwidth_source']}); weights alone {summary['weights_floor_ms']:.3f}{NBSP}ms"
     )

@@ -116,9 +116,9 @@ def _fit_text(row: dict[str, Any], machine: dict[str, Any]) -> str:
         step_s = row.get("expected_step_s_min")
         if not step_s:
             return "in RAM"
-        from bubblescope.report.cells import fmt_duration_ns
+        from bubblescope.report.cells import NBSP, fmt_duration_ns
 
-        return f"≥ {fmt_duration_ns(step_s * 1e9)}" if step_s < 1 else f"≥ {step_s:.1f} s"
+        return f"≥ {fmt_duration_ns(step_s * 1e9)}" if step_s < 1 else f"≥ {step_s:.1f}{NBSP}s"
     return "yes" if row["min_devices"] == 1 else f"TP {row['min_devices']}"
 
 
@@ -126,12 +126,13 @@ def _print_table(listing: dict[str, Any]) -> None:
     """The presets as a table that fits 80 columns whole (numbers never cut), notes below it."""
     from rich.table import Table
 
+    from bubblescope.report.cells import NBSP
     from bubblescope.report.console import make_console
     from bubblescope.report.escape import console_text
 
     machine = listing["machine"]
     cpu = machine["kind"] == "cpu"
-    where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f} GB each"
+    where = f"{machine['devices']} x {machine['name']}, {machine['bytes_per_device'] / 1e9:.0f}{NBSP}GB each"
     # No column rules and one space between columns: at 80 columns every name and number fits whole
     # ("ling3-flash-e256" folded to "ling3-flash" + "-e256" read as another preset).
     table = Table(
@@ -167,7 +168,7 @@ def _print_table(listing: dict[str, Any]) -> None:
         console.print(
             console_text(
                 f"step ≥: the time a memory-bound step cannot beat here, bytes/tok at "
-                f"{machine['host_copy_gbps']:.1f} GB/s host copy ({machine.get('host_copy_source')}, "
+                f"{machine['host_copy_gbps']:.1f}{NBSP}GB/s host copy ({machine.get('host_copy_source')}, "
                 f"measured {machine.get('host_copy_measured_utc')}; --remeasure takes a new one); "
                 '"no": does not fit in RAM'
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bubblescope.report.cells import (
+    NBSP,
     NOT_MEASURED,
     Rows,
     fmt_duration_ns,
@@ -85,9 +86,10 @@ def bandwidth_sentence(analysis: dict[str, Any] | None) -> str:
         "charged along the critical path (a kernel that starts early under PDL and waits is counted once)."
     ]
     if ceiling and at_ceiling is not None:
+        modelled_mb = num(block.get("bytes_modelled_per_step")) / 1e6
         parts.append(
-            f"The modelled kernels read {num(block.get('bytes_modelled_per_step')) / 1e6:,.1f} MB per step: "
-            f"{fmt_duration_ns(at_ceiling)} at the {ceiling:,.0f} GB/s copy ceiling ({source})."
+            f"The modelled kernels read {modelled_mb:,.1f}{NBSP}MB per step: "
+            f"{fmt_duration_ns(at_ceiling)} at the {ceiling:,.0f}{NBSP}GB/s copy ceiling ({source})."
         )
     parts.append(launch_path_sentence(block.get("launch_path")))
     parts.append(

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from bubblescope.report import figures
 from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
-from bubblescope.report.cells import nothing_to_fix_text
+from bubblescope.report.cells import NBSP, nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.html_tables import TABLE_CSS, esc, table_html
@@ -292,7 +292,7 @@ def add_run_sections(
         )
         page.add(
             f'<p class="sub">{esc(fmt_bytes(floor.get("bytes_per_token")))} per token ÷ '
-            f"{esc(floor.get('bandwidth_gbps'))} GB/s "
+            f"{esc(floor.get('bandwidth_gbps'))}{NBSP}GB/s "
             f"({esc(floor.get('bandwidth_source'))})</p>"
         )
     else:

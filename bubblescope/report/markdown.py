@@ -55,7 +55,7 @@ from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
 from bubblescope.report.profile_sections import profile_markdown
-from bubblescope.report.spec_rows import expert_union_items
+from bubblescope.report.spec_rows import UNION_HEADER, expert_union_items, union_cells
 from bubblescope.report.tp_rows import ablation_tp_markdown, tp_markdown
 from bubblescope.report.views import utilization_text, views_markdown
 from bubblescope.trace.kernel_names import short_kernel_name
@@ -208,6 +208,11 @@ def config_rows(ablation: dict[str, Any], records: dict[str, dict[str, Any]]) ->
     if launches is not None:
         headers += LAUNCH_PATH_HEADERS
         rows = [row + cells for row, cells in zip(rows, launches, strict=True)]
+    # A speculative ablation: each configuration's expert union per verify.
+    union = union_cells([records.get(str(c.get("key"))) or {} for c in configs])
+    if union is not None:
+        headers += [UNION_HEADER]
+        rows = [row + cells for row, cells in zip(rows, union, strict=True)]
     return headers, rows
 
 
@@ -270,7 +275,7 @@ def floor_text(record: dict[str, Any]) -> str:
         return "floor: " + floor_unmeasured_text(record)
     return (
         f"floor {fmt_duration_ms(floor.get('floor_ms'))} ({fmt_bytes(floor.get('bytes_per_token'))}/token at "
-        f"{plain(floor.get('bandwidth_gbps'))} GB/s, {plain(floor.get('bandwidth_source'))}) · "
+        f"{plain(floor.get('bandwidth_gbps'))}{NBSP}GB/s, {plain(floor.get('bandwidth_source'))}) · "
         f"TPOT ÷ floor {num(floor.get('tpot_over_floor')) or 0:.2f}×"
     )
 

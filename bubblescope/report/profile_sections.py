@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bubblescope.report.cells import NBSP
 from bubblescope.report.escape import html_text
 
 CHAIN_HEADERS = [
@@ -29,7 +30,7 @@ CPU_TIMES_NOTE = "CPU run: times are host (CPU) wall times per step, not GPU tim
 def _us(value: Any, measured: bool) -> str:
     if not measured:
         return NOT_MEASURED
-    return f"{value / 1000:.1f} µs" if isinstance(value, (int, float)) else "—"
+    return f"{value / 1000:.1f}{NBSP}µs" if isinstance(value, (int, float)) else "—"
 
 
 def has_read_chains(analysis: dict[str, Any]) -> bool:
@@ -85,7 +86,7 @@ def timed_items(record: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def _ms(value: Any) -> str:
-    return f"{value:.3f} ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+    return f"{value:.3f}{NBSP}ms" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 def _table(headers: list[str], rows: list[list[str]], empty: str) -> str:

@@ -57,3 +57,27 @@ def _bytes_text(experts: dict[str, Any]) -> str:
         f"{fmt_bytes(experts.get('beyond_one_token_bytes'))} more than one token's "
         f"{fmt_bytes(experts.get('one_token_routed_bytes'))} of routed experts"
     )
+
+
+UNION_HEADER = "expert union / layer / verify"
+
+
+def union_cells(records: list[dict[str, Any]]) -> list[list[str]] | None:
+    """Per RunRecord (in order), one cell for a configuration table: distinct experts per MoE layer per
+    verify (range), and the union's bytes with its share of the verify; None without speculative records."""
+    if not any(isinstance(record.get("spec"), dict) for record in records):
+        return None
+    return [[_union_cell(record.get("experts"))] for record in records]
+
+
+def _union_cell(experts: Any) -> str:
+    if not isinstance(experts, dict) or not experts.get("verifies"):
+        return NOT_MEASURED
+    text = f"{num(experts.get('distinct_experts_mean')) or 0:.1f}"
+    low, high = num(experts.get("distinct_experts_min")), num(experts.get("distinct_experts_max"))
+    if low is not None and high is not None:
+        text += f" ({low:g}–{high:g})"
+    union, share = experts.get("union_bytes_per_verify"), num(experts.get("union_share_of_verify_bytes"))
+    if isinstance(union, dict) and share is not None:
+        text += f"; {fmt_bytes(union.get('mean'))} = {share:.0%} of the verify"
+    return text

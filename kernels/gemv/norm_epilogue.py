@@ -42,7 +42,8 @@ def gemv_norm_epilogue_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    NORM_CHUNK: tl.constexpr,
+    NORM_CHUNKS: tl.constexpr,
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
     ACC_2D: tl.constexpr = False,
@@ -74,7 +75,9 @@ def gemv_norm_epilogue_kernel(
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_y = (o_m < M)[:, None] & (o_n < N)[None, :]
     tl.store(p_y + o_m[:, None] * N + o_n[None, :], acc.to(p_y.dtype.element_ty), mask=m_y)
-    last_program_add_rmsnorm(p_y, p_res, p_norm_w, p_out, p_counter, tl.num_programs(0), M, N, eps, BLOCK_D)
+    last_program_add_rmsnorm(
+        p_y, p_res, p_norm_w, p_out, p_counter, tl.num_programs(0), M, N, eps, NORM_CHUNK, NORM_CHUNKS
+    )
 
 
 def gemv_add_rmsnorm(
@@ -108,6 +111,7 @@ def gemv_add_rmsnorm(
     config = config or choose_config(rows, out_features, x.shape[1])
     check_config(config, rows)
     pdl = resolve_pdl(use_pdl, x.device)
+    chunk, chunks = epilogue.chunks()
     gemv_norm_epilogue_kernel[(triton.cdiv(out_features, config.block_n),)](
         x,
         weight,
@@ -125,7 +129,8 @@ def gemv_add_rmsnorm(
         BLOCK_M=rows_block(rows),
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,
-        BLOCK_D=epilogue.block_d(),
+        NORM_CHUNK=chunk,
+        NORM_CHUNKS=chunks,
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
         ACC_2D=config.acc_2d,

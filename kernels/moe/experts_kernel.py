@@ -149,7 +149,8 @@ def down_kernel(
     p_normed=None,
     p_norm_counter=None,
     eps=0.0,
-    BLOCK_NORM: tl.constexpr = 1,
+    NORM_CHUNK: tl.constexpr = 1,
+    NORM_CHUNKS: tl.constexpr = 1,
 ):
     """Unfused step 2. Grid (M, cdiv(D, BLOCK_DOUT)): y[m, d] = sum_slot gain w2[e_slot, d, :].h[m, slot].
     NORM_EPILOGUE (`norm_epilogue`, y contiguous): the last program by ticket adds y into p_res and
@@ -180,5 +181,6 @@ def down_kernel(
     if NORM_EPILOGUE:
         programs = tl.num_programs(0) * tl.num_programs(1)
         last_program_add_rmsnorm(
-            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0), D, eps, BLOCK_NORM
-        )
+            p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0), D, eps, NORM_CHUNK,
+            NORM_CHUNKS,
+        )  # fmt: skip

@@ -207,12 +207,13 @@ def fused_experts_kernel(
     p_normed=None,
     p_norm_counter=None,
     eps=0.0,
-    BLOCK_NORM: tl.constexpr = 1,
+    NORM_CHUNK: tl.constexpr = 1,
+    NORM_CHUNKS: tl.constexpr = 1,
 ):
     """Launch 2. Grid (M * SLOTS, cdiv(I, BLOCK_I)): gate/up + SwiGLU of an I-slice, then its share of
     the down projection, scaled by the routing weight, atomically added into y[m] (fp32).
     NORM_EPILOGUE (`norm_epilogue`): the last program by ticket then adds y into p_res and writes the
-    next block's normed rows (kernels/rmsnorm/epilogue.py; p_res .. BLOCK_NORM are its arguments).
+    next block's normed rows (kernels/rmsnorm/epilogue.py; p_res .. NORM_CHUNKS are its arguments).
     EARLY_SHARED (`early_shared`): the shared slot's gate/up + SwiGLU run before `gdc_wait`.
     ROUTE_HERE (`routing_in_experts`): each program routes its row from p_logits after the wait
     (slot_routing.py) instead of reading ids / weights; N_GROUP .. BLOCK_TOPK are routing's."""
@@ -301,7 +302,7 @@ def fused_experts_kernel(
         programs = tl.num_programs(0) * tl.num_programs(1)
         last_program_add_rmsnorm(
             p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
-            BLOCK_NORM,
+            NORM_CHUNK, NORM_CHUNKS,
         )  # fmt: skip
 
 

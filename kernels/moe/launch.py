@@ -26,8 +26,10 @@ def norm_epilogue_arguments(epilogue: NormEpilogue | None, out: torch.Tensor) ->
             p_normed=out,
             p_norm_counter=out,
             eps=0.0,
-            BLOCK_NORM=1,
+            NORM_CHUNK=1,
+            NORM_CHUNKS=1,
         )
+    chunk, chunks = epilogue.chunks()
     return dict(
         NORM_EPILOGUE=True,
         p_res=epilogue.residual,
@@ -35,7 +37,8 @@ def norm_epilogue_arguments(epilogue: NormEpilogue | None, out: torch.Tensor) ->
         p_normed=epilogue.out,
         p_norm_counter=epilogue.counter,
         eps=epilogue.eps,
-        BLOCK_NORM=epilogue.block_d(),
+        NORM_CHUNK=chunk,
+        NORM_CHUNKS=chunks,
     )
 
 

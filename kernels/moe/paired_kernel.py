@@ -117,7 +117,8 @@ def deep_experts_kernel(
     p_normed=None,
     p_norm_counter=None,
     eps=0.0,
-    BLOCK_NORM: tl.constexpr = 1,
+    NORM_CHUNK: tl.constexpr = 1,
+    NORM_CHUNKS: tl.constexpr = 1,
 ):
     """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as fused_experts_kernel, the
     NORM_EPILOGUE (`norm_epilogue`) too.
@@ -156,5 +157,5 @@ def deep_experts_kernel(
         programs = tl.num_programs(0) * tl.num_programs(1)
         last_program_add_rmsnorm(
             p_y, p_res, p_norm_w, p_normed, p_norm_counter, programs, tl.num_programs(0) // SLOTS, D, eps,
-            BLOCK_NORM,
+            NORM_CHUNK, NORM_CHUNKS,
         )  # fmt: skip

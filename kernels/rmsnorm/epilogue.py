@@ -20,8 +20,8 @@ fused_kernel.early_shared_h) never touches rows this epilogue writes in the same
 
 Same math and roundings as `add_rmsnorm_kernel` (kernel.py): r = fp32(y) + fp32(residual), residual
 stored in its dtype, rstd = 1 / sqrt(sum(r^2) / D + eps) from the fp32 r, normed = w * r * rstd stored
-in the output dtype. Only the reduction's association can differ (other warps), so on vs off agree
-to an fp32 rounding of rstd (the interpreter: bit for bit).
+in the output dtype. Only sum(r^2)'s association differs (chunks, other warps), so the residual is
+bit for bit and the normed row agrees to an fp32 rounding of rstd (a bf16 element one ulp off, rarely).
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ from bubblescope.kernels.gemv.checks import (
     check_shape,
 )
 
-# One program holds a whole row in registers (as add_rmsnorm: D <= 16384).
+# As add_rmsnorm: D <= 16384 (the epilogue unrolls D / NORM_CHUNK chunks).
 MAX_WIDTH = 16384
+# Elements per chunk of the epilogue's row (2560 = 5 chunks): registers, see last_program_add_rmsnorm.
+NORM_CHUNK = 512
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,11 @@ class NormEpilogue:
     counter: torch.Tensor
     eps: float
 
-    def block_d(self) -> int:
-        return triton.next_power_of_2(self.weight.shape[0])
+    def chunks(self) -> tuple[int, int]:
+        """(CHUNK, CHUNKS): the row in CHUNKS chunks of CHUNK elements (last_program_add_rmsnorm)."""
+        width = self.weight.shape[0]
+        chunk = min(NORM_CHUNK, triton.next_power_of_2(width))
+        return chunk, triton.cdiv(width, chunk)
 
 
 def check_norm_epilogue(epilogue: NormEpilogue, rows: int, width: int, device: torch.device, op: str) -> None:
@@ -104,23 +109,45 @@ def last_program_add_rmsnorm(
     M,
     D,
     eps,
-    BLOCK_D: tl.constexpr,
+    CHUNK: tl.constexpr,
+    CHUNKS: tl.constexpr,
 ):
     """Call after this program's last write of y `[M, D]` (row stride D). The program drawing the last
-    of `num_programs` tickets does, for every row, r = y + res (fp32), res = r, out = w * r * rstd."""
+    of `num_programs` tickets does, for every row, r = y + res (fp32), res = r, out = w * r * rstd.
+
+    The row goes in CHUNKS unrolled chunks of CHUNK (NormEpilogue.chunks), twice: sum(r^2), then r again
+    (y and res re-read from L2) for the stores. A whole-row block instead holds several [D] fp32 vectors
+    in registers at once, and a kernel's registers count for all its programs: offline sm_90 compile
+    (benchmarks/compile_norm_epilogue.py), the 2560-row decode GEMV at 4 warps has 56 registers, 140 with
+    a whole-row epilogue (3 programs per SM where its 640-program grid needs 5 for one wave), 87 in
+    512-element chunks (5 per SM); the experts kernels keep theirs (255 deep, 151 fused).
+    """
     # Every thread's writes of y must be issued before this program's ticket is taken.
     tl.debug_barrier()
     ticket = tl.atomic_add(p_counter, 1, sem="acq_rel")
     if ticket == num_programs - 1:
-        o_d = tl.arange(0, BLOCK_D)
-        m_d = o_d < D
-        b_w = tl.load(p_w + o_d, mask=m_d, other=0.0).to(tl.float32)
         for i_m in range(0, M):
-            # .cg: other SMs wrote y (L2); never serve it from this SM's L1.
-            b_r = tl.load(p_y + i_m * D + o_d, mask=m_d, other=0.0, cache_modifier=".cg").to(tl.float32)
-            b_r += tl.load(p_res + i_m * D + o_d, mask=m_d, other=0.0).to(tl.float32)
-            tl.store(p_res + i_m * D + o_d, b_r.to(p_res.dtype.element_ty), mask=m_d)
-            rstd = 1.0 / tl.sqrt(tl.sum(b_r * b_r, axis=0) / D + eps)
-            tl.store(p_out + i_m * D + o_d, (b_w * b_r * rstd).to(p_out.dtype.element_ty), mask=m_d)
+            b_squares = tl.zeros((CHUNK,), dtype=tl.float32)
+            for i_c in tl.static_range(CHUNKS):
+                b_r = chunk_sum(p_y, p_res, i_m, i_c, D, CHUNK)
+                b_squares += b_r * b_r
+            rstd = 1.0 / tl.sqrt(tl.sum(b_squares, axis=0) / D + eps)
+            for i_c in tl.static_range(CHUNKS):
+                b_r = chunk_sum(p_y, p_res, i_m, i_c, D, CHUNK)
+                o_d = i_c * CHUNK + tl.arange(0, CHUNK)
+                m_d = o_d < D
+                b_w = tl.load(p_w + o_d, mask=m_d, other=0.0).to(tl.float32)
+                tl.store(p_res + i_m * D + o_d, b_r.to(p_res.dtype.element_ty), mask=m_d)
+                tl.store(p_out + i_m * D + o_d, (b_w * b_r * rstd).to(p_out.dtype.element_ty), mask=m_d)
         # Re-arm for the next call (or the next CUDA-graph replay).
         tl.atomic_xchg(p_counter, 0, sem="relaxed")
+
+
+@triton.jit
+def chunk_sum(p_y, p_res, i_m, i_c, D, CHUNK: tl.constexpr):
+    """fp32 y + res of chunk i_c of row i_m, 0 past D."""
+    o_d = i_c * CHUNK + tl.arange(0, CHUNK)
+    m_d = o_d < D
+    # .cg: other SMs wrote y (L2); never serve it from this SM's L1.
+    b_r = tl.load(p_y + i_m * D + o_d, mask=m_d, other=0.0, cache_modifier=".cg").to(tl.float32)
+    return b_r + tl.load(p_res + i_m * D + o_d, mask=m_d, other=0.0).to(tl.float32)

@@ -245,10 +245,10 @@ def test_readback_baseline_really_reads_every_step(tiny: FastLingWorkload) -> No
 # (3 of 8 experts; every earlier layer routes the same) and moves the logits 8.9e-2, on the fused base
 # no layer routes differently (6.4e-3). So it is checked on the fused base (fused_runs, nearer-base
 # rule, FUSED_TOLERANCE), not against all-off or the fp32 truth.
-# norm_epilogue runs add_rmsnorm's math in the producer's last program, whose warps (4, not 8) reduce
-# sum(r^2) in another order: rstd may differ in its last fp32 bit, so a normed bf16 element may round
-# the other way (tests/kernels/test_norm_epilogue_gpu.py bounds it at real shapes), the same kind of
-# change as fused_mla_glue's: checked on the fused base below.
+# norm_epilogue runs add_rmsnorm's math in the producer's last program, which reduces sum(r^2) in
+# another order (512-element chunks, other warps): rstd may differ in its last fp32 bit, so a normed
+# bf16 element may round the other way (tests/kernels/test_norm_epilogue_gpu.py bounds it at real
+# shapes), the same kind of change as fused_mla_glue's: checked on the fused base below.
 ROUNDING_ONLY = frozenset({"fused_mla_glue", "norm_epilogue"})
 
 

@@ -47,14 +47,15 @@ def check_layer(weights, rule, x, config, tolerance, calls=2):
 
 # Every experts kernel (fused / deep pairs), with and without early_shared and a shared expert, fp32
 # and bf16; several rows go through the serial path too when serial_route_max_rows allows it. The
-# routing launch of its own reuses the existing kernels unchanged: one case.
+# routing launch of its own reuses the existing kernels unchanged: one case. The several-row cases (not
+# the decode step's one row) run under `slow`.
 @pytest.mark.parametrize(
     ("site", "rows", "dtype", "deep", "early_shared", "shared"),
     [
         ("experts", 1, torch.float32, False, False, True),
         ("experts", 1, torch.bfloat16, True, True, True),
-        ("experts", 2, torch.float32, True, False, False),
-        ("experts", 2, torch.float32, False, True, True),
+        pytest.param("experts", 2, torch.float32, True, False, False, marks=pytest.mark.slow),
+        pytest.param("experts", 2, torch.float32, False, True, True, marks=pytest.mark.slow),
         ("own_launch", 2, torch.bfloat16, True, True, True),
     ],
     ids=["1-fp32-fused", "1-bf16-deep-early", "2-fp32-deep-no-shared", "2-fp32-fused-early", "own-launch"],

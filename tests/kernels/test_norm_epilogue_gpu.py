@@ -5,8 +5,9 @@ shared, unfused down).
 Stated tolerance against the separate launches the switch replaces (gemv, then add_rmsnorm): the
 projection and the new residual bit for bit (same strips, same fp32 sums, same roundings; for the MoE
 the residual is compared with add_rmsnorm on the same y, since the atomics' order varies); the normed
-row within one bf16 ulp on at most 1 % of its elements (only the warps' reduction order of sum(r^2)
-differs: rstd moves by an fp32 rounding). Against the plain PyTorch reference: 2e-2 (a few bf16 ulps).
+row within one bf16 ulp on at most 1 % of its elements (only the order in which sum(r^2) is reduced
+differs, the epilogue's 512-element chunks and warps against add_rmsnorm's: rstd moves by an fp32
+rounding). Against the plain PyTorch reference: 2e-2 (a few bf16 ulps).
 Run: .venv/bin/python -m pytest -q -m gpu tests/kernels/test_norm_epilogue_gpu.py
 """
 

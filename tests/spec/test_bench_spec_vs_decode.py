@@ -38,7 +38,11 @@ def test_ratio_is_effective_tpot_over_effective_tpot() -> None:
 def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
     """The debug preset on the CPU (eager decode, eager-MoE DSpark), two rounds: ~15 s."""
     code = load_bench().main(
-        [str(tmp_path), "--preset", "debug", "--rounds", "2", "--decode-steps", "3", "--spec-steps", "2"]
+        [
+            str(tmp_path),
+            *("--preset", "debug", "--rounds", "2", "--decode-steps", "3", "--spec-steps", "2"),
+            *("--extra-overlaps", "0.5"),
+        ]
     )
     report = json.loads((tmp_path / "spec_vs_decode.json").read_text())
     assert code == 0, report["errors"]
@@ -49,3 +53,5 @@ def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
     assert result["ratio"]["lo"] <= result["ratio"]["est"] <= result["ratio"]["hi"]
     assert len(report["samples"]["spec"]["samples_ns"]) == 2
     assert (tmp_path / "spec_vs_decode.md").read_text().startswith("# bench_spec_vs_decode")
+    (extra,) = report["overlaps"]
+    assert extra["experts"]["overlap_knob"] == 0.5 and extra["experts"]["verifies"] > 0

@@ -17,7 +17,7 @@ from bubblescope.reference_model.moe import MoERouter
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from rich.console import Console
 
-from bubblescope.report.markdown import run_markdown
+from bubblescope.report.markdown import config_rows, run_markdown
 from bubblescope.report.run_console import print_run_summary
 from bubblescope.report.spec_rows import expert_union_items
 
@@ -121,6 +121,12 @@ def test_report_surfaces_show_the_union(caught) -> None:
     console = Console(width=200, record=True, color_system=None)
     print_run_summary(console, record, "out", [])
     assert f"{share:.0%} of the verify step's" in console.export_text()
+    # A speculative ablation's configuration table carries the union per configuration.
+    headers, rows = config_rows({"configs": [{"key": "a"}]}, {"a": record})
+    assert headers[-1] == "expert union / layer / verify"
+    mean = summary["experts"]["distinct_experts_mean"]
+    assert rows[0][-1].startswith(f"{mean:.1f} ({low}–{high}); ")
+    assert rows[0][-1].endswith(f"= {share:.0%} of the verify")
     # A non-speculative record has no such items; a speculative one before any verify says so.
     assert expert_union_items({"summary": {}}) == []
     assert dict(expert_union_items({"spec": {"kind": "dspark"}, "experts": {"verifies": 0}})) == {
