@@ -24,6 +24,7 @@ from bubblescope.analysis.readbacks import count_readbacks, read_cpu_trace
 from bubblescope.errors import ConfigError, RecordError
 from bubblescope.records.run_record import load_record
 from bubblescope.records.validate import check_gate_pair
+from bubblescope.report.cells import fmt_percent
 from bubblescope.stats import per_token_samples_ns, ratio_of_medians_ci
 
 GATE_SCHEMA = "bubblescope.gate/1"
@@ -272,7 +273,8 @@ def _noise_warning(check: dict[str, Any]) -> list[str]:
     if half_width <= check["threshold"]:
         return []
     return [
-        f"TPOT noise (95% interval ±{half_width:.1%}) exceeds the {check['threshold']:.1%} threshold: "
+        f"TPOT noise (95% interval ±{fmt_percent(half_width)}) exceeds the {fmt_percent(check['threshold'])} "
+        "threshold: "
         "only large regressions can fail; use more --steps/--repeats or a quieter machine"
     ]
 

@@ -9,6 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from bubblescope.gate import run_gate
+from bubblescope.report.cells import fmt_change, fmt_percent
+from bubblescope.report.escape import md_text
+from bubblescope.report.gate_markdown import gate_change_text, render_gate_markdown
 from bubblescope.report.run_console import print_gate_table, print_run_summary
 
 GATE = Path(__file__).parent / "data" / "gate"
@@ -69,4 +72,27 @@ def test_gate_table_reports_an_improvement() -> None:
     tpot = next(c for c in verdict["checks"] if c["name"] == "tpot")
     text = buffer.getvalue()
     assert verdict["verdict"] == "pass" and tpot["change"] == "improvement"
-    assert "improved" in text and "% faster" in text
+    assert "improved" in text and "faster" in text
+    # The shared number format (cells.fmt_change): a typographic minus, digits to the interval's resolution.
+    change = fmt_change(tpot["ratio"])
+    assert change.startswith("−") and "%" in change and change in " ".join(text.split()), text
+
+
+def test_gate_console_and_markdown_write_the_change_alike() -> None:
+    verdict = run_gate(str(GATE / "baseline.json"), str(GATE / "tpot_regression.json"))
+    tpot = next(c for c in verdict["checks"] if c["name"] == "tpot")
+    console, buffer = _console()
+    print_gate_table(console, verdict)
+    shown = gate_change_text(tpot)
+    assert shown.startswith(fmt_change(tpot["ratio"])) and "limit +3.0%" in shown, shown
+    assert shown in " ".join(buffer.getvalue().split())
+    assert md_text(shown) in render_gate_markdown(verdict)
+
+
+def test_change_and_percent_formats() -> None:
+    # ±1.5 points of interval: one decimal; ±45: tens' resolution, like every other estimate.
+    assert fmt_change({"est": 1.0123, "lo": 0.9971, "hi": 1.0262}) == "+1.2% [−0.3, +2.6]"
+    assert fmt_change({"est": 1.5, "lo": 0.7, "hi": 2.4}) == "+50% [−30, +140]"
+    assert fmt_change({"est": 0.9, "lo": None, "hi": None}) == "−10.0%"
+    assert fmt_change(None) == "—"
+    assert fmt_percent(0.03, signed=True) == "+3.0%" and fmt_percent(0.125) == "12.5%"

@@ -344,6 +344,19 @@ def run_on_ranks(
     return int(os.environ["RANK"]) == 0
 
 
+def launcher_lock(out_dir: Path, command: str) -> contextlib.AbstractContextManager[None]:
+    """The `--out` writer lock (`files.out_lock`) of a TP job, held by its launcher only: the process
+    that spawns the ranks, or rank 0 of a torchrun launch (torchrun started every rank as a command, and
+    the others would find rank 0's lock and stop). Spawned ranks never take it: they run under the
+    launcher's lock, which they do not inherit (the descriptor is close-on-exec)."""
+    from bubblescope.files.out_lock import out_lock
+    from bubblescope.reference_model.tp.distributed import launched_by_torchrun
+
+    if launched_by_torchrun() and os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    return out_lock(out_dir, command)
+
+
 def spawn_ranks(request: TPRunRequest) -> None:
     """Start world_size processes running `run_rank` and wait for all; a failure ends all of them."""
     spawn_processes(_spawned_rank, asdict(request), request.world_size, Path(request.out_dir))
@@ -515,7 +528,10 @@ def run_tp_from_cli(
         accept_len=accept_len,
         routing_overlap=routing_overlap,
     )
-    result = run_tensor_parallel(request)
+    # A bad request is refused before the lock creates the folder.
+    check_request(request)
+    with launcher_lock(out, "run"):
+        result = run_tensor_parallel(request)
     if result is None:
         return None
     record, notices = result

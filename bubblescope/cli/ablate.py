@@ -227,9 +227,17 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(
                     "--tp runs the reference Ling workload; --workload cannot be combined with it"
                 )
-            out_dir = _ablate_tp(tp, preset, study, shapley, reference, settings=settings, seed=seed, out=out)
-            if out_dir is not None:
-                _finish(out_dir, None, [], output_format)
+            _ablate_tp(
+                tp,
+                preset,
+                study,
+                shapley,
+                reference,
+                settings=settings,
+                seed=seed,
+                out=out,
+                output_format=output_format,
+            )
             return
         with _writer_lock(out):
             out_dir, attribution, notices = _ablate_one_process(
@@ -341,15 +349,17 @@ def _ablate_tp(
     settings: Any,
     seed: int,
     out: Path | None,
-) -> Path | None:
-    """`ablate --tp N`: the ablation folder, or None on a torchrun rank other than 0 (rank 0 reports).
+    output_format: str,
+) -> None:
+    """`ablate --tp N`: measure on the ranks, then (the launcher, or torchrun's rank 0) write the report
+    and print the result, holding the --out lock throughout (`launch_tp.launcher_lock`).
 
     Notices of every rank are printed here (stderr) since the ranks cannot print to this console.
     """
     from dataclasses import asdict
 
-    from bubblescope.ablate.tp import TPAblateRequest, run_tp_ablation
-    from bubblescope.capture.launch_tp import choose_tp_preset
+    from bubblescope.ablate.tp import TPAblateRequest, check_ablate_request, run_tp_ablation
+    from bubblescope.capture.launch_tp import choose_tp_preset, launcher_lock
     from bubblescope.cli.run import default_out_dir
     from bubblescope.reference_model.tp.distributed import launched_by_torchrun
 
@@ -368,12 +378,15 @@ def _ablate_tp(
         out_dir=str(out_dir),
         **reference,
     )
-    notices = run_tp_ablation(request)
-    if notices is None:
-        return None
-    for notice in notices:
-        typer.echo(f"note: {plain_console_text(notice)}", err=True)
-    return out_dir
+    # A bad request is refused before the lock creates the folder.
+    check_ablate_request(request)
+    with launcher_lock(out_dir, "ablate"):
+        notices = run_tp_ablation(request)
+        if notices is None:
+            return
+        for notice in notices:
+            typer.echo(f"note: {plain_console_text(notice)}", err=True)
+        _finish(out_dir, None, [], output_format)
 
 
 def _finish(

@@ -175,6 +175,33 @@ def fmt_at_resolution(
     return fmt_decimals(number, decimals, signed) + (NBSP + unit if unit else "")
 
 
+def fmt_percent(fraction: Any, decimals: int = 1, signed: bool = False) -> str:
+    """A fraction as a percentage, `3.0%` (signed: `+3.0%` / `−3.0%`, the typographic minus), or —."""
+    number = num(fraction)
+    if number is None:
+        return "—"
+    return (fmt_decimals(number * 100.0, decimals, signed) + "%").replace("-", "−")
+
+
+def fmt_change(ratio: Any, max_decimals: int = 1) -> str:
+    """A ratio {est, lo, hi} (current / baseline) as a signed change in percent with its interval,
+    digits to the interval's resolution as `fmt_estimate` writes every estimate: `+1.2% [−0.3, +2.6]`."""
+    ratio = ratio if isinstance(ratio, dict) else {}
+    est, lo, hi = (_percent_change(ratio.get(key)) for key in ("est", "lo", "hi"))
+    if est is None:
+        return "—"
+    decimals = interval_decimals(lo, hi, max_decimals)
+    text = fmt_decimals(est, decimals, signed=True) + "%"
+    if lo is not None and hi is not None:
+        text += f" [{fmt_decimals(lo, decimals, signed=True)}, {fmt_decimals(hi, decimals, signed=True)}]"
+    return text.replace("-", "−")
+
+
+def _percent_change(ratio: Any) -> float | None:
+    number = num(ratio)
+    return None if number is None else (number - 1.0) * 100.0
+
+
 def fmt_ms_estimate(value_ms: Any, lo_ms: Any, hi_ms: Any) -> tuple[str, str]:
     """(value, `lo – hi unit`) of a duration in ms at its interval's resolution, in µs below 1 ms (as
     `fmt_duration_ns` switches units); the range is `—` without an interval."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bubblescope.report.cells import fmt_duration_ms
+from bubblescope.report.cells import fmt_change, fmt_duration_ms, fmt_percent, plain
 from bubblescope.report.escape import md_text
 
 CHANGE_MARKS = {"regression": "❌", "improvement": "🚀", "unresolved": "✅"}
@@ -26,14 +26,19 @@ def _reads_rows(check: dict[str, Any]) -> list[str]:
 def _tpot_row(check: dict[str, Any]) -> str:
     if check["status"] == "skipped":
         return f"| TPOT | – | – | ⏭ {_md(check['reason'])} |"
-    ratio = check["ratio"]
     mark = "❌" if check["status"] == "fail" else CHANGE_MARKS.get(check.get("change", ""), "✅")
-    change = (ratio["est"] - 1.0) * 100.0
     return (
         f"| TPOT (median) | {fmt_duration_ms(check['baseline_ms'])} | {fmt_duration_ms(check['current_ms'])} "
-        f"| {mark} {change:+.1f}% "
-        f"(95% CI {(ratio['lo'] - 1) * 100:+.1f}% … {(ratio['hi'] - 1) * 100:+.1f}%; "
-        f"limit +{check['threshold'] * 100:.1f}%): {_md(check['reason'])} |"
+        f"| {mark} {_md(gate_change_text(check))} |"
+    )
+
+
+def gate_change_text(check: dict[str, Any]) -> str:
+    """The TPOT check's change, interval, limit and reason, as the console and Markdown both write it:
+    `+1.2% [−0.3, +2.6] (95% CI), limit +3.0%: within the threshold`."""
+    return (
+        f"{fmt_change(check.get('ratio'))} (95% CI), "
+        f"limit {fmt_percent(check.get('threshold'), signed=True)}: {plain(check.get('reason'))}"
     )
 
 

@@ -21,6 +21,7 @@ from bubblescope.report.bandwidth_rows import launch_path_sentence
 from bubblescope.report.cells import fmt_duration_ms, fmt_duration_ns, plural, tpot_noise_note
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text as escape
+from bubblescope.report.gate_markdown import gate_change_text
 from bubblescope.report.spec_rows import expert_union_items
 from bubblescope.stats import INTERVAL_LABEL
 
@@ -186,26 +187,14 @@ def print_gate_table(console: Console, verdict: dict[str, Any], *, notes: Consol
             )
         elif check["status"] == "skipped":
             table.add_row("TPOT", "–", "–", "skipped", escape(check["reason"]))
-        elif check.get("change") == "improvement":
-            table.add_row(
-                "TPOT",
-                fmt_duration_ms(check["baseline_ms"]),
-                fmt_duration_ms(check["current_ms"]),
-                "[green]improved[/]",
-                escape(
-                    f"{(1 - check['ratio']['est']) * 100:.1f}% faster "
-                    f"[{(1 - check['ratio']['hi']) * 100:.1f}%, {(1 - check['ratio']['lo']) * 100:.1f}%]"
-                ),
-            )
         else:
-            ratio = check["ratio"]
+            improved = check.get("change") == "improvement"
             table.add_row(
                 "TPOT",
                 fmt_duration_ms(check["baseline_ms"]),
                 fmt_duration_ms(check["current_ms"]),
-                check["status"],
-                escape(f"ratio {ratio['est']:.3f} [{ratio['lo']:.3f}, {ratio['hi']:.3f}], ")
-                + f"limit {1 + check['threshold']:.3f}: {escape(check['reason'])}",
+                "[green]improved[/]" if improved else check["status"],
+                escape(gate_change_text(check)),
             )
     console.print(table)
     _print_notes(notes or console, "warning", verdict.get("warnings", []))

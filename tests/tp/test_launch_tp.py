@@ -8,8 +8,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from bubblescope.capture import launch_tp
 from bubblescope.cli import app
 from bubblescope.errors import BubblescopeError
+from bubblescope.files.out_lock import FolderBusyError, out_lock
 from bubblescope.records.run_record import load_record
 
 FAST = ["--preset", "debug", "--steps", "3", "--warmup", "1", "--repeats", "1", "--profile-steps", "2"]
@@ -121,3 +123,28 @@ def test_a_rank_ending_silently_is_named_with_its_signal_or_exit_code(tmp_path, 
     # A status file with the rank's own error wins over what the launcher saw.
     (tmp_path / launch_tp.STATUS_NAME.format(rank=0)).write_text('{"ok": false, "error": "no GPU"}')
     assert launch_tp._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure)) == "rank 0: no GPU"
+
+
+@pytest.mark.parametrize(
+    "command", [["run", "--tp", "2", *FAST], ["ablate", "--tp", "2", *FAST, "--toggles", "bf16_gate"]]
+)
+def test_tp_launcher_holds_the_out_lock(command, tmp_path):
+    """A TP run or ablation into a folder another process is writing stops at once with one line (the
+    launcher takes the lock before spawning; its ranks run under it, as the end-to-end TP run shows)."""
+    out = tmp_path / "out"
+    with out_lock(out, "profile"):
+        result = CliRunner().invoke(app, [*command, "--out", str(out)])
+    assert isinstance(result.exception, FolderBusyError), (result.output, result.exception)
+    assert "another bubblescope process is writing this folder" in str(result.exception)
+    assert not list(out.iterdir()), "nothing was written"
+
+
+def test_only_rank0_of_a_torchrun_launch_takes_the_out_lock(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with out_lock(tmp_path, "run"):
+        monkeypatch.setenv("RANK", "1")
+        with launch_tp.launcher_lock(tmp_path, "run"):
+            pass
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(FolderBusyError), launch_tp.launcher_lock(tmp_path, "run"):
+            pass
