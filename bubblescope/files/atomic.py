@@ -41,9 +41,10 @@ def write_stream_atomic(
         # mkstemp creates 0600; give the result the mode a plain open() would (0666 less the umask).
         os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as handle:
-            if gzipped if gzipped is not None else target.name.endswith(".gz"):
-                with gzip.GzipFile(filename="", fileobj=handle, mode="wb", compresslevel=6, mtime=0) as packed:
-                    fill(packed.write)
+            if target.name.endswith(".gz") if gzipped is None else gzipped:
+                # No name or time in the header: the same content gives the same bytes.
+                with gzip.GzipFile(filename="", fileobj=handle, mode="wb", compresslevel=6, mtime=0) as out:
+                    fill(out.write)
             else:
                 fill(handle.write)
             handle.flush()
