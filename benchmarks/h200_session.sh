@@ -44,8 +44,8 @@ for stage in "$@"; do
       # equivalence on ling3-tiny), the round's switches ablated on top of every other one on
       # ling3-flash-e256 (records, traces, report: the kernel table with achieved TB/s), the MoE layer's
       # routing sites at e256 shapes, and DSpark at 9.95 against the decode step in one process.
-      timeout ${TESTS_S:-150} python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/kernels/test_moe_routing_site.py \
-        tests/kernels/test_norm_epilogue_gpu.py tests/fast/test_norm_epilogue_gpu.py tests/fast/test_gpu.py \
+      timeout ${TESTS_S:-150} python3 -m pytest -q -s -m gpu -p no:cacheprovider ${R3_TESTS:-tests/kernels/test_moe_routing_site.py \
+        tests/kernels/test_norm_epilogue_gpu.py tests/fast/test_norm_epilogue_gpu.py tests/fast/test_gpu.py} \
         -k "routing_site or routing_in_experts or norm_epilogue" 2>&1 \
         | grep -E "ulp off|relative RMS|launches per step|routing_in_experts|passed|failed|Error" | tail -40 \
         | tee "$out/gpu_tests.log"
@@ -54,10 +54,10 @@ for stage in "$@"; do
         --preset ling3-flash-e256 --toggles "$toggles" --steps ${ABLATE_STEPS:-64} --repeats 3 --out /tmp/abl-r3 \
         --format table 2>&1 | grep -v Warn | tail -40 | tee "$out/ablate_round3.log"
       tar -czf "$out/ablate_round3.tar.gz" --exclude='*.html' -C /tmp abl-r3
-      timeout ${ROUTE_S:-40} python3 benchmarks/bench_routing.py --out "$out/route_sites" --only "route sites e256" \
-        --pdl-only 2>&1 | grep -v '^{' | tail -16
       timeout ${SPEC_S:-100} python3 benchmarks/bench_spec_vs_decode.py "$out/spec_vs_decode" --preset ling3-flash-e256 \
-        --accept 9.95 --block 9 --rounds 6 --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30 2>&1 | tail -25 ;;
+        --accept 9.95 --block 9 --rounds 6 --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30 2>&1 | tail -25
+      timeout ${ROUTE_S:-40} python3 benchmarks/bench_routing.py --out "$out/route_sites" --only "route sites e256" \
+        --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
