@@ -51,7 +51,7 @@ def test_several_members_and_block_cuts(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize("inflate", [isal_zlib, zlib], ids=["isal", "zlib"])
-def test_corrupt_and_truncated_refused_alike(
+def test_corrupt_truncated_and_bad_checksum_refused_alike(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inflate: object
 ) -> None:
     corrupt = tmp_path / "bad.json.gz"
@@ -63,3 +63,8 @@ def test_corrupt_and_truncated_refused_alike(
         _text(corrupt, inflate, monkeypatch)
     with pytest.raises(TraceError, match="truncated gzip"):
         _text(truncated, inflate, monkeypatch)
+    # A damaged CRC-32 in the gzip trailer: the inflated bytes are not the ones written.
+    bad_check = tmp_path / "crc.json.gz"
+    bad_check.write_bytes(data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:])
+    with pytest.raises(TraceError, match="corrupt gzip data"):
+        _text(bad_check, inflate, monkeypatch)
