@@ -158,7 +158,9 @@ def rules_for(
     else:
         rules.append(_rule("MLA head products (cuBLAS bmm)", list(CUBLAS_PREFIXES), head_products, 2 * mla))
     rules.append(
-        _rule("lm_head + argmax", ["lm_head_partial_kernel", "argmax_combine_kernel"], parts["lm_head"], None)
+        # The weights are lm_head_partial's; argmax_combine reads only the per-program partials (KB, not
+        # in the floor), so it stays with the kernels whose bytes are not modelled.
+        _rule("lm_head", ["lm_head_partial_kernel"], parts["lm_head"], None)
     )
     rules.append(
         _rule(

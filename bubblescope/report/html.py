@@ -181,7 +181,8 @@ rows.forEach(function(r){body.appendChild(r);});});});
 STYLE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;
 color:#222;padding:0 16px}
-h1{font-size:1.6em;margin-bottom:4px;overflow-wrap:anywhere}h2{overflow-wrap:anywhere;border-bottom:2px solid #eee;padding-bottom:4px;margin-top:36px}
+h1{font-size:1.6em;margin-bottom:4px;overflow-wrap:anywhere}
+h2{overflow-wrap:anywhere;border-bottom:2px solid #eee;padding-bottom:4px;margin-top:36px}
 .sub{color:#666;margin-top:0;overflow-wrap:anywhere}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:150px;background:#fafafa}
 .card .label{font-size:.8em;color:#666}.card .value{font-size:1.25em;font-weight:600}

@@ -39,7 +39,7 @@ RULES = [
     {"family": "GEMV router gate", "kernels": GEMV, "grid_x": 256, "bytes_per_step": 104_857_600},
     {
         "family": "lm_head",
-        "kernels": ["lm_head_partial_kernel", "argmax_combine_kernel"],
+        "kernels": ["lm_head_partial_kernel"],
         "grid_x": None,
         "bytes_per_step": 1_609_564_160,
     },
@@ -107,6 +107,26 @@ def test_kernel_rows_get_achieved_bandwidth(analysis: dict) -> None:
     # A kernel no rule names has no bandwidth (not a zero).
     routing = next(k for k in analysis["kernels"] if k["name"] == "routing_kernel")
     assert "achieved_gbps" not in routing
+
+
+def test_bytes_shared_by_two_kernels_give_neither_a_kernel_number() -> None:
+    # One rule naming both lm_head kernels (as the fast path's rules once did): the combine kernel, which
+    # reads only KB, must not be credited the weights' 1.6 GB over its own few microseconds.
+    trace = Path(f"{SAMPLE}.trace.json.gz")
+    result = analyze_traces([trace])
+    lumped = [dict(rule) for rule in RULES]
+    lumped[5]["kernels"] = ["lm_head_partial_kernel", "argmax_combine_kernel"]
+    attach_kernel_bandwidth(result, trace, {"rules": lumped, "ceiling_gbps": CEILING_GBPS})
+    kernels = {k["name"]: k for k in result["kernels"]}
+    assert "achieved_gbps" not in kernels["argmax_combine_kernel"]
+    assert "achieved_gbps" not in kernels["lm_head_partial_kernel"]
+    family = next(row for row in result["bandwidth"]["families"] if row["family"] == "lm_head")
+    raw = [
+        e["dur"] * 1000
+        for e in _raw_kernels()
+        if e["name"] in ("lm_head_partial_kernel", "argmax_combine_kernel")
+    ]
+    assert family["critical_ns"] == pytest.approx(sum(raw) / 4, abs=1.0)
 
 
 def test_every_surface_shows_the_breakdown(analysis: dict) -> None:
