@@ -266,6 +266,7 @@ def _reanalyze(out: Path | None, output_format: str) -> None:
     """`ablate --reanalyze --out DIR`: rebuild analyses, attribution and report from stored traces."""
     from bubblescope.ablate.reanalyze import reanalyze_ablation
     from bubblescope.report.console import make_console
+    from bubblescope.report.load_inputs import load_ablation as load_report_inputs
     from bubblescope.report.run_console import print_ablation_summary
 
     if out is None:
@@ -275,10 +276,14 @@ def _reanalyze(out: Path | None, output_format: str) -> None:
     if output_format == "json":
         typer.echo((out / "ablation.json").read_text(encoding="utf-8"))
         return
+    inputs = load_report_inputs(out / "ablation.json")
     print_ablation_summary(
         make_console(),
         attribution or {},
         [html_notice] if html_notice else [],
+        manifest=inputs.ablation,
+        records=inputs.records,
+        analyses=inputs.analyses,
         notes=make_console(stderr=True),
     )
     typer.echo(f"re-analysed {plain_console_text(out)}")
@@ -395,6 +400,7 @@ def _finish(
     """Write report.html, then print ablation.json or the summary (with the per-rank lines of a TP run)."""
     from bubblescope.ablate.store import load_ablation
     from bubblescope.report.console import make_console
+    from bubblescope.report.load_inputs import load_ablation as load_report_inputs
     from bubblescope.report.run_console import print_ablation_summary
 
     html_notice = _write_html(out_dir)
@@ -410,6 +416,7 @@ def _finish(
         notices,
         manifest=manifest,
         records=records,
+        analyses=load_report_inputs(out_dir / "ablation.json").analyses,
         notes=make_console(stderr=True),
     )
     typer.echo(f"written to {plain_console_text(out_dir)}")

@@ -51,7 +51,7 @@ def bandwidth_rows(analysis: dict[str, Any] | None) -> Rows:
                 f"{num(row.get('launches_per_step')) or 0:.1f}",
                 fmt_duration_ns(row.get("critical_ns")),
                 _megabytes(size),
-                _terabytes_per_s(achieved),
+                terabytes_per_s(achieved),
                 ("<1%" if fraction < 0.005 else f"{fraction:.0%}") if fraction is not None else "—",
                 fmt_duration_ns(row.get("at_ceiling_ns")) if row.get("at_ceiling_ns") is not None else "—",
                 fmt_duration_ns(row.get("excess_ns")) if row.get("excess_ns") is not None else "—",
@@ -66,7 +66,7 @@ def _megabytes(size: float | None) -> str:
     return "<0.1" if size < 5e4 else f"{size / 1e6:,.1f}"
 
 
-def _terabytes_per_s(gbps: float | None) -> str:
+def terabytes_per_s(gbps: float | None) -> str:
     # Latency-bound families (routing, norms) move kilobytes: their rate is real but rounds to zero.
     if gbps is None:
         return "—"

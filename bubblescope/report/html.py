@@ -20,6 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from bubblescope.report import figures
+from bubblescope.report.ablation_bandwidth import families_html
 from bubblescope.report.ablation_cells import removed_idle_note
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
 from bubblescope.report.cells import NBSP, nothing_to_fix_text
@@ -378,6 +379,7 @@ def add_ablation_sections(
         page.add(table_html(predicted_rows(attribution["predicted_vs_measured"])))
     all_key = config_key_with_role(ablation, "all_on")
     _ablation_config_sections(page, ablation, records, base_key)
+    page.add(families_html(ablation, analyses, base_key))
     for key, label in ((base_key, "baseline"), (all_key, "all switches on")):
         if key is not None and key in analyses:
             ratio = ((records.get(key) or {}).get("analysis") or {}).get("profiled_step_over_timed")

@@ -11,6 +11,7 @@ from typing import Any
 
 from bubblescope.analysis.timed_idle import timed_step_ns_of
 from bubblescope.floor.trace_floor import floor_line
+from bubblescope.report.ablation_bandwidth import families_markdown
 from bubblescope.report.ablation_cells import (
     REMOVED_IDLE_HEADER,
     TIMED_IDLE_HEADER,
@@ -505,10 +506,15 @@ def run_markdown(
 
 
 def ablation_markdown(
-    ablation: dict[str, Any], records: dict[str, dict[str, Any]], warnings: list[str] | None = None
+    ablation: dict[str, Any],
+    records: dict[str, dict[str, Any]],
+    warnings: list[str] | None = None,
+    analyses: dict[str, dict[str, Any]] | None = None,
 ) -> str:
-    """Markdown for an ablation: attribution headline, per-switch ΔTPOT with intervals, waterfall, configs."""
+    """Markdown for an ablation: attribution headline, per-switch ΔTPOT with intervals, waterfall, configs,
+    and each configuration's kernel families where its analysis has them."""
     ablation, records = conform_ablation(ablation, records)
+    analyses = {key: conform_analysis(value) or {} for key, value in (analyses or {}).items()}
     attribution = ablation.get("attribution") or {}
     parts = [f"## {md_cell(ablation_title(ablation))}"]
     parts += _md_warnings(warnings)
@@ -541,6 +547,7 @@ def ablation_markdown(
         md_table((["step", "TPOT", "Δ", "95% CI (ms)"], waterfall), "no waterfall"),
     ]
     parts += ["### Configurations", md_table(config_rows(ablation, records), "no configurations")]
+    parts += families_markdown(ablation, analyses, config_key_with_role(ablation, "baseline"))
     parts += ablation_tp_markdown(ablation, records)
     parts += ["### Host-blocking reads (baseline)"]
     parts.append(
@@ -576,7 +583,7 @@ def render_inputs_markdown(inputs: list[Any]) -> str:
         if isinstance(item, RunInput):
             sections.append(run_markdown(item.record, item.analysis, item.warnings))
         elif isinstance(item, AblationInput):
-            sections.append(ablation_markdown(item.ablation, item.records, item.warnings))
+            sections.append(ablation_markdown(item.ablation, item.records, item.warnings, item.analyses))
         elif isinstance(item, TraceInput):
             sections.append(trace_markdown(item.analysis))
             profile = item if isinstance(item, ProfileInput) else None

@@ -119,10 +119,12 @@ def print_ablation_summary(
     *,
     manifest: dict[str, Any] | None = None,
     records: dict[str, dict[str, Any]] | None = None,
+    analyses: dict[str, dict[str, Any]] | None = None,
     notes: Console | None = None,
 ) -> None:
     """Per-switch savings with intervals, the interaction term and the waterfall; with the manifest and
-    records of a tensor-parallel ablation also the world size and each configuration's slowest rank."""
+    records of a tensor-parallel ablation also the world size and each configuration's slowest rank; with
+    the configurations' analyses also their kernel families against the floor."""
     if manifest is not None:
         _print_ablation_tp(console, manifest, records or {})
     if not attribution:
@@ -156,6 +158,12 @@ def print_ablation_summary(
         "waterfall: "
         + " → ".join(f"{escape(s['step'])} {fmt_duration_ms(s['tpot_ms'])}" for s in attribution["waterfall"])
     )
+    if manifest is not None and analyses:
+        from bubblescope.report.ablation_bandwidth import print_families
+        from bubblescope.report.markdown import config_key_with_role
+
+        base_key = config_key_with_role(manifest, "baseline")
+        print_families(console, manifest, records or {}, analyses, base_key)
     _print_notes(notes or console, "note", notices)
 
 
