@@ -59,7 +59,8 @@ SWITCH_INFO: list[SwitchInfo] = [
     SwitchInfo(
         "norm_epilogue",
         "each residual add + RMSNorm done by the last program of the launch producing its input "
-        "(attention output projections, dense FFN down, fused MoE experts)",
+        "(attention output projections, dense FFN down, fused MoE experts); measured 0.13-0.18 ms per "
+        "token slower on one H200 (RESULTS.md, issue 27 round 3)",
         "a separate add_rmsnorm launch after every block (85 a step on ling3-flash-e256)",
         needs_gpu=True,
     ),
