@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from bubblescope.trace.kernel_names import CATEGORIES, kernel_category, short_kernel_names
-from bubblescope.trace.steps import launch_times_ns, step_index_of
+from bubblescope.trace.steps import launch_steps_of
 
 # A trace with thousands of distinct kernel names keeps the JSON bounded; the table shows the largest.
 MAX_KERNEL_ROWS = 200
@@ -30,7 +30,7 @@ def in_step_kernels(rank: Any) -> pd.DataFrame:
     if not len(gpu):
         return pd.DataFrame({"name": [], "dur_ns": []})
     kernels = (gpu["kind"] == "kernel").to_numpy()
-    steps = step_index_of(launch_times_ns(gpu), rank.steps)
+    steps = launch_steps_of(gpu, rank.steps)
     keep = kernels & (steps >= 0)
     rows = gpu.loc[keep, ["name", "start_ns", "end_ns"]]
     return pd.DataFrame(

@@ -220,22 +220,6 @@ def _by_kernel(
     return out
 
 
-def launched_before_trace(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
-    """[n] bool: ops whose launch call precedes the trace (a graph replay queued before tracing began).
-
-    Their correlation id is below every call the trace holds (ids grow with each call). Placed by their
-    own start, such a replay's kernels — running while the host, ahead, sat in the first profiled steps'
-    windows — were charged to those steps: 72/41/35/36 of one e256 replay's 257 kernels in four steps.
-    """
-    calls = runtime["correlation"].to_numpy() if "correlation" in runtime else np.zeros(0, dtype=np.int64)
-    calls = calls[calls >= 0]
-    if not len(calls) or "correlation" not in gpu:
-        return np.zeros(len(gpu), dtype=bool)
-    correlation = gpu["correlation"].to_numpy()
-    unmatched = gpu["launch_row"].to_numpy() < 0
-    return unmatched & (correlation >= 0) & (correlation < calls.min())
-
-
 def attach_kernel_bandwidth(
     analysis: dict[str, Any], trace_path: str | Path, kernel_bytes: dict[str, Any] | None
 ) -> None:
@@ -248,7 +232,7 @@ def attach_kernel_bandwidth(
     from bubblescope.analysis.traces import typical_steps
     from bubblescope.trace.correlate import correlate_launches
     from bubblescope.trace.load import stream_trace
-    from bubblescope.trace.steps import find_steps, launch_times_ns, step_index_of
+    from bubblescope.trace.steps import find_steps, launch_steps_of
     from bubblescope.trace.tables import build_tables_streamed
 
     path = Path(trace_path)
@@ -256,8 +240,7 @@ def attach_kernel_bandwidth(
     tables = build_tables_streamed(streamed.chunks(), lambda: streamed.meta, path, rank=0)
     steps = find_steps(tables)
     gpu = correlate_launches(tables.gpu, tables.runtime)
-    step_of_op = step_index_of(launch_times_ns(gpu), steps)
-    step_of_op[launched_before_trace(gpu, tables.runtime)] = -1
+    step_of_op = launch_steps_of(gpu, steps)
     step_rows = [s for s in analysis.get("steps", []) if s.get("rank", 0) == tables.rank]
     typical = typical_steps(step_rows) if len(step_rows) == len(steps) else np.ones(len(steps), dtype=bool)
     block = breakdown(gpu, step_of_op, typical, rules, kernel_bytes.get("ceiling_gbps"))

@@ -23,7 +23,7 @@ from bubblescope.analysis.host_ops import host_op_sums
 from bubblescope.analysis.kernel_table import in_step_kernels
 from bubblescope.detect.tracing_cost import profiler_share_ns
 from bubblescope.ranks.analysis import RankAnalysis
-from bubblescope.trace.steps import launch_times_ns, step_index_of
+from bubblescope.trace.steps import launch_steps_of, step_index_of
 
 TOP_GAPS = 20
 STEP_CLASSES = ("sync", "host", "launch", "dependency")
@@ -101,7 +101,7 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
         in_steps["dur_ns"].to_numpy().astype(np.int64),
     )
     reads_per_step = np.bincount(read_steps_of(rank), minlength=n_steps + 1)[1:]
-    op_steps = step_index_of(launch_times_ns(rank.gpu), steps)
+    op_steps = launch_steps_of(rank.gpu, steps)
     kernels_per_step = np.bincount(
         op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1, minlength=n_steps + 1
     )[1:]

@@ -3,6 +3,10 @@
 A graph replay is one `cudaGraphLaunch` / `hipGraphLaunch` whose correlation id every kernel of the
 replay carries, so all of them map to that one call; `first_of_launch` marks the earliest op of each
 launch. Call names come from `trace.runtime_names` (CUDA and HIP).
+
+An op whose call precedes the trace (a graph replay, or kernels, queued before tracing began) has a
+correlation id below every call the trace holds (ids grow with each call): `before_trace` marks it, so
+that it is charged to no step (`steps.launch_times_ns`) instead of being placed by its own start.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
     Returns:
         `gpu` with `launch_row` (row in `runtime`, -1 when unmatched), `launch_start_ns`,
         `launch_end_ns` (-1 when unmatched), `launch_tid`, `launch_name`, `graph` (launched by a graph
-        launch) and `first_of_launch`.
+        launch), `first_of_launch` and `before_trace` (launched before the trace began).
     """
     # Shallow: only new columns are added, and pandas' copy-on-write keeps `gpu` itself unchanged.
     out = gpu.copy(deep=False)
@@ -65,6 +69,9 @@ def correlate_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame
         dup = pd.Series(op_corr).duplicated(keep="first").to_numpy() & has
         first_flag = ~dup
     out["first_of_launch"] = first_flag
+    # Without calls nothing proves an op came before them.
+    first_call = int(keys[0]) if len(keys) else -1
+    out["before_trace"] = ~has & (op_corr >= 0) & (op_corr < first_call)
     return out
 
 

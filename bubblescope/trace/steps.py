@@ -33,6 +33,9 @@ from bubblescope.trace.tables import TraceTables, category_mask
 BUBBLESCOPE_STEP = "bubblescope.step"
 _PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 _FRAME_FUNCTION = re.compile(r"^.*?\(\d+\): (?P<func>.*)$")
+# Launch time of an op queued before the trace began: before every step window (step windows can open
+# before the trace's first GPU op or call). Only compared and searched, never subtracted from.
+LAUNCHED_BEFORE_TRACE_NS = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -179,9 +182,26 @@ def step_index_of(times_ns: np.ndarray, steps: StepWindows) -> np.ndarray:
 
 def launch_times_ns(gpu: pd.DataFrame) -> np.ndarray:
     """[n_ops] int64: when each correlated GPU op was launched (its launching call's start; the op's
-    own start when no call matched). A graph replay's kernels all take their `cudaGraphLaunch`'s."""
+    own start when no call matched). A graph replay's kernels all take their `cudaGraphLaunch`'s.
+
+    Ops launched before the trace began (`before_trace`, from `correlate_launches`) take
+    LAUNCHED_BEFORE_TRACE_NS: they belong to no step window, and count as launched before the first
+    (so the first step's GPU interval opens when they are done). Placed by their own start, a replay
+    queued before tracing, still running while the host sat in the first profiled windows, was charged
+    to those steps (102/66/52/2 of 253 kernels in the issue-17 round-2 e256 H200 base run). Every
+    per-step figure (kernels, GPU interval, busy and idle, launch path) takes its step from here.
+    """
     launch = gpu["launch_start_ns"].to_numpy()
-    return np.where(launch >= 0, launch, gpu["start_ns"].to_numpy()).astype(np.int64)
+    times = np.where(launch >= 0, launch, gpu["start_ns"].to_numpy()).astype(np.int64)
+    times[gpu["before_trace"].to_numpy()] = LAUNCHED_BEFORE_TRACE_NS
+    return times
+
+
+def launch_steps_of(gpu: pd.DataFrame, steps: StepWindows) -> np.ndarray:
+    """[n_ops] int64: the step whose host window launched each GPU op (`correlate_launches` table),
+    -1 for none (launched between windows, or before the trace began). The one step assignment that
+    kernels per step, the kernel table, the timeline and the bandwidth block's launch path share."""
+    return step_index_of(launch_times_ns(gpu), steps)
 
 
 def gpu_step_bounds(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bubblescope.trace.steps import launch_times_ns, step_index_of
+from bubblescope.trace.steps import launch_steps_of
 
 if TYPE_CHECKING:
     from bubblescope.ranks.analysis import RankAnalysis
@@ -128,7 +128,7 @@ def _step_ops(rank: RankAnalysis, step: int, gpu_start: int, gpu_end: int) -> pd
     """GPU ops of the step: launched in its host window, or launched in no window and running inside
     its GPU interval (work enqueued between steps)."""
     gpu = rank.gpu
-    launch_step = step_index_of(launch_times_ns(gpu), rank.steps)
+    launch_step = launch_steps_of(gpu, rank.steps)
     overlaps = (gpu["end_ns"].to_numpy() > gpu_start) & (gpu["start_ns"].to_numpy() < gpu_end)
     return gpu[(launch_step == step) | ((launch_step < 0) & overlaps)]
 

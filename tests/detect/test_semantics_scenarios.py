@@ -169,9 +169,10 @@ def test_gap_split_at_launch_then_dependency_on_the_stream_wait(tmp_path: Path) 
 
 
 def test_op_queued_before_tracing_makes_the_leading_gap_outside(tmp_path: Path) -> None:
-    """Step [0,100]; k0 runs 40-60 with no launch in the trace (queued before tracing began); k1
-    launched 55-58 runs 62-70. [0,40) is outside (B_0 = 40), [60,62) launch (k1 queued at 58),
-    [70,100) outside."""
+    """Step [0,100]; k0 runs 40-60 with no launch in the trace (queued before tracing began: its
+    correlation id is below every call's); k1 launched 55-58 runs 62-70. k0 belongs to no step: the
+    step's GPU interval opens at its end (B_0 = 60) and holds k1 alone. [0,40) is outside, [60,62)
+    launch (k1 queued at 58), [70,100) outside."""
     b = TraceBuilder()
     b.annotation("bubblescope.step", 0, 100 * US)
     b.gpu_op("k0", 40 * US, 60 * US, corr=b.next_correlation())
@@ -179,7 +180,8 @@ def test_op_queued_before_tracing_makes_the_leading_gap_outside(tmp_path: Path) 
     result = _analyze(b, tmp_path)
     assert _classes(result) == {"sync": 0, "host": 0, "launch": 2, "dependency": 0, "outside": 70}
     (step,) = result["steps"]
-    assert (step["gpu_start_ns"], step["gpu_dur_ns"]) == (40 * US, 30 * US)
+    assert (step["gpu_start_ns"], step["gpu_dur_ns"], step["gpu_busy_ns"]) == (60 * US, 10 * US, 8 * US)
+    assert step["kernels"] == 1
 
 
 def test_read_that_begins_on_a_drained_device_costs_nothing(tmp_path: Path) -> None:
