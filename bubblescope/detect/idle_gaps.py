@@ -178,9 +178,9 @@ def _raw_pieces(
     # is a dependency when X's stream was made to wait on an event (a stream-wait call issued after the
     # stream's previous launch and before X's): the event may depend on work not in the trace (another
     # device, another process), so the trace cannot show it complete. Otherwise it is launch latency.
-    # A whole queued gap is also a dependency when X's stream was made to wait on an event, and any
-    # queued piece longer than QUEUED_LAUNCH_MAX_NS is: no launch takes a millisecond, the op waited
-    # on something the trace does not show (a cross-stream edge inside a graph, another device).
+    # A whole queued gap is also a dependency when X's stream was made to wait on an event. A queued
+    # piece longer than QUEUED_LAUNCH_MAX_NS with neither stays `launch` (issue 23 §4: no dependency is
+    # claimed without evidence) and its blame names it a long queue.
     queued_from = np.where(queued_whole, g0, np.minimum(np.maximum(x_r, g0), g1))
     after_other_stream = np.where(queued_whole, other_stream, False)
     evidence = np.where(wait_api != "", "wait", np.where(after_other_stream, "stream", "")).astype(object)
