@@ -18,12 +18,21 @@ GPU_PER_STEP_KEYS = (
     "gpu_busy_ns_per_step",
     "idle_ns_per_step",
     "kernels_per_step",
+    "kernel_time_ns_per_step",
     "gpu_step_ns_per_step",
     "gpu_step_ns_median",
     "gpu_utilization",
 )
 # analysis/1 `steps[]`: one step's GPU numbers.
-GPU_STEP_KEYS = ("gpu_busy_ns", "idle_ns", "kernels", "gpu_dur_ns", "gpu_start_ns", "gpu_utilization")
+GPU_STEP_KEYS = (
+    "gpu_busy_ns",
+    "idle_ns",
+    "kernels",
+    "kernel_ns",
+    "gpu_dur_ns",
+    "gpu_start_ns",
+    "gpu_utilization",
+)
 # `syncs[]`: what a read cost the GPU or the host waiting on it (a CPU read does not block).
 SYNC_TIME_KEYS = ("blocked_ns", "bubble_ns", "lost_lead_ns", "wait_ns", "drained")
 IDLE_KEYS = ("idle_by_class_ns_per_step", "idle_by_class_ns")

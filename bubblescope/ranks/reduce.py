@@ -211,6 +211,7 @@ def summary(steps: list[dict]) -> dict:
             "steps": 0,
             "blocking_reads_per_step": 0.0,
             "gpu_busy_ns_per_step": 0,
+            "kernel_time_ns_per_step": None,
             "idle_ns_per_step": 0,
             "idle_by_class_ns_per_step": {c: 0 for c in STEP_CLASSES},
             "profiler_ns_per_step": 0,
@@ -238,6 +239,9 @@ def summary(steps: list[dict]) -> dict:
             c: int(round(sum(s["idle_by_class_ns"][c] for s in typical) / n_typical)) for c in STEP_CLASSES
         },
         "kernels_per_step": round(sum(s["kernels"] for s in typical) / n_typical, 2),
+        # Summed traced kernel durations over the same steps: above `gpu_busy_ns_per_step` when kernels
+        # overlap (PDL, concurrent streams; report/kernel_overlap.py says so under the kernel table).
+        "kernel_time_ns_per_step": _kernel_time_per_step(typical),
         # Part of the `host` idle above: the profiler's estimated share (detect.tracing_cost), never a saving.
         "profiler_ns_per_step": int(round(sum(s.get("profiler_ns", 0) for s in typical) / n_typical)),
         # The GPU time per step (launch-attributed interval): under run-ahead this tracks TPOT, where the
@@ -253,6 +257,13 @@ def summary(steps: list[dict]) -> dict:
         "outlier_steps": n_steps - n_typical,
         "step_dur_ns_median": int(np.median([s["dur_ns"] for s in steps])),
     }
+
+
+def _kernel_time_per_step(typical: list[dict]) -> int | None:
+    """Mean summed kernel time over the typical steps; None when a step does not carry it."""
+    if any(s.get("kernel_ns") is None for s in typical):
+        return None
+    return int(round(sum(s["kernel_ns"] for s in typical) / len(typical)))
 
 
 def rank_summary(steps: list[dict]) -> dict[str, Any] | None:

@@ -105,6 +105,13 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
     kernels_per_step = np.bincount(
         op_steps[(rank.gpu["kind"] == "kernel").to_numpy()] + 1, minlength=n_steps + 1
     )[1:]
+    # Summed traced kernel durations per step (the kernel table's time, same launch attribution): under
+    # PDL or concurrent streams kernels overlap, so this can exceed `gpu_busy_ns`.
+    is_kernel = (rank.gpu["kind"] == "kernel").to_numpy()
+    kernel_dur_ns = (rank.gpu["end_ns"].to_numpy() - rank.gpu["start_ns"].to_numpy())[is_kernel]
+    kernel_ns_per_step = np.bincount(
+        op_steps[is_kernel] + 1, weights=kernel_dur_ns.astype(np.float64), minlength=n_steps + 1
+    )[1:]
     gpu_start, gpu_dur = _gpu_intervals(rank)
     # The profiler's estimated share of each step's host idle (an estimate: detect.tracing_cost).
     profiler = profiler_share_ns(rank, idle[:, STEP_CLASSES.index("host")])
@@ -129,6 +136,7 @@ def step_entries(rank: RankAnalysis) -> list[dict]:
                 "profiler_ns": int(profiler[i]),
                 "blocking_reads": int(reads_per_step[i]),
                 "kernels": int(kernels_per_step[i]),
+                "kernel_ns": int(kernel_ns_per_step[i]),
             }
         )
     return out

@@ -31,6 +31,7 @@ from bubblescope.report.cells import (
 from bubblescope.report.console import print_rows
 from bubblescope.report.escape import console_text, plain_console_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
+from bubblescope.report.kernel_overlap import kernel_overlap_note
 from bubblescope.report.kernel_rows import kernel_rows
 
 CLASS_STYLE = {
@@ -132,7 +133,12 @@ def print_analysis(
         headers, rows = console_kernel_rows(kernel_rows(kernels, name_chars=CONSOLE_KERNEL_NAME_CHARS))
         limit = top or TOP_KERNELS_SHOWN
         shown = f"Top {min(len(rows), limit)} of {plural(len(rows), 'kernel')} by GPU time"
-        print_table(console, shown, (headers, rows[:limit]))
+        note = kernel_overlap_note(analysis)
+        if note:
+            # The heading, then the note, then the table under them.
+            console.print(f"[italic]{console_text(shown)}[/italic]")
+            console.print(f"[dim]{console_text(note)}[/dim]")
+        print_table(console, "" if note else shown, (headers, rows[:limit]))
     breakdown = bandwidth_rows(analysis)
     if breakdown[1]:
         print_table(console, BANDWIDTH_TITLE, console_bandwidth_rows(breakdown))

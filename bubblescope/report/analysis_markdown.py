@@ -20,6 +20,7 @@ from bubblescope.report.cells import (
     steps_and_ranks,
 )
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
+from bubblescope.report.kernel_overlap import kernel_overlap_note
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.views import views_markdown
 
@@ -47,7 +48,9 @@ def kernels_markdown(analysis: dict, limit: int = TOP_KERNELS_SHOWN) -> list[str
     if not rows:
         return []
     title = f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})"
-    return [title, "", md_table((headers, rows[:limit])), "", *bandwidth_markdown(analysis)]
+    note = kernel_overlap_note(analysis)
+    lines = [title, ""] + ([f"_{md_cell(note)}_", ""] if note else [])
+    return lines + [md_table((headers, rows[:limit])), "", *bandwidth_markdown(analysis)]
 
 
 def render_analysis_markdown(analysis: dict, top: int | None = None) -> str:

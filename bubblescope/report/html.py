@@ -27,6 +27,7 @@ from bubblescope.report.cells import NBSP, nothing_to_fix_text
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.html_tables import TABLE_CSS, esc, table_html
+from bubblescope.report.kernel_overlap import kernel_overlap_note
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.markdown import (
@@ -207,6 +208,9 @@ def kernels_html(page: Page, analysis: dict[str, Any] | None) -> None:
     if not kernels:
         return
     page.add(f"<h2>Kernels by GPU time ({len(kernels)})</h2>")
+    note = kernel_overlap_note(analysis)
+    if note:
+        page.add(f'<p class="sub">{esc(note)}</p>')
     rows = kernel_rows(kernels)
     # The short name in the cell, the full demangled name on hover (and in analysis.json).
     titles = {rows[0].index("kernel"): [plain(k.get("name")) for k in kernels if isinstance(k, dict)]}

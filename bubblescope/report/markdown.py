@@ -52,6 +52,7 @@ from bubblescope.report.cells import (  # noqa: F401  (re-exported: html.py and 
     tpot_noise_note,
 )
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
+from bubblescope.report.kernel_overlap import kernel_overlap_note
 from bubblescope.report.kernel_rows import kernel_rows
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
 from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
@@ -474,6 +475,7 @@ def kernels_md(analysis: dict[str, Any] | None, limit: int = 20) -> list[str]:
         return []
     return [
         f"### Kernels by GPU time (top {min(limit, len(rows))} of {len(rows)})",
+        *[f"_{md_cell(note)}_" for note in [kernel_overlap_note(analysis)] if note],
         md_table((headers, rows[:limit])),
         *bandwidth_markdown(analysis),
     ]

@@ -28,6 +28,11 @@ pytestmark = [
 ]
 
 H200_TRACE = Path(__file__).resolve().parents[1] / "data" / "ling3_tiny_h200" / "base.trace.json.gz"
+# A PDL run: its kernel table carries the kernel-overlap line (report/kernel_overlap.py), a long sentence.
+PDL_TRACE = (
+    Path(__file__).resolve().parents[2]
+    / "reports/samples/ablation-issue17-round2-e256-h200/runs/base.trace.json.gz"
+)
 WIDTHS_PX = (1400, 800)
 SCREEN_PX = 1000
 GAP_PX = 20
@@ -125,10 +130,9 @@ def test_first_screen_at_1400_and_800_px_has_no_broken_number_and_no_overlap(tmp
     deep.mkdir(parents=True)
     trace = deep / H200_TRACE.name
     shutil.copy(H200_TRACE, trace)
-    pages = {
-        "report": render_inputs_html(load_inputs([trace, HOSTILE_RUN_DIR])),
-        "control": CONTROL_PAGE,
-    }
+    report = render_inputs_html(load_inputs([trace, HOSTILE_RUN_DIR, PDL_TRACE]))
+    assert "Kernels overlap (PDL or concurrent streams)" in report
+    pages = {"report": report, "control": CONTROL_PAGE}
     harness, size = _harness(pages)
     path = tmp_path / "harness.html"
     path.write_text(harness, encoding="utf-8")
