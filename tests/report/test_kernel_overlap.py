@@ -141,7 +141,10 @@ def test_an_older_analysis_compares_over_all_its_steps() -> None:
     if not PDL_RUN.with_suffix(".analysis.json").exists():
         pytest.skip("the committed H200 samples are not in this checkout")
     older = json.loads(PDL_RUN.with_suffix(".analysis.json").read_text())
-    assert "kernel_time_ns_per_step" not in older["summary"]
+    # As written before the field existed (the committed samples have since been re-analysed).
+    older["summary"].pop("kernel_time_ns_per_step", None)
+    for step in older.get("steps", []):
+        step.pop("kernel_ns", None)
     note = kernel_overlap_note(older)
     assert note is not None and "both over all 4 profiled steps" in note
     all_off = json.loads(ALL_OFF_RUN.with_suffix(".analysis.json").read_text())
