@@ -33,3 +33,14 @@ def test_findings_of_a_timed_profile_fit_its_timed_idle() -> None:
     # The profiled step ran 2.46x the timed one; the list never promises more than the timed idle.
     assert 0 < promised <= bound["timed_idle_ns"] + 1
     assert bound["timed_idle_ns"] < analysis["timed_step_ns"]
+
+
+@pytest.mark.skipif(not SAMPLE.is_dir(), reason="the committed H200 profile sample is not in this checkout")
+def test_a_folder_without_analysis_is_named_once_in_the_diff_notes() -> None:
+    # The sample's folders keep no analysis.json (the tree stays small): the loader's warning names the
+    # folder, and diff printed "<folder>: <folder>: no analysis.json; ..." before.
+    from bubblescope.diff import load_diff_side
+
+    side = load_diff_side(SAMPLE)
+    (note,) = [n for n in side.notes if "no analysis.json" in n]
+    assert note.count(str(SAMPLE)) == 1
