@@ -142,7 +142,7 @@ def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide
         side.notes.extend(w if w.startswith(label) else f"{label}: {w}" for w in item.warnings)
         return side
     if isinstance(item, AblationInput):
-        from bubblescope.report.markdown import config_key_with_role
+        from bubblescope.report.ablation_rows import config_key_with_role
 
         key = config_key_with_role(item.ablation, "baseline") or ""
         if key not in item.records:

@@ -14,7 +14,7 @@ from bubblescope.cli.run import record_json
 from bubblescope.errors import BubblescopeError
 from bubblescope.records.run_record import load_record
 from bubblescope.report.findings import fix_first
-from bubblescope.report.markdown import findings_analysis, tokens_per_step
+from bubblescope.report.run_rows import findings_analysis, tokens_per_step
 
 TOY = ["--workload", "bubblescope.examples.toy_workload:make_workload", "--preset", "tiny"]
 SAMPLE_RUNS = (

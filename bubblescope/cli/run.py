@@ -237,7 +237,7 @@ def record_json(record: dict[str, Any]) -> dict[str, Any]:
     together never promise more than the timed idle. The record on disk stays as saved.
     """
     from bubblescope.report.findings import with_findings
-    from bubblescope.report.markdown import findings_analysis, tokens_per_step
+    from bubblescope.report.run_rows import findings_analysis, tokens_per_step
 
     bounded = with_findings(findings_analysis(record, None), tokens_per_step(record))
     return {**record, "findings": bounded["findings"], "idle_bound": bounded["idle_bound"]}

@@ -217,7 +217,7 @@ def _flat_classes(row: dict[str, Any], classes: Sequence[str]) -> dict[str, Any]
 
 # Columns that need a GPU timeline: `<NA>` when the analysis says `gpu_measured: false` (a CPU run, or a
 # GPU timeline the plausibility check refused), where the JSON keeps 0 and the reports print "not
-# measured" (report/markdown.py, report/profile_sections.py).
+# measured" (report/reads_and_gaps_rows.py, report/profile_sections.py).
 STEP_GPU_COLUMNS = [
     "gpu_start_ns",
     "gpu_dur_ns",

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from bubblescope.report import escape
 from bubblescope.report.ablation_cells import removed_idle_text, timed_idle_text
+from bubblescope.report.ablation_rows import shown_estimators
 from bubblescope.report.cells import (
     ESTIMATORS,
     fmt_at_resolution,
@@ -20,7 +21,6 @@ from bubblescope.report.cells import (
     fmt_range,
     interval_resolved,
 )
-from bubblescope.report.markdown import shown_estimators
 
 # One hue per gap class, far apart (host orange and launch yellow read as one colour when shaded).
 GAP_COLORS = {

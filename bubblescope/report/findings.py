@@ -207,7 +207,7 @@ def fix_first(
 
     Args:
         analysis: a `bubblescope.analysis/1` dict (None or empty: no findings). It may carry
-            `timed_step_ns` (a run's TPOT x tokens per step; `report.markdown.findings_analysis` puts the
+            `timed_step_ns` (a run's TPOT x tokens per step; `report.run_rows.findings_analysis` puts the
             record's there, a profiled own loop that timed its steps may write it).
         tokens_per_step: mean tokens per decode step (speculative decoding > 1), so savings are per token.
         limit: most findings returned.

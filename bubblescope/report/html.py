@@ -22,46 +22,38 @@ import plotly.graph_objects as go
 from bubblescope.report import figures
 from bubblescope.report.ablation_bandwidth import families_html
 from bubblescope.report.ablation_cells import removed_idle_note
+from bubblescope.report.ablation_rows import (
+    ablation_summary_items,
+    ablation_title,
+    config_key_with_role,
+    config_rows,
+    switch_rows,
+)
 from bubblescope.report.bandwidth_rows import BANDWIDTH_TITLE, bandwidth_rows, bandwidth_sentence
-from bubblescope.report.cells import NBSP, nothing_to_fix_text
+from bubblescope.report.cells import NBSP, fmt_bytes, nothing_to_fix_text, num, plain
 from bubblescope.report.escape import html_text
 from bubblescope.report.findings import FIX_FIRST_TITLE, fix_first, fix_first_caption, fix_first_rows
 from bubblescope.report.html_tables import TABLE_CSS, esc, table_html
 from bubblescope.report.kernel_overlap import kernel_overlap_note
 from bubblescope.report.kernel_rows import kernel_rows, kernel_sort_keys
 from bubblescope.report.load_inputs import conform_ablation, conform_analysis, conform_run
-from bubblescope.report.markdown import (
+from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
+from bubblescope.report.profile_sections import profile_sections_html
+from bubblescope.report.rank_lanes import merged_timeline
+from bubblescope.report.reads_and_gaps_rows import gap_rows, gaps_heading, gpu_measured_of, sync_rows
+from bubblescope.report.run_rows import (
     INTERVAL_NOTE,
-    ablation_summary_items,
-    ablation_title,
-    config_key_with_role,
-    config_rows,
-    device_rows,
     environment_rows,
     findings_analysis,
     floor_measured,
     floor_unmeasured_text,
-    fmt_bytes,
-    gap_rows,
-    gaps_heading,
-    gpu_measured_of,
-    num,
-    plain,
     record_syncs,
     run_summary_items,
     run_title,
     switch_info_rows,
-    switch_rows,
-    sync_rows,
     tokens_per_step,
     tpot_interval_ms,
-    trace_summary_items,
-    trace_title,
-    trace_warnings,
 )
-from bubblescope.report.predicted_rows import PREDICTED_NOTE, PREDICTED_TITLE, predicted_rows
-from bubblescope.report.profile_sections import profile_sections_html
-from bubblescope.report.rank_lanes import merged_timeline
 from bubblescope.report.tp_rows import (
     SECTION_TITLE,
     ablation_slowest_text,
@@ -71,6 +63,7 @@ from bubblescope.report.tp_rows import (
     tp_of,
     tp_summary_items,
 )
+from bubblescope.report.trace_rows import device_rows, trace_summary_items, trace_title, trace_warnings
 from bubblescope.report.views_html import views_html
 
 JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}

@@ -44,7 +44,7 @@ def print_run_summary(
     """What to fix first, TPOT with its interval, floor, blocking reads by site, idle by class, files;
     the notices go to `notes` (the CLI's stderr console) when given."""
     from bubblescope.report.analysis_console import print_fix_first
-    from bubblescope.report.markdown import findings_analysis, floor_text, tokens_per_step, tpot_interval_ms
+    from bubblescope.report.run_rows import findings_analysis, floor_text, tokens_per_step, tpot_interval_ms
 
     summary = record["summary"]
     lo, hi = tpot_interval_ms(summary)
@@ -136,7 +136,7 @@ def print_ablation_summary(
         f"{fmt_duration_ms(attribution['all_on_tpot_ms'])}; "
         f"saving {_interval(attribution['total_saving_ms'])}"
     )
-    from bubblescope.report.markdown import switch_rows
+    from bubblescope.report.ablation_rows import switch_rows
 
     headers, rows = switch_rows(attribution["switches"], attribution.get("shapley_method"))
     print_rows(console, f"TPOT saving per switch (ms, {INTERVAL_LABEL}; positive = faster)", headers, rows)
@@ -160,7 +160,7 @@ def print_ablation_summary(
     )
     if manifest is not None and analyses:
         from bubblescope.report.ablation_bandwidth import print_families
-        from bubblescope.report.markdown import config_key_with_role
+        from bubblescope.report.ablation_rows import config_key_with_role
 
         base_key = config_key_with_role(manifest, "baseline")
         print_families(console, manifest, records or {}, analyses, base_key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bubblescope.capture.measure import PROFILED_SLOWDOWN_NOTICE, profiled_over_timed
-from bubblescope.report.markdown import run_summary_items
+from bubblescope.report.run_rows import run_summary_items
 
 US = 1000
 

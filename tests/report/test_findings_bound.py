@@ -126,7 +126,7 @@ def _sample() -> tuple[dict, dict]:
 def test_committed_h200_sample_promises_at_most_the_timed_idle() -> None:
     """reports/samples/ablation-ling3-flash-e256-h200/runs/base.json: TPOT 5.158 ms, one token per step,
     GPU busy 4.77 ms per step, so at most ~0.39 ms per token (the list used to promise 2.19 ms)."""
-    from bubblescope.report.markdown import findings_analysis, tokens_per_step
+    from bubblescope.report.run_rows import findings_analysis, tokens_per_step
 
     record, analysis = _sample()
     timed = timed_step_ns_of(record)
@@ -144,7 +144,7 @@ def test_hints_fit_a_graph_replayed_step() -> None:
     """The sample replays its step as a CUDA graph (one graph launch per step) and its host gap is
     inside cudaGraphLaunch: no finding says "capture the step in a CUDA graph"; launch idle points at
     PDL / fusion; the read points at what runs outside the graph."""
-    from bubblescope.report.markdown import findings_analysis
+    from bubblescope.report.run_rows import findings_analysis
 
     record, analysis = _sample()
     findings = {f["kind"]: f for f in fix_first(findings_analysis(record, analysis))}

@@ -20,11 +20,11 @@ from rich.console import Console
 from bubblescope.analysis.traces import analyze_traces
 from bubblescope.diff import compute_diff, side_from
 from bubblescope.floor.kernel_bandwidth import attach_kernel_bandwidth
+from bubblescope.report.ablation_rows import config_rows
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
 from bubblescope.report.diff_render import render_diff_markdown
 from bubblescope.report.html import Page, kernels_html
-from bubblescope.report.markdown import config_rows
 from bubblescope.report.run_console import print_run_summary
 
 RUNS = Path(__file__).resolve().parents[2] / "reports/samples/predicted-ling3-flash-e256-h200/runs"

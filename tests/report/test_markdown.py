@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bubblescope.report.cells import md_cell, md_table
 from bubblescope.report.load_inputs import load_inputs, read_json_document
 from bubblescope.report.markdown import (
     ablation_markdown,
-    md_cell,
-    md_table,
     render_inputs_markdown,
     run_markdown,
     trace_markdown,
@@ -80,7 +79,7 @@ def test_inputs_markdown_has_one_section_per_input(paths: list) -> None:
 
 
 def test_number_formats() -> None:
-    from bubblescope.report.markdown import fmt_bytes, fmt_duration_ns, fmt_interval, fmt_ms
+    from bubblescope.report.cells import fmt_bytes, fmt_duration_ns, fmt_interval, fmt_ms
 
     nbsp = "\u00a0"
     assert fmt_ms(2.4651) == f"2.465{nbsp}ms" and fmt_ms(0.00228) == f"0.00228{nbsp}ms"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bubblescope.report.ablation_rows import switch_rows, waterfall_noise_note
 from bubblescope.report.figures import switch_deltas_figure, waterfall_figure
-from bubblescope.report.markdown import switch_rows, waterfall_noise_note
 
 
 def _est(est: float, lo: float, hi: float) -> dict[str, float]:
@@ -92,7 +92,7 @@ def test_waterfall_marks_unresolved_steps() -> None:
 
 def test_a_wide_tpot_interval_is_called_noisy() -> None:
     from bubblescope.report.cells import tpot_noise_note
-    from bubblescope.report.markdown import run_summary_items
+    from bubblescope.report.run_rows import run_summary_items
 
     # The CPU ablation of issue 16: steps from 62 ms to 2.4 s, an interval far wider than 5% of TPOT.
     assert tpot_noise_note(500.0, 62.0, 2400.0) == " (noisy: ±234%)"

@@ -91,7 +91,7 @@ def test_cpu_reads_table_says_not_measured_not_zero() -> None:
 
 
 def test_gpu_reads_table_keeps_its_times() -> None:
-    from bubblescope.report.markdown import sync_rows
+    from bubblescope.report.reads_and_gaps_rows import sync_rows
 
     syncs = _cpu_record()["analysis"]["syncs"]
     syncs[0].update(blocked_ns=2_500, bubble_ns=1_000)
@@ -100,7 +100,7 @@ def test_gpu_reads_table_keeps_its_times() -> None:
 
 
 def test_cpu_run_has_no_floor_ratio_card() -> None:
-    from bubblescope.report.markdown import run_summary_items
+    from bubblescope.report.run_rows import run_summary_items
 
     record = _cpu_record()
     record["floor"] = {"floor_ms": 0.001, "tpot_over_floor": 7930.0, "bandwidth_source": "assumed H200"}

@@ -17,7 +17,8 @@ from bubblescope.reference_model.moe import MoERouter
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from rich.console import Console
 
-from bubblescope.report.markdown import config_rows, run_markdown
+from bubblescope.report.ablation_rows import config_rows
+from bubblescope.report.markdown import run_markdown
 from bubblescope.report.run_console import print_run_summary
 from bubblescope.report.spec_rows import expert_union_items
 
