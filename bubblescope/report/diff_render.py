@@ -255,7 +255,8 @@ def print_diff(console: Any, diff: dict[str, Any], *, notes: Any = None) -> None
 
 def render_diff_html(diff: dict[str, Any]) -> str:
     """A self-contained HTML page of the diff (tables only, no plotly needed)."""
-    from bubblescope.report.html import Page, esc, table_html
+    from bubblescope.report.html_page import Page
+    from bubblescope.report.html_tables import esc, table_html
 
     page = Page("bubblescope diff")
     page.heading("bubblescope diff")

@@ -28,7 +28,8 @@ def render_profile_html(
         timeline: draw the one-step timeline (inlines plotly.js). Default True.
     """
     try:
-        from bubblescope.report.html import Page, add_trace_sections
+        from bubblescope.report.html import add_trace_sections
+        from bubblescope.report.html_page import Page
     except ImportError:
         return _plain_page(analysis, record)
     page = Page("")

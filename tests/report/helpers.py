@@ -44,7 +44,7 @@ def chromium_flags(profile_dir: str) -> list[str]:
 
 @dataclass
 class LoadedPage:
-    """What a headless load of a page left in its DOM (see html.py's browser hooks) and on stderr."""
+    """What a headless load of a page left in its DOM (see html_page.py's browser hooks) and on stderr."""
 
     dom: str
     stderr: str

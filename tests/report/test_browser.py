@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bubblescope.report.html import Page, render_inputs_html
+from bubblescope.report.html import render_inputs_html
+from bubblescope.report.html_page import Page
 from bubblescope.report.load_inputs import load_inputs
 from tests.report.helpers import (
     ABLATION_DIR,

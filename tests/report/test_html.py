@@ -17,8 +17,8 @@ from bubblescope.report.html import (
     render_inputs_html,
     render_run_html,
     render_trace_html,
-    script_safe_json,
 )
+from bubblescope.report.html_page import script_safe_json
 from bubblescope.report.load_inputs import load_inputs, read_json_document
 from tests.report.helpers import ABLATION_DIR, HOSTILE_NAME, HOSTILE_RUN_DIR, MINIMAL_RUN_FILE
 

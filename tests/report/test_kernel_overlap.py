@@ -20,7 +20,8 @@ from rich.console import Console
 from bubblescope.analysis.traces import analyze_traces
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
-from bubblescope.report.html import Page, kernels_html
+from bubblescope.report.html_blocks import kernels_html
+from bubblescope.report.html_page import Page
 from bubblescope.report.kernel_overlap import OVERLAP_MARGIN, kernel_overlap_note
 from bubblescope.report.markdown import kernels_md
 

@@ -24,7 +24,8 @@ from bubblescope.report.ablation_rows import config_rows
 from bubblescope.report.analysis_console import print_analysis
 from bubblescope.report.analysis_markdown import render_analysis_markdown
 from bubblescope.report.diff_render import render_diff_markdown
-from bubblescope.report.html import Page, kernels_html
+from bubblescope.report.html_blocks import kernels_html
+from bubblescope.report.html_page import Page
 from bubblescope.report.run_console import print_run_summary
 
 RUNS = Path(__file__).resolve().parents[2] / "reports/samples/predicted-ling3-flash-e256-h200/runs"

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from bubblescope.report.html import SORT_JS
+from bubblescope.report.html_page import SORT_JS
 
 FAKE_DOM = """
 function cell(v){return {dataset:{sort:String(v)}};}
