@@ -45,7 +45,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, label: str, enabled: l
     from bubblescope.reference_model.tp.distributed import init_tp_from_env, shutdown
     from bubblescope.reference_model.tp.workload import make_tp_workload
 
-    from bubblescope.capture.launch_tp import enter_spawned_rank, exit_spawned_rank
+    from bubblescope.capture.tp_processes import enter_spawned_rank, exit_spawned_rank
 
     enter_spawned_rank(rank, args.world_size, port)
     # A hung rank prints where its Python stands (a collective's wait, a sync, a rendezvous) before the

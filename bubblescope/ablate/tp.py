@@ -24,7 +24,7 @@ from bubblescope.ablate.plan import AblationPlan, PlannedConfig, plan_ablation
 from bubblescope.ablate.reanalyze_record import reanalyze_record
 from bubblescope.ablate.store import AblationStore
 from bubblescope.ablate.toggles import split_names, study_toggles
-from bubblescope.capture import launch_tp
+from bubblescope.capture import launch_tp, tp_merge, tp_processes
 from bubblescope.capture.measure import RunSettings
 from bubblescope.capture.setup import ReferenceOptions
 from bubblescope.errors import BubblescopeError, RecordError
@@ -118,19 +118,19 @@ def merge_config_record(root: Path, key: str, record0: RunRecord, world_size: in
     Every rank's record of `key` must be on disk (the caller waited at a barrier). Returns notices.
     """
     runs = root / "runs"
-    ranks = [launch_tp.rank_summary(0, record0, f"{key}.json")]
+    ranks = [tp_merge.rank_summary(0, record0, f"{key}.json")]
     for rank in range(1, world_size):
         prefix = f"../rank{rank}/runs/"
         record = load_record(rank_folder(root, rank) / "runs" / f"{key}.json")
-        ranks.append(launch_tp.rank_summary(rank, record, f"{prefix}{key}.json", prefix))
+        ranks.append(tp_merge.rank_summary(rank, record, f"{prefix}{key}.json", prefix))
     merged = dict(record0)
     merged["traces"] = [r["trace"] for r in ranks if r["trace"]]
     notices: list[str] = []
     if merged["traces"]:
-        name, warning = launch_tp.analyze_all(runs, merged["traces"], f"{key}.tp.analysis.json")
+        name, warning = tp_merge.analyze_all(runs, merged["traces"], f"{key}.tp.analysis.json")
         merged["analysis_file"] = name or merged.get("analysis_file")
         notices += [warning] if warning else []
-    merged["tp"] = launch_tp.tp_block(record0, ranks, backend)
+    merged["tp"] = tp_merge.tp_block(record0, ranks, backend)
     save_record(merged, runs / f"{key}.json")
     return notices
 
@@ -208,13 +208,13 @@ def _ablate_body(comm: Any, request: TPAblateRequest) -> list[str]:
 
 def ablate_rank(request: TPAblateRequest) -> None:
     """One rank of the TP ablation (the process carries RANK / WORLD_SIZE / MASTER_* in its environment)."""
-    launch_tp.run_in_rank(Path(request.out_dir), lambda comm: _ablate_body(comm, request))
+    tp_processes.run_in_rank(Path(request.out_dir), lambda comm: _ablate_body(comm, request))
 
 
 def _spawned_ablate_rank(index: int, request_fields: dict[str, Any], master_port: int) -> None:
-    launch_tp.enter_spawned_rank(index, request_fields["world_size"], master_port)
+    tp_processes.enter_spawned_rank(index, request_fields["world_size"], master_port)
     ablate_rank(TPAblateRequest(**request_fields))
-    launch_tp.exit_spawned_rank()
+    tp_processes.exit_spawned_rank()
 
 
 def run_tp_ablation(request: TPAblateRequest) -> list[str] | None:
@@ -226,8 +226,8 @@ def run_tp_ablation(request: TPAblateRequest) -> list[str] | None:
     check_ablate_request(request)
     out_dir = Path(request.out_dir)
     fields = asdict(request)
-    if not launch_tp.run_on_ranks(
+    if not tp_processes.run_on_ranks(
         request.world_size, out_dir, lambda: ablate_rank(request), _spawned_ablate_rank, fields
     ):
         return None
-    return launch_tp.rank_notices(out_dir, request.world_size)
+    return tp_processes.rank_notices(out_dir, request.world_size)

@@ -357,14 +357,15 @@ def _ablate_tp(
     output_format: str,
 ) -> None:
     """`ablate --tp N`: measure on the ranks, then (the launcher, or torchrun's rank 0) write the report
-    and print the result, holding the --out lock throughout (`launch_tp.launcher_lock`).
+    and print the result, holding the --out lock throughout (`tp_processes.launcher_lock`).
 
     Notices of every rank are printed here (stderr) since the ranks cannot print to this console.
     """
     from dataclasses import asdict
 
     from bubblescope.ablate.tp import TPAblateRequest, check_ablate_request, run_tp_ablation
-    from bubblescope.capture.launch_tp import choose_tp_preset, launcher_lock
+    from bubblescope.capture.launch_tp import choose_tp_preset
+    from bubblescope.capture.tp_processes import launcher_lock
     from bubblescope.cli.run import default_out_dir
     from bubblescope.reference_model.tp.distributed import launched_by_torchrun
 

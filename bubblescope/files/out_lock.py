@@ -1,6 +1,6 @@
 """One writer per output folder: `profile`, `run` and `ablate` hold a lock on their `--out` while they
 write it, and a second process given the same folder stops at once with one line. With `--tp` the
-launcher holds it for its ranks (`capture.launch_tp.launcher_lock`).
+launcher holds it for its ranks (`capture.tp_processes.launcher_lock`).
 
 Each file is already written atomically (`atomic.py`), but two runs into one folder would still mix
 their record, trace, analysis and report. The lock is `fcntl.flock` on the folder itself (a descriptor

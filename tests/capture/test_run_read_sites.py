@@ -203,7 +203,7 @@ def test_calls_file_names(tmp_path: Path, trace: str, calls: str) -> None:
 
 
 def test_tp_rename_moves_the_calls_with_the_trace(tmp_path: Path) -> None:
-    from bubblescope.capture.launch_tp import _move_read_calls
+    from bubblescope.capture.tp_merge import _move_read_calls
 
     (tmp_path / "rank1.read_calls.json.gz").write_bytes(gzip.compress(b"[]"))
     _move_read_calls(tmp_path / "rank1.trace.json.gz", tmp_path / "trace.rank1.json.gz")

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from bubblescope.capture import launch_tp
+from bubblescope.capture import launch_tp, tp_processes
 from bubblescope.cli import app
 from bubblescope.errors import BubblescopeError
 from bubblescope.files.out_lock import FolderBusyError, out_lock
@@ -69,7 +69,6 @@ def test_bad_tp_options_are_one_line_errors(args, message, tmp_path):
 def test_failing_rank_becomes_one_line_error(tmp_path):
     from dataclasses import asdict
 
-    from bubblescope.capture import launch_tp
     from bubblescope.capture.measure import RunSettings
 
     # Skips the parent's checks, so the refusal happens inside each rank after the group formed.
@@ -114,15 +113,15 @@ def test_spec_at_tp_offers_fast_allreduce_and_refuses_it_on_cpu(tmp_path):
 def test_a_rank_ending_silently_is_named_with_its_signal_or_exit_code(tmp_path, failure, expected):
     import torch.multiprocessing as mp
 
-    from bubblescope.capture import launch_tp
+    from bubblescope.capture import tp_processes
 
-    message = launch_tp._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure))
+    message = tp_processes._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure))
     assert message.startswith(expected), message
     raised = mp.ProcessRaisedException("Traceback ...\n  File x\nValueError: bad shard\n", 1, 4242)
-    assert launch_tp._rank_error(tmp_path, 2, raised).startswith("rank 1 raised ValueError: bad shard")
+    assert tp_processes._rank_error(tmp_path, 2, raised).startswith("rank 1 raised ValueError: bad shard")
     # A status file with the rank's own error wins over what the launcher saw.
-    (tmp_path / launch_tp.STATUS_NAME.format(rank=0)).write_text('{"ok": false, "error": "no GPU"}')
-    assert launch_tp._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure)) == "rank 0: no GPU"
+    (tmp_path / tp_processes.STATUS_NAME.format(rank=0)).write_text('{"ok": false, "error": "no GPU"}')
+    assert tp_processes._rank_error(tmp_path, 2, mp.ProcessExitedException(*failure)) == "rank 0: no GPU"
 
 
 @pytest.mark.parametrize(
@@ -143,8 +142,8 @@ def test_only_rank0_of_a_torchrun_launch_takes_the_out_lock(monkeypatch, tmp_pat
     monkeypatch.setenv("WORLD_SIZE", "2")
     with out_lock(tmp_path, "run"):
         monkeypatch.setenv("RANK", "1")
-        with launch_tp.launcher_lock(tmp_path, "run"):
+        with tp_processes.launcher_lock(tmp_path, "run"):
             pass
         monkeypatch.setenv("RANK", "0")
-        with pytest.raises(FolderBusyError), launch_tp.launcher_lock(tmp_path, "run"):
+        with pytest.raises(FolderBusyError), tp_processes.launcher_lock(tmp_path, "run"):
             pass

@@ -21,7 +21,7 @@ def exit_without_teardown() -> None:
 
     With Triton loaded, about one exit in four aborts in C++ static destruction ("terminate called
     without an active exception", no Python frame) after everything is done; the launcher's ranks
-    leave the same way (capture/launch_tp.py).
+    leave the same way (capture/tp_processes.py).
     """
     sys.stdout.flush()
     sys.stderr.flush()
