@@ -14,14 +14,15 @@ the 1.7 M-event benchmark file). Tables:
 - `waits`    cuda_sync rows (GPU side of a sync)             name, device, stream, start_ns, end_ns,
                                                              correlation
 - `gpu_annotations`  gpu_user_annotation rows                name, device, stream, start_ns, end_ns
+
+Each column is decoded and checked in columns.py (ns times, interned names, integer ids); this file
+buckets, assembles and joins the tables.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +31,22 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from bubblescope.errors import TraceError
-from bubblescope.trace.buckets import Fields, bucket_events, describe_bad_field, fields_of_dicts
+from bubblescope.trace.buckets import Fields, bucket_events, fields_of_dicts
+from bubblescope.trace.columns import (
+    device_stream,
+    flag_by_category,
+    grid_x_column,
+    int_column,
+    name_column,
+    tid_column,
+    time_base_us,
+    times_ns,
+)
 from bubblescope.trace.events import Event
 from bubblescope.trace.text import META_MEMBERS_READ
 
-# Kineto writes a context-wide sync on stream 2**32-1 (unsigned -1) in some versions, -1 in others.
-_UNSIGNED_MINUS_ONE = 4294967295
 # Some Kineto versions put sync rows on a virtual thread `stream + 1000000` next to the stream's row.
 _VIRTUAL_SYNC_ROW_OFFSET = 1000000
-# |ts| and dur in µs must stay below this for ns to fit in int64 (9.2e18 ns), with room for sums.
-_MAX_TIME_US = 9e15
 # One table's columns from one chunk: numpy arrays and pandas Categoricals of equal length.
 Columns = dict[str, Any]
 
@@ -138,7 +145,7 @@ def _table_parts(bucket_stream: Iterable[dict[str, Fields]], path: Path) -> tupl
             if not buckets:
                 continue
             if base_us is None:
-                base_us = _base_us(buckets, path)
+                base_us = time_base_us(buckets, path)
             legacy = legacy or _has_legacy_names(buckets)
             for name, make in _TABLE_BUILDERS.items():
                 if name in buckets:
@@ -211,164 +218,19 @@ def _frame(columns: Columns) -> pd.DataFrame:
     )
 
 
-def _base_us(buckets: dict[str, Fields], path: Path) -> int:
-    """The integer µs that times are taken relative to: the first used event's `ts`."""
-    fields = next(iter(buckets.values()))
-    ts = fields.first_ts
-    if not (isinstance(ts, (int, float)) and not isinstance(ts, bool) and -_MAX_TIME_US < ts < _MAX_TIME_US):
-        raise TraceError(f"{path}: {describe_bad_field(fields, 'ts', 'an unusable')}")
-    return int(ts)
-
-
-def _times_ns(fields: Fields, base_us: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end in absolute integer ns. Subtracting an integer base first keeps the float
-    product exact to the ns that the µs float carries (Kineto writes ns fractions: 123.456)."""
-    ts_us = _float_column(fields, "ts", path)
-    dur_us = _float_column(fields, "dur", path)
-    # NaN fails every comparison, so `~(... < ...)` also catches it.
-    bad_ts = ~(np.abs(ts_us) < _MAX_TIME_US)
-    bad_dur = ~((dur_us >= 0) & (dur_us < _MAX_TIME_US))
-    for key, bad in (("ts", bad_ts), ("dur", bad_dur)):
-        if bad.any():
-            raise TraceError(f"{path}: {describe_bad_field(fields, key, 'an out-of-range')}")
-    start_ns = np.rint((ts_us - base_us) * 1000.0).astype(np.int64) + base_us * 1000
-    dur_ns = np.rint(dur_us * 1000.0).astype(np.int64)
-    return start_ns, start_ns + dur_ns
-
-
-def _float_column(fields: Fields, key: str, path: Path) -> np.ndarray:
-    """[n] float64 of a time field; a missing or non-numeric value is a TraceError naming the event."""
-    values = getattr(fields, key)
-    try:
-        column = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        column = None
-    if column is None or column.shape != (len(values),):
-        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a non-numeric')}")
-    return column
-
-
-def _interned(values: tuple | list[Any]) -> tuple[np.ndarray, list[Any]]:
-    """Factorize a column once: (codes [n] int64, unique values in first-seen order, as
-    `pandas.factorize` gives them); None gets code -1.
-
-    One dict lookup per value at C level: 33-59 ns per event against pandas.factorize's 70-300 on the
-    names of the 1.79 M-event benchmark file (kernel names of ~200 characters cost the most). A list
-    or dict value raises TypeError, as in pandas.
-    """
-    code_of: defaultdict[Any, int] = defaultdict(count().__next__)
-    codes = np.fromiter(map(code_of.__getitem__, values), dtype=np.int64, count=len(values))
-    uniques = list(code_of)
-    if None in code_of:
-        none = code_of[None]
-        codes[codes == none] = -1
-        codes[codes > none] -= 1
-        del uniques[none]
-    return codes, uniques
-
-
-def _hashable_codes(fields: Fields, key: str, path: Path) -> tuple[np.ndarray, list[Any]]:
-    """`_interned` of a label field; a list or dict there is a TraceError naming the event."""
-    try:
-        codes, uniques = _interned(getattr(fields, key))
-    except TypeError:
-        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a list or object as')}") from None
-    if any(not isinstance(u, (str, int, float)) or isinstance(u, bool) for u in uniques):
-        raise TraceError(f"{path}: {describe_bad_field(fields, key, 'a non-scalar')}")
-    return codes, uniques
-
-
-def _names(fields: Fields, path: Path) -> pd.Categorical:
-    codes, uniques = _hashable_codes(fields, "name", path)
-    if len(codes) and codes.min() < 0:
-        raise TraceError(f"{path}: {describe_bad_field(fields, 'name', 'no')}")
-    return _categorical(codes, [u if isinstance(u, str) else str(u) for u in uniques])
-
-
-def _categorical(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
-    # Two raw values can print alike (7 and "7"); merge them so the categories stay unique.
-    merged = list(dict.fromkeys(labels))
-    if len(merged) != len(labels):
-        remap = np.asarray([merged.index(label) for label in labels], dtype=np.int64)
-        codes = remap[codes]
-    return pd.Categorical.from_codes(codes, categories=merged)
-
-
-def _arg_values(events: Any, attr: str, fallback: Any) -> list[Any]:
-    """event.args.<attr> per event; `fallback` (a value, or a sequence per event) where args or the
-    member is absent."""
-    per_event = isinstance(fallback, (list, tuple))
-    try:
-        values = _ARG_OF[attr](events)
-    except AttributeError:
-        # Some events have no args at all (None): their member is absent too.
-        values = [None if e.args is None else getattr(e.args, attr) for e in events]
-    if None not in values:
-        return values
-    if per_event:
-        return [f if v is None else v for v, f in zip(values, fallback, strict=True)]
-    return [fallback if v is None else v for v in values]
-
-
-def _int_column(events: Any, attr: str, default: Any, path: Path, what: str | None = None) -> np.ndarray:
-    """[n] int64 of an args member of `events` (or its per-event fallback); a non-integer is a
-    TraceError."""
-    values = _arg_values(events, attr, default)
-    try:
-        column = np.asarray(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        column = None
-    if column is None or column.shape != (len(values),):
-        label = what or f"args.{_ARG_NAMES.get(attr, attr)!r}"
-        raise TraceError(f"{path}: an event's {label} is not an integer") from None
-    return column
-
-
-_ARG_NAMES = {"python_id": "Python id", "python_parent_id": "Python parent id"}
-# One list comprehension per member (see `buckets._COLUMN_OF`: specialised slot reads, 3-4x faster
-# than `map(attrgetter(...))`).
-_ARG_OF: dict[str, Callable[[Any], list[Any]]] = {
-    "correlation": lambda events: [e.args.correlation for e in events],
-    "device": lambda events: [e.args.device for e in events],
-    "stream": lambda events: [e.args.stream for e in events],
-    "bytes": lambda events: [e.args.bytes for e in events],
-    "grid": lambda events: [e.args.grid for e in events],
-    "python_id": lambda events: [e.args.python_id for e in events],
-    "python_parent_id": lambda events: [e.args.python_parent_id for e in events],
-}
-
-
-def _tids(fields: Fields, path: Path) -> pd.Categorical:
-    try:
-        as_array = np.asarray(fields.tid) if fields.tid and type(fields.tid[0]) is int else None
-    except (ValueError, OverflowError):
-        as_array = None
-    if as_array is not None and as_array.dtype.kind == "i" and as_array.shape == (len(fields.tid),):
-        # All integers (Kineto's thread ids): numpy factorizes them ~10x faster than objects.
-        codes, unique_tids = pd.factorize(as_array)
-        return _categorical(codes, [str(u) for u in unique_tids.tolist()])
-    codes, uniques = _hashable_codes(fields, "tid", path)
-    if len(codes) and codes.min() < 0:
-        codes = np.where(codes < 0, len(uniques), codes)
-        uniques.append(None)
-    return _categorical(codes, [str(u) for u in uniques])
-
-
-def _flag_by_category(fields: Fields, marker: str) -> np.ndarray:
-    """[n] bool: the event's category name contains `marker` (decided once per distinct category)."""
-    codes, uniques = _interned(fields.cat)
-    flags = np.asarray([marker in str(u) for u in uniques] + [False], dtype=bool)
-    return flags[codes]
-
-
 def _host_columns(fields: Fields, base_us: int, path: Path) -> dict[str, object]:
     """name, tid, start_ns, end_ns: the columns every host-side table starts with."""
-    start_ns, end_ns = _times_ns(fields, base_us, path)
-    return {"name": _names(fields, path), "tid": _tids(fields, path), "start_ns": start_ns, "end_ns": end_ns}
+    start_ns, end_ns = times_ns(fields, base_us, path)
+    return {
+        "name": name_column(fields, path),
+        "tid": tid_column(fields, path),
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+    }
 
 
 def _ops_table(fields: Fields, base_us: int, path: Path) -> Columns:
-    is_annotation = _flag_by_category(fields, "nnotation").astype(np.int8)
+    is_annotation = flag_by_category(fields, "nnotation").astype(np.int8)
     return {
         **_host_columns(fields, base_us, path),
         "cat": pd.Categorical.from_codes(is_annotation, categories=["cpu_op", "user_annotation"]),
@@ -378,79 +240,57 @@ def _ops_table(fields: Fields, base_us: int, path: Path) -> Columns:
 def _frames_table(fields: Fields, base_us: int, path: Path) -> Columns:
     return {
         **_host_columns(fields, base_us, path),
-        "py_id": _int_column(fields.args, "python_id", -1, path),
-        "parent_id": _int_column(fields.args, "python_parent_id", -1, path),
+        "py_id": int_column(fields.args, "python_id", -1, path),
+        "parent_id": int_column(fields.args, "python_parent_id", -1, path),
     }
 
 
 def _runtime_table(fields: Fields, base_us: int, path: Path) -> Columns:
-    is_driver = _flag_by_category(fields, "river").astype(np.int8)
+    is_driver = flag_by_category(fields, "river").astype(np.int8)
     return {
         **_host_columns(fields, base_us, path),
         "api": pd.Categorical.from_codes(is_driver, categories=["runtime", "driver"]),
-        "correlation": _int_column(fields.args, "correlation", -1, path),
+        "correlation": int_column(fields.args, "correlation", -1, path),
     }
 
 
-def _device_stream(fields: Fields, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    # args.device / args.stream, else the event's pid / tid (older Kineto writes them only there).
-    device = _int_column(fields.args, "device", fields.pid, path, "device (args.device or pid)")
-    stream = _int_column(fields.args, "stream", fields.tid, path, "stream (args.stream or tid)")
-    stream[stream == _UNSIGNED_MINUS_ONE] = -1
-    return device, stream
-
-
 def _gpu_table(fields: Fields, kind: str, base_us: int, path: Path) -> Columns:
-    start_ns, end_ns = _times_ns(fields, base_us, path)
+    start_ns, end_ns = times_ns(fields, base_us, path)
     args = fields.args
-    device, stream = _device_stream(fields, path)
+    device, stream = device_stream(fields, path)
     return {
-        "name": np.asarray(_names(fields, path), dtype=object),
+        "name": np.asarray(name_column(fields, path), dtype=object),
         "kind": np.full(len(start_ns), kind, dtype=object),
         "device": device,
         "stream": stream,
         "start_ns": start_ns,
         "end_ns": end_ns,
-        "correlation": _int_column(args, "correlation", -1, path),
-        "bytes": _int_column(args, "bytes", 0, path),
-        "grid_x": _grid_x(args),
+        "correlation": int_column(args, "correlation", -1, path),
+        "bytes": int_column(args, "bytes", 0, path),
+        "grid_x": grid_x_column(args),
     }
 
 
-def _grid_x(events: Any) -> np.ndarray:
-    """[n] int64: the first member of `args.grid` where it is a non-negative integer, else -1.
-
-    Lenient on purpose: the grid only refines the per-kernel bytes of known workloads, so a trace
-    with odd grids keeps every other number instead of being refused."""
-    values = _arg_values(events, "grid", None)
-    column = np.full(len(values), -1, dtype=np.int64)
-    for index, grid in enumerate(values):
-        first = grid[0] if isinstance(grid, list) and grid else None
-        if type(first) is int and 0 <= first < 2**62:
-            column[index] = first
-    return column
-
-
 def _waits_table(fields: Fields, base_us: int, path: Path) -> Columns:
-    start_ns, end_ns = _times_ns(fields, base_us, path)
-    device, stream = _device_stream(fields, path)
+    start_ns, end_ns = times_ns(fields, base_us, path)
+    device, stream = device_stream(fields, path)
     virtual = stream >= _VIRTUAL_SYNC_ROW_OFFSET
     stream[virtual] -= _VIRTUAL_SYNC_ROW_OFFSET
     return {
-        "name": _names(fields, path),
+        "name": name_column(fields, path),
         "device": device,
         "stream": stream,
         "start_ns": start_ns,
         "end_ns": end_ns,
-        "correlation": _int_column(fields.args, "correlation", -1, path),
+        "correlation": int_column(fields.args, "correlation", -1, path),
     }
 
 
 def _gpu_annotation_table(fields: Fields, base_us: int, path: Path) -> Columns:
-    start_ns, end_ns = _times_ns(fields, base_us, path)
-    device, stream = _device_stream(fields, path)
+    start_ns, end_ns = times_ns(fields, base_us, path)
+    device, stream = device_stream(fields, path)
     return {
-        "name": _names(fields, path),
+        "name": name_column(fields, path),
         "device": device,
         "stream": stream,
         "start_ns": start_ns,
