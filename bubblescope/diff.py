@@ -138,8 +138,8 @@ def load_diff_side(path: str | Path, step_marker: str | None = None) -> DiffSide
         return side_from(label, "run", item.record, item.analysis)
     if isinstance(item, ProfileInput):
         side = side_from(label, "profile", item.record, item.analysis)
-        # A loader's warning may already name the folder ("<folder>: no analysis.json; …"): once is enough.
-        side.notes.extend(w if w.startswith(label) else f"{label}: {w}" for w in item.warnings)
+        # The profile loader names the folder in each of its warnings ("<folder>: no analysis.json; …").
+        side.notes.extend(item.warnings)
         return side
     if isinstance(item, AblationInput):
         from bubblescope.report.ablation_rows import config_key_with_role

@@ -200,13 +200,14 @@ def _by_kernel(
     what: its kernels get no per-kernel number (the family row has the joint one). Giving each the whole
     rule once showed a combine kernel that overlaps its producer under PDL at 600 TB/s."""
 
-    def names_of(rule: dict[str, Any]) -> set[str]:
-        return {name for name in charged_by_name if any(name.startswith(p) for p in rule["kernels"])}
-
-    shared = {name for rule in rules if len(names_of(rule)) > 1 for name in names_of(rule)}
+    named = [
+        (rule, {name for name in charged_by_name if any(name.startswith(p) for p in rule["kernels"])})
+        for rule in rules
+    ]
+    shared = {name for _, names in named if len(names) > 1 for name in names}
     out = {}
     for name, charged in charged_by_name.items():
-        size = sum(int(r["bytes_per_step"]) for r in rules if any(name.startswith(p) for p in r["kernels"]))
+        size = sum(int(rule["bytes_per_step"]) for rule, names in named if name in names)
         if not size or name in shared:
             continue
         critical = charged / steps
