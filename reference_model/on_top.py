@@ -27,9 +27,14 @@ from .workload import make_workload as make_reference_workload
 STUDIED = ("fast_topk", "early_shared")
 ROUND2 = ("deep_experts", "fused_mla_glue")
 ROUND3 = ("norm_epilogue", "routing_in_experts")
-FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3)
-ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3)
-ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3)
+# Issue 27's second session (round 4): its switches are appended here as they land. Its baseline is the
+# fastest round-3 step, every earlier switch on but the ones measured slower (ROUND4_HELD_OFF).
+ROUND4: tuple[str, ...] = ()
+ROUND4_HELD_OFF = ("norm_epilogue",)
+FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3 + ROUND4)
+ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3 + ROUND4)
+ROUND3_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND3 + ROUND4)
+ROUND4_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND4 + ROUND4_HELD_OFF)
 # The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation
 # sample), studied on DSpark at the issue's oracle accept length with every other speculative switch on.
 SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
@@ -139,6 +144,17 @@ def make_round3_workload(
     options["path"] = "fast"
     inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
     return OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
+
+
+def make_round4_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = 4096, **options: Any
+) -> OnTopWorkload:
+    """As `make_workload`, studying round 4's switches (ROUND4) on top of the fastest round-3 step: every
+    other fast-path switch held on but ROUND4_HELD_OFF (measured slower), which is held off:
+    `--workload bubblescope.reference_model.on_top:make_round4_workload`."""
+    options["path"] = "fast"
+    inner = make_reference_workload(preset, seed=seed, max_steps=max_steps, **options)
+    return OnTopWorkload(inner, studied=ROUND4, fixed_on=ROUND4_FIXED_ON)
 
 
 def make_spec_round2_workload(

@@ -9,6 +9,9 @@ from bubblescope.reference_model.on_top import (
     ROUND2_FIXED_ON,
     ROUND3,
     ROUND3_FIXED_ON,
+    ROUND4,
+    ROUND4_FIXED_ON,
+    ROUND4_HELD_OFF,
     SPEC_FIXED_ON,
     SPEC_STUDIED,
     STUDIED,
@@ -52,8 +55,8 @@ def test_offers_only_the_studied_switches_and_holds_the_rest_on() -> None:
     workload.prepare(frozenset({"fast_topk"}))
     assert inner.prepared == [FIXED_ON, FIXED_ON | {"fast_topk"}]
     # Later rounds are held off, so the baseline stays the pre-issue-17 all-on step.
-    assert FIXED_ON | set(STUDIED) | set(ROUND2) | set(ROUND3) == set(FAST_SWITCHES)
-    assert not FIXED_ON & set(STUDIED + ROUND2 + ROUND3)
+    assert FIXED_ON | set(STUDIED) | set(ROUND2) | set(ROUND3) | set(ROUND4) == set(FAST_SWITCHES)
+    assert not FIXED_ON & set(STUDIED + ROUND2 + ROUND3 + ROUND4)
     assert workload.bytes_per_token(frozenset()) == 1000 + len(FIXED_ON)
     assert workload.describe()["fixed_on"] == sorted(FIXED_ON)
     # Everything else is the inner workload's.
@@ -71,8 +74,8 @@ def test_round2_studies_its_switches_with_every_other_one_on() -> None:
     assert [info.name for info in workload.switches()] == list(ROUND2)
     workload.prepare(frozenset())
     assert inner.prepared == [ROUND2_FIXED_ON] and {"fast_topk", "early_shared"} <= ROUND2_FIXED_ON
-    assert ROUND2_FIXED_ON | set(ROUND2) | set(ROUND3) == set(FAST_SWITCHES)
-    assert not ROUND2_FIXED_ON & set(ROUND3)
+    assert ROUND2_FIXED_ON | set(ROUND2) | set(ROUND3) | set(ROUND4) == set(FAST_SWITCHES)
+    assert not ROUND2_FIXED_ON & set(ROUND3 + ROUND4)
     # The second round's switches are held off in the first round's workload (its old all-on baseline).
     assert {"deep_experts", "fused_mla_glue"} <= set(ROUND2) and not {"fused_mla_glue"} & FIXED_ON
     with pytest.raises(ConfigError, match="fast_topk is fixed by"):
@@ -84,10 +87,23 @@ def test_round3_studies_its_switches_with_every_other_one_on() -> None:
     workload = OnTopWorkload(inner, studied=ROUND3, fixed_on=ROUND3_FIXED_ON)
     assert [info.name for info in workload.switches()] == list(ROUND3) and "norm_epilogue" in ROUND3
     workload.prepare(frozenset(ROUND3))
-    assert inner.prepared == [set(FAST_SWITCHES)]
-    assert ROUND3_FIXED_ON | set(ROUND3) == set(FAST_SWITCHES) and set(ROUND2) <= ROUND3_FIXED_ON
+    assert inner.prepared == [set(FAST_SWITCHES) - set(ROUND4)]
+    assert ROUND3_FIXED_ON | set(ROUND3) | set(ROUND4) == set(FAST_SWITCHES) and set(ROUND2) <= ROUND3_FIXED_ON
     with pytest.raises(ConfigError, match="deep_experts is fixed by"):
         workload.prepare(frozenset({"deep_experts"}))
+
+
+def test_round4_builds_on_the_fastest_round3_step() -> None:
+    # Round 4's baseline: every switch on but its own and the ones measured slower (norm_epilogue).
+    assert ROUND4_FIXED_ON | set(ROUND4) | set(ROUND4_HELD_OFF) == set(FAST_SWITCHES)
+    assert not ROUND4_FIXED_ON & set(ROUND4 + ROUND4_HELD_OFF) and not set(ROUND4) & set(ROUND4_HELD_OFF)
+    assert "routing_in_experts" in ROUND4_FIXED_ON and "norm_epilogue" not in ROUND4_FIXED_ON
+    inner = FakeFastWorkload()
+    workload = OnTopWorkload(inner, studied=ROUND4, fixed_on=ROUND4_FIXED_ON)
+    workload.prepare(frozenset(ROUND4))
+    assert inner.prepared == [set(FAST_SWITCHES) - set(ROUND4_HELD_OFF)]
+    with pytest.raises(ConfigError, match="norm_epilogue is fixed by"):
+        workload.prepare(frozenset({"norm_epilogue"}))
 
 
 def test_spec_round_holds_every_other_speculative_switch_on() -> None:
