@@ -128,7 +128,9 @@ class ChainData:
         gemv(self.normed[index], self.in_projs[copy], use_pdl=pdl, out=self.projs[index])
         q, k, v, f, g, b = self.projs[index].split(self.widths, dim=1)
         weights, state = self.kda[index]
-        kda_decode(q, k, v, f, b, g, weights, state, use_pdl=pdl, out=self.attn[index], v_splits=self.v_splits)
+        kda_decode(
+            q, k, v, f, b, g, weights, state, use_pdl=pdl, out=self.attn[index], v_splits=self.v_splits
+        )
         if config is not None:
             gemv(self.attn[index], self.o_projs[copy], use_pdl=pdl, config=config, out=self.outs[index])
         add_rmsnorm(
@@ -235,7 +237,8 @@ def add_ratios(rows: list[dict]) -> None:
 
 def print_table(rows: list[dict], ceiling_tbps: float) -> None:
     print(f"\ncopy ceiling: {ceiling_tbps:.2f} TB/s (same call)")
-    print(f"{'case':52s} {'graph us':>9s} {'pdl us':>8s} {'÷ base':>7s} {'o_proj +us':>10s} {'TB/s':>6s} {'%copy':>6s}")
+    heads = ("graph us", 9), ("pdl us", 8), ("÷ base", 7), ("o_proj +us", 10), ("TB/s", 6), ("%copy", 6)
+    print(f"{'case':52s} " + " ".join(f"{name:>{width}s}" for name, width in heads))
     for row in rows:
         if "graph_pdl_us" not in row:
             print(f"{row['case']:52s} ERROR {row.get('error', '')[:80]}")
@@ -296,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(args.out / "gemv_2560.json", payload)
     failed = [row["case"] for row in rows if not row.get("correct")]
     if args.dry_run:
-        print(f"dry run: {len(rows) - len(failed)} of {len(rows)} cases correct" + (f"; failed: {failed}" if failed else ""))
+        print(
+            f"dry run: {len(rows) - len(failed)} of {len(rows)} cases correct"
+            + (f"; failed: {failed}" if failed else "")
+        )
         return 1 if failed else 0
     print_table(rows, ceiling_tbps)
     return 0

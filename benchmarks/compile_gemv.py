@@ -69,7 +69,8 @@ def compile_variant(config, in_features: int) -> str:
     found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
     if found is None:
         raise SystemExit("cuobjdump printed no resource usage")
-    return f"REG {found.group(1):>3s} STACK {found.group(2)}  prefetch PTX {len(prefetches):3d}  before wait {before}"
+    registers, stack = found.groups()
+    return f"REG {registers:>3s} STACK {stack}  prefetch PTX {len(prefetches):3d}  before wait {before}"
 
 
 def main() -> int:

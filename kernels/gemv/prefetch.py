@@ -32,7 +32,12 @@ def prefetch_line(p_line, MODE: tl.constexpr):
     a dummy result (inline_asm_elementwise must return one); is_pure=False keeps the instruction."""
     if MODE == 1:
         tl.inline_asm_elementwise(
-            "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [p_line], dtype=tl.int32, is_pure=False, pack=1
+            "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;",
+            "=r,l",
+            [p_line],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
         )
     else:
         tl.inline_asm_elementwise(

@@ -31,7 +31,15 @@ def test_gemv_l2_prefetch_real_shapes(mode, out_features, in_features, stride, l
     x = torch.randn(1, in_features, device="cuda", dtype=torch.bfloat16)
     storage = torch.randn(out_features, stride, device="cuda", dtype=torch.bfloat16) / in_features**0.5
     weight = storage[:, :in_features]
-    config = GemvConfig(**{**choose_config(1, out_features, in_features).__dict__, "l2_prefetch": l2_prefetch})
+    config = GemvConfig(
+        **{**choose_config(1, out_features, in_features).__dict__, "l2_prefetch": l2_prefetch}
+    )
     out = torch.full((1, out_features), float("nan"), device="cuda")
-    run_mode(mode, lambda pdl: gemv(x, weight, out_dtype=torch.float32, use_pdl=pdl, config=config, out=out), (out,))
-    assert_close(f"gemv prefetch {l2_prefetch} {mode}", out, gemv_naive(x, weight, torch.float32), FP32_TOL, FP32_TOL)
+    run_mode(
+        mode,
+        lambda pdl: gemv(x, weight, out_dtype=torch.float32, use_pdl=pdl, config=config, out=out),
+        (out,),
+    )
+    assert_close(
+        f"gemv prefetch {l2_prefetch} {mode}", out, gemv_naive(x, weight, torch.float32), FP32_TOL, FP32_TOL
+    )
