@@ -15,7 +15,7 @@ Candidates: the step's configuration today (per-row grid, pipeliner 3 stages, 32
 tiles, 8 warps), warps / stages / slices / tiles around it, and the compact grid
 (union_compact_kernel.py: one program per work item, or a persistent grid of N per SM).
 
-Usage: python3 benchmarks/bench_verify_union.py --out OUT      (GPU; writes verify_union.json after every case)
+Usage: python3 benchmarks/bench_verify_union.py --out OUT   (GPU; verify_union.json rewritten after each case)
        --dry-run: tiny shapes, checked not timed (CPU: TRITON_INTERPRET=1)
 """
 
@@ -92,7 +92,9 @@ def window_ids(shape: Shape, distinct: int, generator: torch.Generator) -> torch
     """[rows, top_k] ids over exactly `distinct` experts: each row's ids distinct, every expert of the
     pool chosen by at least one row (the pool is dealt out first, the rest drawn from it)."""
     if not shape.top_k <= distinct <= min(shape.experts, shape.rows * shape.top_k):
-        raise ValueError(f"distinct must lie in [{shape.top_k}, {min(shape.experts, shape.rows * shape.top_k)}]")
+        raise ValueError(
+            f"distinct must lie in [{shape.top_k}, {min(shape.experts, shape.rows * shape.top_k)}]"
+        )
     pool = torch.randperm(shape.experts, generator=generator)[:distinct].tolist()
     rows: list[list[int]] = [[] for _ in range(shape.rows)]
     for index, expert in enumerate(pool):
@@ -111,7 +113,9 @@ def reference(x, weights: MoEWeights, ids, gains) -> torch.Tensor:
     for m in range(x.shape[0]):
         for slot in range(ids.shape[1]):
             expert = int(ids[m, slot])
-            out[m] += gains[m, slot] * expert_naive(x[m], weights.w13[expert], weights.w2[expert], weights.swiglu_limit)
+            out[m] += gains[m, slot] * expert_naive(
+                x[m], weights.w13[expert], weights.w2[expert], weights.swiglu_limit
+            )
         shared = weights.shared_slot
         out[m] += expert_naive(x[m], weights.w13[shared], weights.w2[shared], weights.shared_swiglu_limit)
     return out
@@ -194,13 +198,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row: dict[str, object] = {"case": label}
         try:
-            row["max_err"] = check(weights, rule, calls, config, tol=2e-2 if dtype == torch.bfloat16 else 1e-4)
+            row["max_err"] = check(
+                weights, rule, calls, config, tol=2e-2 if dtype == torch.bfloat16 else 1e-4
+            )
             if not args.dry_run:
                 from bench_kernels import time_graph_us
 
                 out = torch.zeros(shape.rows, shape.hidden, dtype=torch.float32, device="cuda")
                 launches = [
-                    lambda x=x, ws=ws, c=config: launch_union_experts(x, weights, rule, ws, c, out, pdl=True)
+                    lambda x=x, ws=ws, c=config, o=out: launch_union_experts(
+                        x, weights, rule, ws, c, o, pdl=True
+                    )
                     for x, ws in calls
                 ]
                 us = time_graph_us(launches, replays=args.replays)
@@ -218,10 +226,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(payload: dict) -> None:
-    print(f"\n{payload['distinct']} distinct experts + shared, {payload['bytes_per_call'] / 1e6:.0f} MB per call; "
-          f"copy ceiling {payload['copy_ceiling_tbps']} TB/s")  # fmt: skip
+    megabytes = payload["bytes_per_call"] / 1e6
+    print(f"\n{payload['distinct']} distinct experts + shared, {megabytes:.0f} MB per call; ", end="")
+    print(f"copy ceiling {payload['copy_ceiling_tbps']} TB/s")
     for row in payload["results"]:
-        timing = f"{row['us']:8.2f} us {row['tbps']:5.2f} TB/s" if "us" in row else row.get("error", "checked")
+        timing = (
+            f"{row['us']:8.2f} us {row['tbps']:5.2f} TB/s" if "us" in row else row.get("error", "checked")
+        )
         print(f"{row['case']:44s} {timing}  err {row.get('max_err', float('nan')):.1e}")
 
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_naive, route_naive
+from bubblescope.kernels.moe import (
+    FusedMoEConfig,
+    MoEWorkspace,
+    RoutingRule,
+    moe_fused,
+    moe_naive,
+    route_naive,
+)
 from bubblescope.kernels.moe.launch import sm_count, union_compact_programs
 
 from tests.kernels.helpers import assert_close, poison
@@ -34,9 +41,13 @@ def test_compact_union_matches_naive(device, rows, dtype, per_sm, deep, shared):
     x = torch.randn(rows, 37, device=device).to(dtype)
     # block_i 16 of I = 20: two slices per expert, the second one partial.
     config = FusedMoEConfig(
-        expert_union=True, fast_topk=True, deep_experts=deep, union_compact=True, union_programs_per_sm=per_sm,
+        expert_union=True,
+        fast_topk=True,
+        deep_experts=deep,
+        union_compact=True,
+        union_programs_per_sm=per_sm,
         union_block_i=16,
-    )  # fmt: skip
+    )
     workspace = MoEWorkspace.allocate(rows, weights, RULE)
     want = moe_naive(x, weights, RULE)
     for call in range(2):
