@@ -88,6 +88,18 @@ for stage in "$@"; do
       if [ -n "${R4_SPEC_CMD:-}" ]; then
         timeout ${SPEC_S:-100} $R4_SPEC_CMD "$out/spec_vs_decode" 2>&1 | tail -25
       fi ;;
+    r4-gemv)
+      # Issue 27, round 4, call 1: the 2560-row decode GEMVs (KDA o_proj / MLA dense 2560x4096, dense down
+      # 2560x6144). GPU tests of the L2 prefetch before gdc_wait (real and odd shapes, eager/PDL/graph),
+      # then bench_gemv_2560.py: every tile / prefetch variant alone and in the KDA block's PDL chain,
+      # same call, against the copy ceiling it measures (gemv_2560.json, table last). <= 100 s. GEMV_DRY=1:
+      # tiny shapes, checked, not timed (the CPU rehearsal under TRITON_INTERPRET=1).
+      mkdir -p "$out/gemv"
+      timeout ${GEMV_TESTS_S:-35} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemv_prefetch_gpu.py \
+        tests/kernels/test_gemv.py -k prefetch 2>&1 | tail -6 | tee "$out/gemv/gpu_tests.log"
+      timeout ${GEMV_S:-65} python3 benchmarks/bench_gemv_2560.py --out "$out/gemv" ${GEMV_ONLY:+--only "$GEMV_ONLY"} ${GEMV_DRY:+--dry-run} \
+        > "$out/gemv/bench.log" 2>&1
+      grep -v '^{' "$out/gemv/bench.log" | tail -40 ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
