@@ -21,12 +21,12 @@ from routing_site_cases import E256_SHAPE, case_layer
 # (label, tma, dot, stages, block_i, warps): today's launch first, then the candidates.
 CANDIDATES = (
     ("deep_experts pairs bi64 w8 (today)", False, False, 0, 64, 8),
+    ("tma dot s4 bi64 w4", True, True, 4, 64, 4),
     ("tma fma s4 bi64 w8", True, False, 4, 64, 8),
     ("tma fma s4 bi32 w4", True, False, 4, 32, 4),
-    ("tma fma s6 bi32 w4", True, False, 6, 32, 4),
-    ("tma dot s4 bi64 w4", True, True, 4, 64, 4),
     ("tma dot s6 bi64 w4", True, True, 6, 64, 4),
     ("tma dot s4 bi32 w4", True, True, 4, 32, 4),
+    ("tma fma s6 bi32 w4", True, False, 6, 32, 4),
 )
 
 
