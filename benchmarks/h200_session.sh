@@ -110,14 +110,14 @@ for stage in "$@"; do
       # (the CPU rehearsal under TRITON_INTERPRET=1; the GPU-only tests skip there).
       mkdir -p "$out/experts"
       tag=e256; [ -n "${EXPERTS_DRY:-}" ] && tag=tiny
-      timeout ${EXPERTS_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
+      timeout ${EXPERTS_TESTS_S:-37} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
         | tail -6 | tee "$out/experts/gpu_tests.log"
       timeout ${EXPERTS_BENCH_S:-48} python3 benchmarks/bench_routing.py --out "$out/experts" \
         --only "experts stream $tag" --pdl-only ${EXPERTS_DRY:+--dry-run} \
         > "$out/experts/bench.log" 2>&1
       grep -v '^{' "$out/experts/bench.log" | tail -12
-      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-12} python3 benchmarks/compile_experts.py --route-here \
-        2>&1 | grep -v -i warn | tail -9 | tee "$out/experts/compile.log" ;;
+      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-15} python3 benchmarks/compile_experts.py --route-here \
+        2>&1 | grep -v -i warn | tail -11 | tee "$out/experts/compile.log" ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
