@@ -30,7 +30,7 @@ FLOATS = {"lower_bound", "scale", "eps"}
 # Integer arguments that are not multiples of 16 at Flash shapes (none today: H = 32, K = V = 128).
 SCALARS: set[str] = set()
 FLASH = dict(NUM_V_SPLITS=4, KW=4, BLOCK_T=4, BLOCK_K=128, BLOCK_V=128, BLOCK_VS=32, IN_BLOCK_N=8,
-             IN_BLOCK_K=512, OUT_BLOCK_K=512, LINE=64, USE_PDL=True)  # fmt: skip
+             IN_BLOCK_K=512, OUT_BLOCK_K=512, PREFETCH_LINES=256, USE_PDL=True)  # fmt: skip
 
 
 def cuobjdump() -> str:

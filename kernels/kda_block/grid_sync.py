@@ -1,4 +1,4 @@
-"""Grid-wide barrier and L2 prefetch for the one-launch KDA block (GPU only: never run by the interpreter).
+"""Grid-wide barrier and the o_proj L2 prefetch of the one-launch KDA block (GPU only, never interpreted).
 
 The barrier is one int32 arrival counter in global memory, the pattern of CUDA cooperative groups'
 grid sync: a block barrier (every thread's stores of the phase are issued), one arrival with release
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from bubblescope.kernels.gemv.prefetch import prefetch_strip_l2
 
 
 @triton.jit
@@ -42,27 +43,10 @@ def rearm_grid_barrier(p_count, num_programs, BARRIERS: tl.constexpr):
 
 
 @triton.jit
-def prefetch_l2(p_line):
-    """Ask L2 for the 128-byte lines at p_line (no registers, no wait: the data stays in L2)."""
-    tl.inline_asm_elementwise(
-        "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
-        "=r,l",
-        [p_line],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@triton.jit
 def prefetch_strips_l2(
-    p_w, i_first, num_programs, N, K, stride_wn, BLOCK_N: tl.constexpr, LINE: tl.constexpr
+    p_w, i_first, num_programs, N, K, stride_wn, BLOCK_N: tl.constexpr, LINES: tl.constexpr
 ):
-    """Prefetch into L2 the weight rows of every strip this program will stream (strips i_first,
-    i_first + num_programs, ...; BLOCK_N rows of K elements each, LINE elements per 128-byte line)."""
-    o_line = tl.arange(0, 128) * LINE
+    """Ask L2 (evict-last) for the weight rows of every strip this program will stream: strips i_first,
+    i_first + num_programs, ... of BLOCK_N rows (kernels/gemv/prefetch.py, LINES lines a step)."""
     for i_n in range(i_first, tl.cdiv(N, BLOCK_N), num_programs):
-        o_n = tl.minimum(tl.cast(i_n, tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N), N - 1)
-        for k_start in range(0, K, 128 * LINE):
-            o_k = tl.minimum(k_start + o_line, K - 1)
-            prefetch_l2(p_w + o_n[:, None] * stride_wn + o_k[None, :])
+        prefetch_strip_l2(p_w, tl.cast(i_n, tl.int64) * BLOCK_N, N, K, stride_wn, BLOCK_N, LINES, 2)

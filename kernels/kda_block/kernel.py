@@ -120,7 +120,7 @@ def kda_block_kernel(
     OUT_BLOCK_N: tl.constexpr,
     OUT_BLOCK_K: tl.constexpr,
     L2_PREFETCH: tl.constexpr,
-    LINE: tl.constexpr,
+    PREFETCH_LINES: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     """Grid (P,): proj = x @ W_in^T (`[1, N_IN]`), attn = KDA(proj) (`[1, H*V]`), y = attn @ W_out^T
@@ -142,7 +142,9 @@ def kda_block_kernel(
     if PHASE == 0:
         b_w_out = first_tile(p_w_out, i_prog, N_OUT, width, stride_w_out, OUT_BLOCK_N, OUT_BLOCK_K)
         if L2_PREFETCH:
-            prefetch_strips_l2(p_w_out, i_prog, num_programs, N_OUT, width, stride_w_out, OUT_BLOCK_N, LINE)
+            prefetch_strips_l2(
+                p_w_out, i_prog, num_programs, N_OUT, width, stride_w_out, OUT_BLOCK_N, PREFETCH_LINES
+            )
     if PHASE == 0 or PHASE == 2:
         kda_slice_phase(
             p_q, p_k, p_v, p_f, p_b, p_gate,

@@ -9,6 +9,7 @@ import triton
 from bubblescope.kernels._pdl import is_interpreting, launch_options, resolve_pdl
 from bubblescope.kernels.gemv.checks import KernelInputError, check_shape
 from bubblescope.kernels.gemv.ops import check_gemv_inputs, choose_config
+from bubblescope.kernels.gemv.prefetch import prefetch_lines
 from bubblescope.kernels.kda_block.kernel import kda_block_kernel
 from bubblescope.kernels.kda_block.occupancy import resident_programs
 from bubblescope.kernels.kda_decode.ops import check_kda_decode_inputs
@@ -116,7 +117,7 @@ def launch_kda_block(
         OUT_BLOCK_N=out_n,
         OUT_BLOCK_K=out_k,
         L2_PREFETCH=config.l2_prefetch,
-        LINE=128 // o_proj.element_size(),
+        PREFETCH_LINES=prefetch_lines(NUM_WARPS),
         USE_PDL=pdl,
         num_warps=NUM_WARPS,
         **({"maxnreg": config.max_registers} if config.max_registers else {}),
