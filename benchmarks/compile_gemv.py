@@ -8,7 +8,7 @@ decode step's launch constants (bf16, one row, PDL on) and prints registers, sta
 `gemv_prefetch`: the strip is requested while the previous kernel still runs). This box's Triton may
 differ from the device's (3.6): a guide, not the device's truth.
 
-Usage: python3 benchmarks/compile_gemv.py [--in-features 4096]
+Usage: python3 benchmarks/compile_gemv.py
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import triton
 from bubblescope.kernels.gemv.kernel import gemv_kernel
-from bubblescope.kernels.gemv.prefetch import strip_lines
+from bubblescope.kernels.gemv.ops import prefetch_constants
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
@@ -34,7 +34,7 @@ def cuobjdump() -> str:
     return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
 
 
-def compile_variant(config, in_features: int) -> str:
+def compile_variant(config) -> str:
     """'REG r STACK s, p prefetches, all before wait: yes/no' of one sm_90 compile."""
     constexprs = dict(
         BLOCK_M=1,
@@ -45,8 +45,7 @@ def compile_variant(config, in_features: int) -> str:
         ACC_2D=config.acc_2d,
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
-        PREFETCH=config.l2_prefetch,
-        PREFETCH_LINES=strip_lines(config.block_n, in_features, 2) if config.l2_prefetch else 1,
+        **prefetch_constants(config),
     )
     signature = {
         name: "constexpr" if name in constexprs else ("*bf16" if name.startswith("p_") else "i32")
@@ -74,12 +73,12 @@ def compile_variant(config, in_features: int) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--in-features", type=int, default=4096, help="K of the projection (4096 or 6144)")
-    args = parser.parse_args()
-    print(f"triton {triton.__version__}, sm_90, [2560, {args.in_features}] bf16, one row, PDL")
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    print(
+        f"triton {triton.__version__}, sm_90, bf16 weights, one row, PDL (N and K are not compile constants)"
+    )
     for name, config in ALONE_VARIANTS.items():
-        print(f"{name:28s} {config.num_warps} warps  {compile_variant(config, args.in_features)}")
+        print(f"{name:28s} {config.num_warps} warps  {compile_variant(config)}")
     return 0
 
 

@@ -22,6 +22,8 @@ ALONE_VARIANTS: dict[str, GemvConfig] = {
     "bn2 bk1024 w4 pf1": G(2, 1024, 4, l2_prefetch=1),
     "bn2 bk512 w2": G(2, 512, 2),
     "bn8 bk512 w4": G(8, 512, 4),
+    "bn8 bk512 w4 pf1": G(8, 512, 4, l2_prefetch=1),
+    "bn4 bk256 w4 pf1": G(4, 256, 4, l2_prefetch=1),
     "bn8 bk512 w8 pf1": G(8, 512, 8, l2_prefetch=1),
 }
 

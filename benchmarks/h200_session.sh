@@ -3,7 +3,8 @@
 #   bash benchmarks/h200_session.sh OUT STAGE...
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
 # step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
-# union experts launch, tests + tile/grid sweep), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream;
+# r4-kdapersist, the KDA block as one persistent launch), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -66,10 +67,10 @@ for stage in "$@"; do
       # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
       # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
         tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
         2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-56} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -102,6 +103,41 @@ for stage in "$@"; do
       timeout ${GEMV_S:-65} python3 benchmarks/bench_gemv_2560.py --out "$out/gemv" ${GEMV_ONLY:+--only "$GEMV_ONLY"} ${GEMV_DRY:+--dry-run} \
         > "$out/gemv/bench.log" 2>&1
       grep -v '^{' "$out/gemv/bench.log" | tail -40 ;;
+    r4-kdapersist)
+      # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
+      # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
+      # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
+      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
+      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # tests (the CPU rehearsal under TRITON_INTERPRET=1).
+      mkdir -p "$out/kdapersist"
+      if [ -z "${KDAPERSIST_DRY:-}" ]; then
+        timeout ${KDAPERSIST_TESTS_S:-45} python3 -m pytest -q -s -p no:cacheprovider tests/kernels/test_kda_block_gpu.py \
+          > "$out/kdapersist/gpu_tests.log" 2>&1
+        grep -E "step 4 layer 2|passed|failed|Error" "$out/kdapersist/gpu_tests.log" | tail -12
+      fi
+      timeout ${KDAPERSIST_S:-55} python3 benchmarks/bench_kda_block.py --out "$out/kdapersist" ${KDAPERSIST_DRY:+--dry-run} \
+        > "$out/kdapersist/bench.log" 2>&1
+      grep -v '^{' "$out/kdapersist/bench.log" | tail -16 ;;
+    r4-experts)
+      # Issue 27, round 4, call 1: the decode MoE experts launch's weight stream (h27-experts). GPU tests of
+      # the TMA experts launch (tiny shapes: partial tiles on real TMA; e256 eager and graph + PDL, vs
+      # moe_naive), then bench_routing's "experts stream e256" cases: today's deep_experts vs the TMA
+      # candidates in one MoE layer (fast_topk, early_shared, routing_in_experts), 16 tokens in one CUDA
+      # graph under PDL, against the copy ceiling of the same call; then the candidates' registers /
+      # shared memory with the device's Triton. <= 100 s. EXPERTS_DRY=1: tiny shapes, checked, not timed
+      # (the CPU rehearsal under TRITON_INTERPRET=1; the GPU-only tests skip there).
+      mkdir -p "$out/experts"
+      tag=e256; [ -n "${EXPERTS_DRY:-}" ] && tag=tiny
+      timeout ${EXPERTS_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
+        | tail -6 | tee "$out/experts/gpu_tests.log"
+      timeout ${EXPERTS_BENCH_S:-48} python3 benchmarks/bench_routing.py --out "$out/experts" \
+        --only "experts stream $tag" --pdl-only ${EXPERTS_DRY:+--dry-run} \
+        > "$out/experts/bench.log" 2>&1
+      grep -v '^{' "$out/experts/bench.log" | tail -12
+      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-12} python3 benchmarks/compile_experts.py --route-here \
+        2>&1 | grep -v -i warn | tail -9 | tee "$out/experts/compile.log" ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

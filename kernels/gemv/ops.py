@@ -15,7 +15,7 @@ from bubblescope.kernels.gemv.checks import (
     check_same_device,
 )
 from bubblescope.kernels.gemv.kernel import gemv_kernel
-from bubblescope.kernels.gemv.prefetch import strip_lines
+from bubblescope.kernels.gemv.prefetch import prefetch_lines
 
 MAX_ROWS = 16
 # M == 1: the widest strip (8 rows down to 1) that still gives this many programs, ~4 per SM of the
@@ -88,12 +88,11 @@ def check_config(config: GemvConfig, rows: int) -> None:
         raise KernelInputError(f"gemv: GemvConfig.l2_prefetch must be 0, 1 or 2; got {config.l2_prefetch}")
 
 
-def prefetch_constants(config: GemvConfig, weight: torch.Tensor) -> dict[str, int]:
+def prefetch_constants(config: GemvConfig) -> dict[str, int]:
     """PREFETCH / PREFETCH_LINES of a launch: the config's mode on a GPU, 0 in the interpreter."""
     if not config.l2_prefetch or is_interpreting():
         return {"PREFETCH": 0, "PREFETCH_LINES": 1}
-    lines = strip_lines(config.block_n, weight.shape[1], weight.element_size())
-    return {"PREFETCH": config.l2_prefetch, "PREFETCH_LINES": lines}
+    return {"PREFETCH": config.l2_prefetch, "PREFETCH_LINES": prefetch_lines(config.num_warps)}
 
 
 def launch_gemv(
@@ -121,7 +120,7 @@ def launch_gemv(
         ACC_2D=config.acc_2d,
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
-        **prefetch_constants(config, weight),
+        **prefetch_constants(config),
         num_warps=config.num_warps,
         **launch_options(use_pdl),
     )

@@ -20,10 +20,10 @@ import triton.language as tl
 LINE_BYTES = 128
 
 
-def strip_lines(block_n: int, in_features: int, element_size: int) -> int:
-    """LINES constexpr: 128-byte lines of one program's strip, rounded up to a power of two."""
-    per_row = triton.cdiv(in_features * element_size, LINE_BYTES)
-    return triton.next_power_of_2(block_n * per_row)
+def prefetch_lines(num_warps: int) -> int:
+    """LINES constexpr: lines asked for per loop step, two per thread (independent of the shape, so one
+    compile serves every projection)."""
+    return 64 * num_warps
 
 
 @triton.jit
@@ -54,15 +54,17 @@ def prefetch_line(p_line, MODE: tl.constexpr):
 def prefetch_strip_l2(
     p_w, n_start, N, K, stride_wn, BLOCK_N: tl.constexpr, LINES: tl.constexpr, MODE: tl.constexpr
 ):
-    """Prefetch W[n_start : n_start + BLOCK_N, :] line by line (LINES >= its lines, a power of two).
-    Lines past the strip, N or K point at the strip's first element instead: always a valid address,
-    and no line outside the strip is fetched."""
+    """Prefetch W[n_start : n_start + BLOCK_N, :] line by line, LINES lines a step (row-major over the
+    strip). Lines past the strip or N point at the strip's first element instead: always a valid
+    address, and no line outside the strip is fetched."""
     if MODE != 0:
         line_elems: tl.constexpr = 1024 // p_w.dtype.element_ty.primitive_bitwidth
         per_row = tl.cdiv(K, line_elems)
-        o_line = tl.arange(0, LINES)
-        row = o_line // per_row
-        col = (o_line % per_row) * line_elems
-        valid = (row < BLOCK_N) & (n_start + row < N) & (col < K)
-        p_line = p_w + n_start * stride_wn + tl.where(valid, row * stride_wn + col, 0)
-        prefetch_line(p_line, MODE)
+        lines = BLOCK_N * per_row
+        for first in range(0, lines, LINES):
+            o_line = first + tl.arange(0, LINES)
+            row = o_line // per_row
+            col = (o_line % per_row) * line_elems
+            valid = (o_line < lines) & (n_start + row < N)
+            p_line = p_w + n_start * stride_wn + tl.where(valid, row * stride_wn + col, 0)
+            prefetch_line(p_line, MODE)

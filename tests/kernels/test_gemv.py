@@ -98,18 +98,13 @@ def test_gemv_l2_prefetch_matches_naive(device, l2_prefetch):
 
 
 def test_gemv_prefetch_constants():
-    """LINES covers the strip (rounded to a power of two); the interpreter never gets the inline PTX."""
+    """Two lines per thread a loop step; the interpreter never gets the inline PTX."""
     from bubblescope.kernels.gemv.ops import prefetch_constants
-    from bubblescope.kernels.gemv.prefetch import strip_lines
 
-    assert strip_lines(4, 4096, 2) == 256  # 4 rows x 8 KB = 256 lines of 128 B
-    assert strip_lines(4, 6144, 2) == 512  # 384 lines, rounded up
-    assert strip_lines(1, 10, 4) == 1
-    weight = torch.empty(8, 4096, dtype=torch.bfloat16)
-    assert prefetch_constants(GemvConfig(4, 512), weight) == {"PREFETCH": 0, "PREFETCH_LINES": 1}
-    on = prefetch_constants(GemvConfig(4, 512, l2_prefetch=2), weight)
+    assert prefetch_constants(GemvConfig(4, 512)) == {"PREFETCH": 0, "PREFETCH_LINES": 1}
+    on = prefetch_constants(GemvConfig(4, 512, num_warps=8, l2_prefetch=2))
     if torch.cuda.is_available():
-        assert on == {"PREFETCH": 2, "PREFETCH_LINES": 256}
+        assert on == {"PREFETCH": 2, "PREFETCH_LINES": 512}
     else:
         assert on == {"PREFETCH": 0, "PREFETCH_LINES": 1}
 
