@@ -116,7 +116,7 @@ SWITCH_INFO: list[SwitchInfo] = [
     SwitchInfo(
         "verify_gated_norm",
         "speculative verify: KDA's per-head output norm and sigmoid gate as one Triton launch per layer",
-        "the eager gated RMSNorm: ~11 PyTorch kernels per KDA layer (casts, pow, mean, rsqrt, sigmoid, products)",
+        "the eager gated RMSNorm: ~11 PyTorch kernels per KDA layer (casts, pow, mean, rsqrt, sigmoid, ...)",
         needs_gpu=True,
     ),
     SwitchInfo(
