@@ -3,7 +3,8 @@
 #   bash benchmarks/h200_session.sh OUT STAGE...
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
 # step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
-# union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream;
+# r4-kdapersist, the KDA block as one persistent launch), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -62,12 +63,14 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (per-row and compact grids, vs the naive reference), then its tile / grid sweep at e256 with the
+      # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
+      # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
       # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-35} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
-        tests/kernels/test_moe_union.py 2>&1 | tail -6 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-60} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
+        2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -100,6 +103,23 @@ for stage in "$@"; do
       timeout ${GEMV_S:-65} python3 benchmarks/bench_gemv_2560.py --out "$out/gemv" ${GEMV_ONLY:+--only "$GEMV_ONLY"} ${GEMV_DRY:+--dry-run} \
         > "$out/gemv/bench.log" 2>&1
       grep -v '^{' "$out/gemv/bench.log" | tail -40 ;;
+    r4-kdapersist)
+      # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
+      # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
+      # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
+      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
+      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # tests (the CPU rehearsal under TRITON_INTERPRET=1).
+      mkdir -p "$out/kdapersist"
+      if [ -z "${KDAPERSIST_DRY:-}" ]; then
+        timeout ${KDAPERSIST_TESTS_S:-45} python3 -m pytest -q -s -p no:cacheprovider tests/kernels/test_kda_block_gpu.py \
+          > "$out/kdapersist/gpu_tests.log" 2>&1
+        grep -E "step 4 layer 2|passed|failed|Error" "$out/kdapersist/gpu_tests.log" | tail -12
+      fi
+      timeout ${KDAPERSIST_S:-55} python3 benchmarks/bench_kda_block.py --out "$out/kdapersist" ${KDAPERSIST_DRY:+--dry-run} \
+        > "$out/kdapersist/bench.log" 2>&1
+      grep -v '^{' "$out/kdapersist/bench.log" | tail -16 ;;
     r4-experts)
       # Issue 27, round 4, call 1: the decode MoE experts launch's weight stream (h27-experts). GPU tests of
       # the TMA experts launch (tiny shapes: partial tiles on real TMA; e256 eager and graph + PDL, vs

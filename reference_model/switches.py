@@ -71,6 +71,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "gemv_prefetch",
+        "each 2560-row output projection's programs ask L2 for their whole weight strip before the PDL "
+        "wait, so the 21-31 MB stream while the previous kernel (KDA decode, the MLA glue) still runs",
+        "only the first weight tile of each program is loaded before the PDL wait",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -104,6 +111,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         "verify_norm_kernel",
         "speculative verify: each residual add + RMSNorm of the window as one Triton launch",
         "the eager RMSNorm module (~8 PyTorch kernels per norm) and a separate residual add",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
+        "verify_gated_norm",
+        "speculative verify: KDA's per-head output norm and sigmoid gate as one Triton launch per layer",
+        "the eager gated RMSNorm: ~11 PyTorch kernels per KDA layer (casts, pow, mean, rsqrt, sigmoid, ...)",
         needs_gpu=True,
     ),
     SwitchInfo(
@@ -144,6 +157,8 @@ class LingSwitches:
     fused_mla_glue: bool = False
     # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
     norm_epilogue: bool = False
+    # Acts on the one-token fast step's output projections (KDA o_proj, MLA dense, dense FFN down).
+    gemv_prefetch: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False
@@ -152,6 +167,8 @@ class LingSwitches:
     fused_kda_verify: bool = False
     # Acts on the speculative verify window only.
     verify_norm_kernel: bool = False
+    # Acts on the speculative verify window's KDA layers only.
+    verify_gated_norm: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False

@@ -122,6 +122,7 @@ class FastDecoder:
             switches.routing_in_experts,
             switches.fused_mla_glue,
             switches.norm_epilogue,
+            switches.gemv_prefetch,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -154,6 +155,7 @@ class FastDecoder:
             routing_in_experts=switches.routing_in_experts,
             fused_mla_glue=switches.fused_mla_glue,
             norm_epilogue=switches.norm_epilogue,
+            gemv_prefetch=switches.gemv_prefetch,
         )
         self._built_key = key
         self.graph = None
