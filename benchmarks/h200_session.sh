@@ -64,13 +64,16 @@ for stage in "$@"; do
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
       # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
-      # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
+      # the switch on the debug preset in bf16), the gated norm eager vs one launch at the verify's shape
+      # (verify_gated_norm.json), then the union launch's tile / grid sweep at e256 with the
       # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+      timeout ${SPEC_TESTS_S:-42} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
         tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
         2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_NORM_S:-8} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -2 | tee "$out/spec/verify_gated_norm.log"
+      timeout ${SPEC_SWEEP_S:-48} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
