@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
-# Stages: round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
+# step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -58,6 +59,25 @@ for stage in "$@"; do
         --accept 9.95 --block 9 --rounds 6 --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30 2>&1 | tail -25
       timeout ${ROUTE_S:-40} python3 benchmarks/bench_routing.py --out "$out/route_sites" --only "route sites e256" \
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
+    round4)
+      # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
+      # gpu-marked files), the round's switches ablated on top of the fastest round-3 step
+      # (make_round4_workload: every earlier switch on but norm_epilogue), then DSpark against that same
+      # fastest non-speculative step in one process.
+      if [ -n "${R4_TESTS:-}" ]; then
+        timeout ${TESTS_S:-120} python3 -m pytest -q -s -m gpu -p no:cacheprovider $R4_TESTS 2>&1 \
+          | grep -E "ulp|relative|max err|launches|passed|failed|Error|error" | tail -40 | tee "$out/gpu_tests.log"
+      fi
+      toggles=$(python3 -c "from bubblescope.reference_model.on_top import ROUND4; print(','.join(ROUND4))")
+      if [ -n "$toggles" ]; then
+        timeout ${ABLATE_S:-260} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round4_workload \
+          --preset ling3-flash-e256 --toggles "$toggles" --steps ${ABLATE_STEPS:-64} --repeats 3 --out /tmp/abl-r4 \
+          --max-exact-shapley ${R4_EXACT:-4} --format table 2>&1 | grep -v Warn | tail -40 | tee "$out/ablate_round4.log"
+        tar -czf "$out/ablate_round4.tar.gz" --exclude='*.html' -C /tmp abl-r4
+      fi
+      if [ -n "${R4_SPEC_CMD:-}" ]; then
+        timeout ${SPEC_S:-100} $R4_SPEC_CMD "$out/spec_vs_decode" 2>&1 | tail -25
+      fi ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side
