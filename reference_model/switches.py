@@ -71,6 +71,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "kda_norm_in_oproj",
+        "KDA decode stores un-normed head rows and slice sums of squares; o_proj's GEMV norms and gates "
+        "each head's V-chunk as it loads x (no workspace, no last-program norm in KDA)",
+        "KDA decode's last program per head (by ticket) reads the head's row back, norms, gates, stores it",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -144,6 +151,8 @@ class LingSwitches:
     fused_mla_glue: bool = False
     # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
     norm_epilogue: bool = False
+    # Acts on the one-token fast step's KDA layers (the speculative verify keeps kda_verify's norm).
+    kda_norm_in_oproj: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False
