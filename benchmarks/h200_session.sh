@@ -2,7 +2,8 @@
 # The GPU batches behind benchmarks/RESULTS.md, as run on the lent H200 (one call each, < 10 min).
 #   bash benchmarks/h200_session.sh OUT STAGE...
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
-# step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
+# union experts launch, tests + tile/grid sweep), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -59,6 +60,15 @@ for stage in "$@"; do
         --accept 9.95 --block 9 --rounds 6 --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30 2>&1 | tail -25
       timeout ${ROUTE_S:-40} python3 benchmarks/bench_routing.py --out "$out/route_sites" --only "route sites e256" \
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
+    r4-spec)
+      # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
+      # (per-row and compact grids, vs the naive reference), then its tile / grid sweep at e256 with the
+      # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
+      mkdir -p "$out/spec"
+      timeout ${SPEC_TESTS_S:-35} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_moe_union.py 2>&1 | tail -6 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_SWEEP_S:-60} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
       # gpu-marked files), the round's switches ablated on top of the fastest round-3 step
@@ -78,6 +88,18 @@ for stage in "$@"; do
       if [ -n "${R4_SPEC_CMD:-}" ]; then
         timeout ${SPEC_S:-100} $R4_SPEC_CMD "$out/spec_vs_decode" 2>&1 | tail -25
       fi ;;
+    r4-gemv)
+      # Issue 27, round 4, call 1: the 2560-row decode GEMVs (KDA o_proj / MLA dense 2560x4096, dense down
+      # 2560x6144). GPU tests of the L2 prefetch before gdc_wait (real and odd shapes, eager/PDL/graph),
+      # then bench_gemv_2560.py: every tile / prefetch variant alone and in the KDA block's PDL chain,
+      # same call, against the copy ceiling it measures (gemv_2560.json, table last). <= 100 s. GEMV_DRY=1:
+      # tiny shapes, checked, not timed (the CPU rehearsal under TRITON_INTERPRET=1).
+      mkdir -p "$out/gemv"
+      timeout ${GEMV_TESTS_S:-35} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemv_prefetch_gpu.py \
+        tests/kernels/test_gemv.py -k prefetch 2>&1 | tail -6 | tee "$out/gemv/gpu_tests.log"
+      timeout ${GEMV_S:-65} python3 benchmarks/bench_gemv_2560.py --out "$out/gemv" ${GEMV_ONLY:+--only "$GEMV_ONLY"} ${GEMV_DRY:+--dry-run} \
+        > "$out/gemv/bench.log" 2>&1
+      grep -v '^{' "$out/gemv/bench.log" | tail -40 ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

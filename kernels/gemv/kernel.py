@@ -18,6 +18,10 @@ torch 2.11 / triton 3.6): the per-tile kernel went from PDL 11.13 us vs 9.91 pla
 9.28 vs 9.97 (trigger 1). The ACC_2D kernel shows no difference (6.88 vs 6.87 us under PDL), which
 fits the explanation: at 120 registers only ~4 of its programs fit per SM, about one grid's worth,
 so no second grid can become resident anyway. Trigger 2 was slower (7.36 us).
+
+L2 prefetch (PREFETCH, `GemvConfig.l2_prefetch`): before `gdc_wait` each program may also ask L2 for
+its whole strip (prefetch.py), so a projection that fits in L2 streams while the previous kernel's
+latency-bound tail still runs; no registers, the same products.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
+from bubblescope.kernels.gemv.prefetch import prefetch_strip_l2
 
 
 @triton.jit
@@ -118,13 +123,17 @@ def gemv_strip(
     ACC_2D: tl.constexpr = False,
     EVICT_FIRST: tl.constexpr = False,
     PDL_TRIGGER: tl.constexpr = 1,
+    PREFETCH: tl.constexpr = 0,
+    PREFETCH_LINES: tl.constexpr = 1,
 ):
     """One [BLOCK_M, BLOCK_N] output strip in fp32. Under PDL the first weight tile is loaded before
     `gdc_wait` (weights never depend on the previous kernel; x does); PDL_TRIGGER places the
-    dependents' launch (module docstring)."""
+    dependents' launch (module docstring); PREFETCH != 0 also asks L2 for the whole strip before the
+    wait (prefetch.py: PREFETCH is its MODE, PREFETCH_LINES its LINES)."""
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_n = o_n < N
     b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K, EVICT_FIRST)
+    prefetch_strip_l2(p_w, i_n * BLOCK_N, N, K, stride_wn, BLOCK_N, PREFETCH_LINES, PREFETCH)
     if PDL_TRIGGER == 0:
         pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
@@ -163,6 +172,8 @@ def gemv_kernel(
     ACC_2D: tl.constexpr = False,
     EVICT_FIRST: tl.constexpr = False,
     PDL_TRIGGER: tl.constexpr = 1,
+    PREFETCH: tl.constexpr = 0,
+    PREFETCH_LINES: tl.constexpr = 1,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
     i_n = tl.program_id(0).to(tl.int64)
@@ -183,6 +194,8 @@ def gemv_kernel(
         ACC_2D,
         EVICT_FIRST,
         PDL_TRIGGER,
+        PREFETCH,
+        PREFETCH_LINES,
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -15,6 +15,7 @@ from bubblescope.kernels.gemv.checks import (
     check_same_device,
 )
 from bubblescope.kernels.gemv.kernel import gemv_kernel
+from bubblescope.kernels.gemv.prefetch import prefetch_lines
 
 MAX_ROWS = 16
 # M == 1: the widest strip (8 rows down to 1) that still gives this many programs, ~4 per SM of the
@@ -36,6 +37,9 @@ class GemvConfig:
     evict_first: bool = False
     # Where PDL launches the dependent kernel: 0 before gdc_wait, 1 after it, 2 after the main loop.
     pdl_trigger: int = 1
+    # Before gdc_wait each program asks L2 for its whole strip (prefetch.py): 0 off, 1 prefetch.global.L2,
+    # 2 with evict_last. Off in the CPU interpreter (inline PTX); results are the same either way.
+    l2_prefetch: int = 0
 
 
 def rows_block(rows: int) -> int:
@@ -80,6 +84,15 @@ def check_config(config: GemvConfig, rows: int) -> None:
         raise KernelInputError(f"gemv: with {rows} rows block_n and block_k must be >= 16; got {config}")
     if config.pdl_trigger not in (0, 1, 2):
         raise KernelInputError(f"gemv: GemvConfig.pdl_trigger must be 0, 1 or 2; got {config.pdl_trigger}")
+    if config.l2_prefetch not in (0, 1, 2):
+        raise KernelInputError(f"gemv: GemvConfig.l2_prefetch must be 0, 1 or 2; got {config.l2_prefetch}")
+
+
+def prefetch_constants(config: GemvConfig) -> dict[str, int]:
+    """PREFETCH / PREFETCH_LINES of a launch: the config's mode on a GPU, 0 in the interpreter."""
+    if not config.l2_prefetch or is_interpreting():
+        return {"PREFETCH": 0, "PREFETCH_LINES": 1}
+    return {"PREFETCH": config.l2_prefetch, "PREFETCH_LINES": prefetch_lines(config.num_warps)}
 
 
 def launch_gemv(
@@ -107,6 +120,7 @@ def launch_gemv(
         ACC_2D=config.acc_2d,
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
+        **prefetch_constants(config),
         num_warps=config.num_warps,
         **launch_options(use_pdl),
     )

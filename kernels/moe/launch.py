@@ -11,6 +11,7 @@ from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_ro
 from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
+from bubblescope.kernels.moe.union_compact_kernel import union_compact_kernel
 from bubblescope.kernels.moe.union_kernel import union_experts_kernel
 from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue
 
@@ -313,12 +314,26 @@ def launch_union_experts(
     out: torch.Tensor,
     pdl: bool,
 ) -> None:
-    """The experts launch of a window, each distinct expert streamed once (union_kernel.py)."""
+    """The experts launch of a window, each distinct expert streamed once (union_kernel.py; on the
+    compact grid of union_compact_kernel.py with cfg.union_compact)."""
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
-    block_i = max(16, cfg.block_i)
-    union_experts_kernel[(rows * slots, triton.cdiv(inter, block_i))](
+    has_shared = weights.shared_slot is not None
+    slots = rule.top_k + has_shared
+    block_i = max(16, cfg.union_block_i)
+    common = dict(
+        BLOCK_M=UNION_BLOCK_M,
+        BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
+        BLOCK_I=block_i,
+        BLOCK_D=max(16, cfg.union_block_d),
+        BLOCK_DOUT=max(16, cfg.union_block_dout),
+        USE_PDL=pdl,
+        DOT_FP32=is_interpreting(),
+        STAGES=cfg.union_stages if cfg.deep_experts else 0,
+        num_warps=cfg.union_num_warps,
+        **launch_options(pdl),
+    )
+    args = (
         x,
         ws.ids,
         ws.weights,
@@ -331,20 +346,33 @@ def launch_union_experts(
         weights.w2.stride(0),
         hidden,
         inter,
-        weights.shared_slot if weights.shared_slot is not None else 0,
+        weights.shared_slot if has_shared else 0,
         float(weights.swiglu_limit),
         float(weights.shared_swiglu_limit),
-        TOP_K=rule.top_k,
-        SLOTS=slots,
-        BLOCK_M=UNION_BLOCK_M,
-        BLOCK_TOPK=triton.next_power_of_2(rule.top_k),
-        BLOCK_I=block_i,
-        BLOCK_D=max(16, cfg.block_d),
-        BLOCK_DOUT=max(16, cfg.block_dout),
-        USE_PDL=pdl,
-        DOT_FP32=is_interpreting(),
-        EARLY_SHARED=cfg.early_shared,
-        STAGES=cfg.union_stages if cfg.deep_experts else 0,
-        num_warps=cfg.num_warps,
-        **launch_options(pdl),
     )
+    if cfg.union_compact:
+        grid = union_compact_programs(rows * rule.top_k + has_shared, inter, block_i, cfg, x.device)
+        union_compact_kernel[(grid,)](*args, HAS_SHARED=has_shared, TOP_K=rule.top_k, **common)
+        return
+    union_experts_kernel[(rows * slots, triton.cdiv(inter, block_i))](
+        *args, TOP_K=rule.top_k, SLOTS=slots, EARLY_SHARED=cfg.early_shared, **common
+    )
+
+
+def union_compact_programs(
+    experts_most: int, inter: int, block_i: int, cfg: FusedMoEConfig, device: torch.device
+) -> int:
+    """The compact grid's size: one program per possible work item (every (expert, I-slice) of
+    `experts_most` distinct experts), or at most union_programs_per_sm per SM of the device."""
+    items = experts_most * triton.cdiv(inter, block_i)
+    if cfg.union_programs_per_sm <= 0:
+        return items
+    return min(items, cfg.union_programs_per_sm * sm_count(device))
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; on the CPU (the interpreter) 2, so a persistent grid
+    is small enough there that its programs loop over several items."""
+    if device.type != "cuda":
+        return 2
+    return torch.cuda.get_device_properties(device).multi_processor_count

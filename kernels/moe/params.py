@@ -117,6 +117,18 @@ class FusedMoEConfig:
     # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3
+    # The union launch's own tiles and warps (the decode launches' block_i / block_d / block_dout /
+    # num_warps do not apply to it): the values it ran with before it had its own.
+    union_block_i: int = 32
+    union_block_d: int = 128
+    union_block_dout: int = 128
+    union_num_warps: int = 8
+    # The union launch's grid (union_compact_kernel.py): False = one program per (row, slot, I-slice),
+    # the ones not holding an expert's first occurrence exit; True = the distinct experts' work items
+    # listed in every program, on `union_programs_per_sm` programs per SM that loop over them (0: one
+    # program per possible item, the working ones first).
+    union_compact: bool = False
+    union_programs_per_sm: int = 0
     # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
     # "router_launch": the router launch's last program by ticket (fused_kernel.py);
     # "experts": every experts program routes its own row after its wait (slot_routing.py, the

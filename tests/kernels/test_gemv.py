@@ -81,3 +81,34 @@ def test_choose_config_keeps_enough_programs():
 def test_gemv_rejects_bad_pdl_trigger():
     with pytest.raises(KernelInputError, match="pdl_trigger"):
         gemv(torch.randn(1, 32), torch.randn(8, 32), config=GemvConfig(block_n=8, block_k=32, pdl_trigger=3))
+
+
+@pytest.mark.parametrize("l2_prefetch", [1, 2])
+def test_gemv_l2_prefetch_matches_naive(device, l2_prefetch):
+    """The strip's L2 prefetch before the wait (`gemv_prefetch`) leaves the product as it was: a partial
+    last strip, a K that is not a multiple of the 64-element line, and a row stride wider than K. (On
+    the CPU the prefetch is inline PTX and stays off, so this runs the launcher's plumbing; on a GPU it
+    runs the prefetch itself.)"""
+    x = torch.randn(1, 200, device=device).to(torch.bfloat16)
+    weight = torch.randn(21, 260, device=device).to(torch.bfloat16)[:, :200]
+    out = poison(torch.empty(1, 21, device=device))
+    config = GemvConfig(block_n=4, block_k=64, l2_prefetch=l2_prefetch)
+    gemv(x, weight, out_dtype=torch.float32, config=config, out=out)
+    assert_close(f"gemv {config}", out, gemv_naive(x, weight, torch.float32), atol=1e-3, rtol=1e-3)
+
+
+def test_gemv_prefetch_constants():
+    """Two lines per thread a loop step; the interpreter never gets the inline PTX."""
+    from bubblescope.kernels.gemv.ops import prefetch_constants
+
+    assert prefetch_constants(GemvConfig(4, 512)) == {"PREFETCH": 0, "PREFETCH_LINES": 1}
+    on = prefetch_constants(GemvConfig(4, 512, num_warps=8, l2_prefetch=2))
+    if torch.cuda.is_available():
+        assert on == {"PREFETCH": 2, "PREFETCH_LINES": 512}
+    else:
+        assert on == {"PREFETCH": 0, "PREFETCH_LINES": 1}
+
+
+def test_gemv_rejects_bad_l2_prefetch():
+    with pytest.raises(KernelInputError, match="l2_prefetch"):
+        gemv(torch.randn(1, 32), torch.randn(8, 32), config=GemvConfig(block_n=8, block_k=32, l2_prefetch=3))
