@@ -6,11 +6,13 @@ against `moe_naive`), then timed as bench_kernels.py does: 16 calls (router copi
 50 MB L2) captured back to back in one CUDA graph, median of replays per call, without and with PDL.
 Variants of one shape run in the same process, so their ratios are same-run ratios.
 
-Issue 27's cases ("route sites ...", routing_site_cases.py) compare where the decode layer routes.
+Issue 27's cases ("route sites ...", routing_site_cases.py) compare where the decode layer routes;
+"experts stream ..." (experts_stream_cases.py) how its experts launch streams the expert weights.
 
 Usage: python3 benchmarks/bench_routing.py --out OUT   (writes routing.json there; prints a table last)
        --only TEXT: cases whose name contains TEXT; --pdl-only: time with PDL only (fewer compiles);
-       --dry-run: the "route sites" cases at a tiny shape, checked but not timed (CPU: TRITON_INTERPRET=1)
+       --dry-run: the "route sites" and "experts stream" cases at a tiny shape, checked but not timed
+       (CPU: TRITON_INTERPRET=1)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bench_kernels import BF16, case_moe, copies_for, measure_copy_ceiling_tbps,
 from bubblescope.kernels.gemv import GemvConfig, gemv
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule, route_naive
 from bubblescope.kernels.moe.launch import launch_router_route
+from experts_stream_cases import experts_stream_cases
 from routing_site_cases import DRY_SHAPE, E256_SHAPE, routing_site_cases
 
 from bubblescope.files.atomic import write_json_atomic
@@ -198,6 +201,8 @@ def build_cases() -> dict[str, Callable[[], dict]]:
         cases[label] = lambda c=cfg: case_moe(True, BF16, c, rows=10)
     # Issue 27: who routes the decode layer (router launch's ticket, the experts, a launch of its own).
     cases.update(routing_site_cases(E256_SHAPE, "cuda"))
+    # Issue 27, round 4: how the experts launch streams the gathered weights (TMA, deeper, more CTAs).
+    cases.update(experts_stream_cases(E256_SHAPE, "cuda"))
     return cases
 
 
@@ -241,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="check the 'route sites' cases at a tiny shape without timing (CPU: needs TRITON_INTERPRET=1)",
+        help="check the 'route sites' and 'experts stream' cases at a tiny shape without timing (CPU: needs "
+        "TRITON_INTERPRET=1)",
     )
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
@@ -252,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_routing: needs a CUDA device (or --dry-run)", file=sys.stderr)
         return 2
     if args.dry_run:
-        cases, ceiling_tbps, modes = routing_site_cases(DRY_SHAPE, "cuda" if cuda else "cpu"), None, ()
+        device = "cuda" if cuda else "cpu"
+        cases = routing_site_cases(DRY_SHAPE, device) | experts_stream_cases(DRY_SHAPE, device)
+        ceiling_tbps, modes = None, ()
     else:
         cases, ceiling_tbps = build_cases(), measure_copy_ceiling_tbps()
         modes = (("graph_pdl", True),) if args.pdl_only else (("graph", False), ("graph_pdl", True))

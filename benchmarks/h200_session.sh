@@ -3,7 +3,8 @@
 #   bash benchmarks/h200_session.sh OUT STAGE...
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
 # step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
-# union experts launch, tests + tile/grid sweep; r4-kdanorm, KDA's head norm in o_proj's prologue), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream;
+# r4-kdanorm, KDA's head norm in o_proj's prologue), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -114,6 +115,24 @@ for stage in "$@"; do
         2>&1 | tail -8 | tee "$out/kdanorm/kernel_gpu_tests.log"
       timeout ${KDANORM_FTEST_S:-30} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
         2>&1 | grep -E "relative|launches|passed|failed|skipped|Error|error" | tail -12 | tee "$out/kdanorm/fast_gpu_tests.log" ;;
+    r4-experts)
+      # Issue 27, round 4, call 1: the decode MoE experts launch's weight stream (h27-experts). GPU tests of
+      # the TMA experts launch (tiny shapes: partial tiles on real TMA; e256 eager and graph + PDL, vs
+      # moe_naive), then bench_routing's "experts stream e256" cases: today's deep_experts vs the TMA
+      # candidates in one MoE layer (fast_topk, early_shared, routing_in_experts), 16 tokens in one CUDA
+      # graph under PDL, against the copy ceiling of the same call; then the candidates' registers /
+      # shared memory with the device's Triton. <= 100 s. EXPERTS_DRY=1: tiny shapes, checked, not timed
+      # (the CPU rehearsal under TRITON_INTERPRET=1; the GPU-only tests skip there).
+      mkdir -p "$out/experts"
+      tag=e256; [ -n "${EXPERTS_DRY:-}" ] && tag=tiny
+      timeout ${EXPERTS_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
+        | tail -6 | tee "$out/experts/gpu_tests.log"
+      timeout ${EXPERTS_BENCH_S:-48} python3 benchmarks/bench_routing.py --out "$out/experts" \
+        --only "experts stream $tag" --pdl-only ${EXPERTS_DRY:+--dry-run} \
+        > "$out/experts/bench.log" 2>&1
+      grep -v '^{' "$out/experts/bench.log" | tail -12
+      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-12} python3 benchmarks/compile_experts.py --route-here \
+        2>&1 | grep -v -i warn | tail -9 | tee "$out/experts/compile.log" ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

@@ -112,10 +112,13 @@ def case_router_alone(shape: tuple[int, int, int], device: str, route: bool) -> 
     return dict(bytes=shape[0] * shape[1] * 2, ok=ok, err=err, calls=calls)
 
 
-def case_layer(shape: tuple[int, int, int], device: str, site: str) -> dict:
-    """The whole layer (moe_fused) with this routing site; checked against moe_naive and route_naive."""
+def case_layer(
+    shape: tuple[int, int, int], device: str, site: str, config: FusedMoEConfig | None = None
+) -> dict:
+    """The whole layer (moe_fused) with this routing site (and config: site_config's by default);
+    checked against moe_naive and route_naive."""
     weights, tokens = layer(shape, device)
-    config = site_config(shape, site)
+    config = config or site_config(shape, site)
     workspace = MoEWorkspace.allocate(1, weights, RULE)
     out = torch.empty(1, shape[1], device=device)
     moe_fused(tokens[0], weights, RULE, use_pdl=True, workspace=workspace, config=config, out=out)

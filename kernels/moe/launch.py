@@ -11,9 +11,11 @@ from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_ro
 from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
 from bubblescope.kernels.moe.params import FusedMoEConfig, MoEWeights, MoEWorkspace, RoutingRule
 from bubblescope.kernels.moe.routing_kernel import routing_kernel
+from bubblescope.kernels.moe.tma_kernel import tma_experts_kernel
 from bubblescope.kernels.moe.union_compact_kernel import union_compact_kernel
 from bubblescope.kernels.moe.union_kernel import union_experts_kernel
 from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 
 def norm_epilogue_arguments(epilogue: NormEpilogue | None, out: torch.Tensor) -> dict[str, object]:
@@ -245,6 +247,9 @@ def launch_experts(
 ) -> None:
     """The experts launch of the fused layer (fused or deep kernel) into the zeroed out: slots read
     ws.ids / ws.weights, or (route_here) route from ws.logits themselves; `epilogue` as launch_fused_moe."""
+    if cfg.tma_experts:
+        launch_tma_experts(x, weights, rule, ws, cfg, out, pdl, route_here, epilogue)
+        return
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
@@ -280,6 +285,71 @@ def launch_experts(
         **experts_routing_constants(weights.router.shape[0], rule, route_here),
         **norm_epilogue_arguments(epilogue, out),
         **extra,
+        **launch_options(pdl),
+    )
+
+
+def tma_aligned(weights: MoEWeights) -> bool:
+    """TMA descriptors need 16-byte aligned rows of w13 `[S, 2I, D]` and w2 `[S, D, I]` (and bases)."""
+    size = weights.w13.element_size()
+    hidden, inter = weights.w2.shape[1], weights.w2.shape[2]
+    tensors = (weights.w13, weights.w2)
+    return (
+        (hidden * size) % 16 == 0
+        and (inter * size) % 16 == 0
+        and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors)
+    )
+
+
+def launch_tma_experts(
+    x: torch.Tensor,
+    weights: MoEWeights,
+    rule: RoutingRule,
+    ws: MoEWorkspace,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+    route_here: bool,
+    epilogue: NormEpilogue | None = None,
+) -> None:
+    """The experts launch with TMA weight tiles (tma_kernel.py; cfg.tma_*), arguments as launch_experts.
+    The descriptors are built here, on the host, over the stacked weights as 2D: the expert is a row."""
+    rows, hidden = x.shape
+    inter = weights.w2.shape[2]
+    slots = rule.top_k + (weights.shared_slot is not None)
+    block_i = cfg.tma_block_i
+    w13 = TensorDescriptor.from_tensor(weights.w13.view(-1, hidden), [block_i, cfg.block_d])
+    w2 = TensorDescriptor.from_tensor(weights.w2.view(-1, inter), [cfg.block_dout, block_i])
+    tma_experts_kernel[(rows * slots, triton.cdiv(inter, block_i))](
+        x,
+        ws.ids,
+        ws.weights,
+        w13,
+        w2,
+        out,
+        x.stride(0),
+        hidden,
+        inter,
+        weights.shared_slot if weights.shared_slot is not None else 0,
+        float(weights.swiglu_limit),
+        float(weights.shared_swiglu_limit),
+        ws.logits,
+        weights.expert_bias,
+        weights.router.shape[0],
+        rule.scale,
+        SLOTS=slots,
+        BLOCK_I=block_i,
+        BLOCK_D=cfg.block_d,
+        BLOCK_DOUT=cfg.block_dout,
+        USE_PDL=pdl,
+        STAGES=cfg.tma_stages,
+        DOT=cfg.tma_dot,
+        # The interpreter's bf16 dot is unreliable (union_kernel.dot_rows); fp32 weights want exact dots.
+        DOT_FP32=is_interpreting() or weights.w13.dtype == torch.float32,
+        EARLY_SHARED=cfg.early_shared,
+        num_warps=cfg.num_warps,
+        **experts_routing_constants(weights.router.shape[0], rule, route_here),
+        **norm_epilogue_arguments(epilogue, out),
         **launch_options(pdl),
     )
 

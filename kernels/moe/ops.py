@@ -18,6 +18,7 @@ from bubblescope.kernels.moe.launch import (
     launch_router_and_routing,
     launch_routing,
     launch_swiglu_experts,
+    tma_aligned,
     union_applies,
 )
 from bubblescope.kernels.moe.params import (
@@ -152,6 +153,20 @@ def moe_unfused(
     return out
 
 
+def check_tma_experts(weights: MoEWeights, cfg: FusedMoEConfig) -> None:
+    """What the TMA experts launch needs: descriptors over 16-byte aligned rows, and (tma_dot) tiles
+    of at least 16 on every side of a dot."""
+    if not tma_aligned(weights):
+        raise KernelInputError(
+            f"{OP}: tma_experts needs contiguous, 16-byte aligned w13 / w2 rows "
+            f"(hidden and inter times {weights.w13.element_size()} bytes a multiple of 16)"
+        )
+    if min(cfg.tma_block_i, cfg.block_d) * weights.w13.element_size() < 16:
+        raise KernelInputError(f"{OP}: tma_experts needs tiles at least 16 bytes wide (tma_block_i, block_d)")
+    if cfg.tma_dot and min(cfg.tma_block_i, cfg.block_d, cfg.block_dout) < 16:
+        raise KernelInputError(f"{OP}: tma_dot needs tma_block_i, block_d and block_dout >= 16")
+
+
 def moe_fused(
     x: torch.Tensor,
     weights: MoEWeights,
@@ -178,8 +193,10 @@ def moe_fused(
     check_powers_of_two(
         OP,
         cfg,
-        ("block_i", "block_d", "block_dout", "router_block_n", "deep_block_i"),
+        ("block_i", "block_d", "block_dout", "router_block_n", "deep_block_i", "tma_block_i"),
     )
+    if cfg.tma_experts:
+        check_tma_experts(weights, cfg)
     if cfg.routing_site not in ROUTING_SITES:
         raise KernelInputError(
             f"{OP}: routing_site {cfg.routing_site!r} is not one of {', '.join(ROUTING_SITES)}"
