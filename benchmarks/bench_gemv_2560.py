@@ -47,24 +47,28 @@ PLAIN_TOO = ("base bn4 bk512 w4", "bn4 bk512 w4 pf1")
 
 @dataclass(frozen=True)
 class Shape:
-    """hidden = the projections' output rows; heads x dim = KDA's width (o_proj's K); down = FFN down's K."""
+    """hidden = the projections' output rows; heads x dim = KDA's width (o_proj's K); down = FFN down's K;
+    mla_in = the MLA in_proj's rows (q, latent, rope key, head gate), a 34.6 MB projection that fits L2."""
 
     hidden: int
     heads: int
     dim: int
     down: int
+    mla_in: int
     layers: int
     device: str
 
 
-FLASH = Shape(hidden=2560, heads=32, dim=128, down=6144, layers=32, device="cuda")
+FLASH = Shape(hidden=2560, heads=32, dim=128, down=6144, mla_in=6752, layers=32, device="cuda")
 # Odd hidden size: the last strip of every tile shape is partial (masks exercised).
-DRY = Shape(hidden=38, heads=2, dim=16, down=72, layers=2, device="cpu")
+DRY = Shape(hidden=38, heads=2, dim=16, down=72, mla_in=45, layers=2, device="cpu")
+# The MLA in_proj with and without the prefetch (its own tiles: 8-row strips, ops.choose_config).
+MLA_IN_VARIANTS = ("base bn8 bk512 w4", "bn8 bk512 w4 pf1")
 
 
-def case_alone(shape: Shape, in_features: int, config: GemvConfig) -> dict:
-    """One projection [hidden, in_features], calls over weight copies rotated past L2."""
-    n, k = shape.hidden, in_features
+def case_alone(shape: Shape, out_features: int, in_features: int, config: GemvConfig) -> dict:
+    """One projection [out_features, in_features], calls over weight copies rotated past L2."""
+    n, k = out_features, in_features
     bytes_per_call = n * k * 2 + (n + k) * 2
     copies = copies_for(bytes_per_call) if shape.device == "cuda" else 2
     weights = [torch.randn(n, k, device=shape.device, dtype=BF16) / k**0.5 for _ in range(copies)]
@@ -167,7 +171,8 @@ def case_chain(data: ChainData, config: GemvConfig | None) -> dict:
 
 def build_cases(shape: Shape) -> dict[str, Callable[[], dict]]:
     """The KDA block chain first (the decisive rows), then every variant alone at 2560 x 4096 and
-    2560 x 6144 (a run cut short by its timeout keeps what came first)."""
+    2560 x 6144, then the MLA in_proj with and without the prefetch (a run cut short by its timeout
+    keeps what came first)."""
     holder: dict[str, ChainData] = {}
 
     def data() -> ChainData:
@@ -183,7 +188,11 @@ def build_cases(shape: Shape) -> dict[str, Callable[[], dict]]:
     for in_features in (shape.heads * shape.dim, shape.down):
         for name, config in ALONE_VARIANTS.items():
             label = f"alone {shape.hidden}x{in_features} {name}"
-            cases[label] = lambda k=in_features, c=config: case_alone(shape, k, c)
+            cases[label] = lambda k=in_features, c=config: case_alone(shape, shape.hidden, k, c)
+    for name in MLA_IN_VARIANTS:
+        config = ALONE_VARIANTS[name.removeprefix("base ")]
+        label = f"alone mla_in {shape.mla_in}x{shape.hidden} {name}"
+        cases[label] = lambda c=config: case_alone(shape, shape.mla_in, shape.hidden, c)
     return cases
 
 

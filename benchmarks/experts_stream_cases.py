@@ -42,7 +42,9 @@ def stream_config(shape: tuple[int, int, int], tma: bool, dot: bool, stages: int
         tma_stages=stages or 4,
     )
     if shape == E256_SHAPE:
-        return FusedMoEConfig(**common, deep_block_i=block_i, tma_block_i=block_i, num_warps=warps)
+        # warps: the experts launch's (the router launch keeps the decode step's 8).
+        warp_knob = dict(tma_num_warps=warps) if tma else dict(num_warps=warps)
+        return FusedMoEConfig(**common, deep_block_i=block_i, tma_block_i=block_i, **warp_knob)
     return FusedMoEConfig(
         **common, router_block_n=16, deep_block_i=16, tma_block_i=16, block_d=32, block_dout=32, num_warps=4
     )

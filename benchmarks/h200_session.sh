@@ -4,7 +4,8 @@
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
 # step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
 # union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream;
-# r4-kdanorm, KDA's head norm in o_proj's prologue), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# r4-kdapersist, the KDA block as one persistent launch; r4-kdanorm, KDA's head norm in o_proj's prologue),
+# round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -115,6 +116,23 @@ for stage in "$@"; do
         2>&1 | tail -8 | tee "$out/kdanorm/kernel_gpu_tests.log"
       timeout ${KDANORM_FTEST_S:-30} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
         2>&1 | grep -E "relative|launches|passed|failed|skipped|Error|error" | tail -12 | tee "$out/kdanorm/fast_gpu_tests.log" ;;
+    r4-kdapersist)
+      # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
+      # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
+      # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
+      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
+      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # tests (the CPU rehearsal under TRITON_INTERPRET=1).
+      mkdir -p "$out/kdapersist"
+      if [ -z "${KDAPERSIST_DRY:-}" ]; then
+        timeout ${KDAPERSIST_TESTS_S:-45} python3 -m pytest -q -s -p no:cacheprovider tests/kernels/test_kda_block_gpu.py \
+          > "$out/kdapersist/gpu_tests.log" 2>&1
+        grep -E "step 4 layer 2|passed|failed|Error" "$out/kdapersist/gpu_tests.log" | tail -12
+      fi
+      timeout ${KDAPERSIST_S:-55} python3 benchmarks/bench_kda_block.py --out "$out/kdapersist" ${KDAPERSIST_DRY:+--dry-run} \
+        > "$out/kdapersist/bench.log" 2>&1
+      grep -v '^{' "$out/kdapersist/bench.log" | tail -16 ;;
     r4-experts)
       # Issue 27, round 4, call 1: the decode MoE experts launch's weight stream (h27-experts). GPU tests of
       # the TMA experts launch (tiny shapes: partial tiles on real TMA; e256 eager and graph + PDL, vs

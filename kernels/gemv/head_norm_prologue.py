@@ -10,7 +10,8 @@ L1-broadcast) for each x element it loads. No reduction and no layout change in 
 extra reads are x in fp32 (16 KB instead of 8 KB), the gate row and o_norm, all from L2.
 
 Same strips as `gemv_kernel` with ACC_2D (one row, elementwise fp32 accumulation, one reduction over K at
-the end; kernel.py says why), the first weight tile loaded before `gdc_wait`, PDL_TRIGGER as there.
+the end; kernel.py says why), the first weight tile loaded before `gdc_wait`, PDL_TRIGGER and the L2
+prefetch of the strip (`GemvConfig.l2_prefetch`, the `gemv_prefetch` switch) as there.
 With an epilogue (`norm_epilogue` on as well) the launch's last program also does the next block's
 residual add + RMSNorm (kernels/rmsnorm/epilogue.py).
 """
@@ -23,7 +24,8 @@ import triton.language as tl
 from bubblescope.kernels._pdl import launch_options, pdl_launch_dependents, pdl_wait, resolve_pdl
 from bubblescope.kernels.gemv.checks import FLOAT_DTYPES, KernelInputError, check_dtype, check_same_device
 from bubblescope.kernels.gemv.kernel import load_weight_tile
-from bubblescope.kernels.gemv.ops import GemvConfig, check_config, choose_config
+from bubblescope.kernels.gemv.ops import GemvConfig, check_config, choose_config, prefetch_constants
+from bubblescope.kernels.gemv.prefetch import prefetch_strip_l2
 from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue, check_norm_epilogue, last_program_add_rmsnorm
 
 OP = "gemv_head_norm"
@@ -76,12 +78,15 @@ def gemv_head_norm_kernel(
     USE_EPILOGUE: tl.constexpr,
     NORM_CHUNK: tl.constexpr,
     NORM_CHUNKS: tl.constexpr,
+    PREFETCH: tl.constexpr = 0,
+    PREFETCH_LINES: tl.constexpr = 1,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[0, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
     i_n = tl.program_id(0).to(tl.int64)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_n = o_n < N
     b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K, EVICT_FIRST)
+    prefetch_strip_l2(p_w, i_n * BLOCK_N, N, K, stride_wn, BLOCK_N, PREFETCH_LINES, PREFETCH)
     if PDL_TRIGGER == 0:
         pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
@@ -164,7 +169,7 @@ def gemv_head_norm(
         weight: `[N, H*V]` o_proj weight.
         eps: the head RMSNorm's epsilon.
         use_pdl: Programmatic Dependent Launch where supported.
-        config: strips (block_n, block_k, num_warps, evict_first, pdl_trigger); default
+        config: strips (block_n, block_k, num_warps, evict_first, pdl_trigger, l2_prefetch); default
             `choose_config(1, N, K)`, the plain GEMV's. acc_2d is implied.
         out: optional `[1, N]` destination, gate's dtype (contiguous with an epilogue).
         epilogue: the next block's residual add + RMSNorm in the last program (`norm_epilogue`).
@@ -216,6 +221,7 @@ def gemv_head_norm(
         USE_EPILOGUE=epilogue is not None,
         NORM_CHUNK=chunk,
         NORM_CHUNKS=chunks,
+        **prefetch_constants(config),
         num_warps=config.num_warps,
         **launch_options(pdl),
     )

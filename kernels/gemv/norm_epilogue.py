@@ -19,6 +19,7 @@ from bubblescope.kernels.gemv.ops import (
     check_config,
     check_gemv_inputs,
     choose_config,
+    prefetch_constants,
     rows_block,
 )
 from bubblescope.kernels.rmsnorm.epilogue import NormEpilogue, check_norm_epilogue, last_program_add_rmsnorm
@@ -49,6 +50,8 @@ def gemv_norm_epilogue_kernel(
     ACC_2D: tl.constexpr = False,
     EVICT_FIRST: tl.constexpr = False,
     PDL_TRIGGER: tl.constexpr = 1,
+    PREFETCH: tl.constexpr = 0,
+    PREFETCH_LINES: tl.constexpr = 1,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, its strip]; the last one norms every row.
     y is `[M, N]` contiguous (row stride N), as the epilogue reads it."""
@@ -70,6 +73,8 @@ def gemv_norm_epilogue_kernel(
         ACC_2D,
         EVICT_FIRST,
         PDL_TRIGGER,
+        PREFETCH,
+        PREFETCH_LINES,
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -136,6 +141,7 @@ def gemv_add_rmsnorm(
         ACC_2D=config.acc_2d,
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
+        **prefetch_constants(config),
         num_warps=config.num_warps,
         **launch_options(pdl),
     )

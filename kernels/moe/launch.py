@@ -347,7 +347,7 @@ def launch_tma_experts(
         # The interpreter's bf16 dot is unreliable (union_kernel.dot_rows); fp32 weights want exact dots.
         DOT_FP32=is_interpreting() or weights.w13.dtype == torch.float32,
         EARLY_SHARED=cfg.early_shared,
-        num_warps=cfg.num_warps,
+        num_warps=cfg.tma_num_warps,
         **experts_routing_constants(weights.router.shape[0], rule, route_here),
         **norm_epilogue_arguments(epilogue, out),
         **launch_options(pdl),

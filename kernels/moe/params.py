@@ -117,13 +117,15 @@ class FusedMoEConfig:
     # The experts launch with its weight tiles brought by TMA copies into shared memory (tma_kernel.py):
     # Triton's pipeliner keeps tma_stages - 1 copies in flight per program (shared memory, not
     # registers); tma_dot feeds the tiles to tensor-core dots straight from shared memory instead of
-    # multiplying them in registers; its own I-slice (tma_block_i replaces block_i / deep_block_i).
+    # multiplying them in registers; its own I-slice (tma_block_i replaces block_i / deep_block_i) and
+    # warps (tma_num_warps; the router launch keeps num_warps).
     # Takes precedence over deep_experts for the serial (decode) experts launch; the union launch is not
     # affected. Needs 16-byte aligned rows (hidden and inter times the element size).
     tma_experts: bool = False
     tma_dot: bool = False
     tma_stages: int = 4
     tma_block_i: int = 64
+    tma_num_warps: int = 4
     # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3

@@ -66,8 +66,9 @@ def test_gemv_head_norm_matches_naive(device, heads, value_dim, parts, out_featu
     config = GemvConfig(block_n=4, block_k=block_k)
     gemv_head_norm(x, sumsq, gate, o_norm, weight, eps=1e-6, config=config, out=out)
     want = gemv_head_norm_naive(x, gate, o_norm, weight, eps=1e-6)
+    # bf16: y itself is rounded to bf16, so one ulp of the largest output is the scale of a difference.
     tol = 1e-4 if dtype == torch.float32 else 2e-2
-    assert_close("gemv_head_norm", out, want, tol, tol)
+    assert_close("gemv_head_norm", out, want, tol * float(want.float().abs().max()), tol)
 
 
 def test_norm_in_oproj_equals_kda_decode_then_gemv(device):

@@ -96,7 +96,7 @@ def test_tma_experts_at_e256_shapes(mode, dot, block_i, warps):
         tma_experts=True,
         tma_dot=dot,
         tma_block_i=block_i,
-        num_warps=warps,
+        tma_num_warps=warps,
     )
     workspace = MoEWorkspace.allocate(1, weights, rule)
     out = torch.empty(1, 2560, device="cuda")
