@@ -101,6 +101,10 @@ def main() -> int:
         ("PHASE 0 (one launch), L2 prefetch", {"PHASE": 0, "L2_PREFETCH": True}),
         ("PHASE 0 (one launch), no L2 prefetch", {"PHASE": 0, "L2_PREFETCH": False}),
         ("PHASE 0, L2 prefetch, 16-row in_proj strips", {"PHASE": 0, "L2_PREFETCH": True, "IN_BLOCK_N": 16}),
+        (
+            "PHASE 0, L2 prefetch, 4x1024 in_proj strips",
+            {"PHASE": 0, "L2_PREFETCH": True, "IN_BLOCK_N": 4, "IN_BLOCK_K": 1024},
+        ),
         ("PHASE 1 (in_proj strips)", {"PHASE": 1, "L2_PREFETCH": False}),
         ("PHASE 2 (KDA slice)", {"PHASE": 2, "L2_PREFETCH": False}),
         ("PHASE 3 (o_proj strips)", {"PHASE": 3, "L2_PREFETCH": False}),

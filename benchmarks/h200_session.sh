@@ -64,12 +64,14 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (per-row and compact grids, vs the naive reference), then its tile / grid sweep at e256 with the
+      # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
+      # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
       # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-35} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
-        tests/kernels/test_moe_union.py 2>&1 | tail -6 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-60} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
+        2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -143,14 +145,14 @@ for stage in "$@"; do
       # (the CPU rehearsal under TRITON_INTERPRET=1; the GPU-only tests skip there).
       mkdir -p "$out/experts"
       tag=e256; [ -n "${EXPERTS_DRY:-}" ] && tag=tiny
-      timeout ${EXPERTS_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
+      timeout ${EXPERTS_TESTS_S:-37} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
         | tail -6 | tee "$out/experts/gpu_tests.log"
       timeout ${EXPERTS_BENCH_S:-48} python3 benchmarks/bench_routing.py --out "$out/experts" \
         --only "experts stream $tag" --pdl-only ${EXPERTS_DRY:+--dry-run} \
         > "$out/experts/bench.log" 2>&1
       grep -v '^{' "$out/experts/bench.log" | tail -12
-      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-12} python3 benchmarks/compile_experts.py --route-here \
-        2>&1 | grep -v -i warn | tail -9 | tee "$out/experts/compile.log" ;;
+      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-15} python3 benchmarks/compile_experts.py --route-here \
+        2>&1 | grep -v -i warn | tail -11 | tee "$out/experts/compile.log" ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

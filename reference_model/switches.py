@@ -121,6 +121,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "verify_gated_norm",
+        "speculative verify: KDA's per-head output norm and sigmoid gate as one Triton launch per layer",
+        "the eager gated RMSNorm: ~11 PyTorch kernels per KDA layer (casts, pow, mean, rsqrt, sigmoid, ...)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "graph_metadata",
         "prepare decode metadata inside the captured CUDA graph",
         "eager metadata ops between graph replays",
@@ -170,6 +176,8 @@ class LingSwitches:
     fused_kda_verify: bool = False
     # Acts on the speculative verify window only.
     verify_norm_kernel: bool = False
+    # Acts on the speculative verify window's KDA layers only.
+    verify_gated_norm: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False
