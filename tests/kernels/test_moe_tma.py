@@ -25,25 +25,25 @@ HIDDEN, INTER = 136, 24
 
 
 @pytest.mark.parametrize(
-    ("rows", "dtype", "early_shared", "shared", "dot", "site"),
+    ("rows", "dtype", "early_shared", "shared", "dot", "site", "tma_x"),
     [
-        (1, torch.bfloat16, True, True, False, "experts"),
-        (1, torch.bfloat16, True, True, True, "experts"),
-        (3, torch.float32, True, False, True, "router_launch"),
-        (3, torch.bfloat16, False, True, False, "router_launch"),
-        (1, torch.float32, False, True, True, "experts"),
-        (1, torch.float32, False, False, False, "experts"),
+        (1, torch.bfloat16, True, True, False, "experts", True),
+        (1, torch.bfloat16, True, True, True, "experts", True),
+        (3, torch.float32, True, False, True, "router_launch", True),
+        (3, torch.bfloat16, False, True, False, "router_launch", False),
+        (1, torch.float32, False, True, True, "experts", False),
+        (1, torch.float32, False, False, False, "experts", True),
     ],
     ids=[
         "1-bf16-fma-route_here",
         "1-bf16-dot-route_here",
         "3-fp32-dot-no-shared",
-        "3-bf16-fma-waited",
-        "1-fp32-dot-waited-route_here",
+        "3-bf16-fma-waited-x-plain",
+        "1-fp32-dot-waited-route_here-x-plain",
         "1-fp32-fma-no-shared-route_here",
     ],
 )
-def test_tma_experts_match_naive(device, rows, dtype, early_shared, shared, dot, site):
+def test_tma_experts_match_naive(device, rows, dtype, early_shared, shared, dot, site, tma_x):
     weights = make_weights(15, HIDDEN, INTER, device, dtype, shared=shared, limits=(0.6, 0.8))
     x = torch.randn(rows, HIDDEN, device=device).to(dtype)
     want = moe_naive(x, weights, RULE)
@@ -52,6 +52,7 @@ def test_tma_experts_match_naive(device, rows, dtype, early_shared, shared, dot,
         tma_dot=dot,
         tma_stages=3,
         tma_block_i=16,
+        tma_x=tma_x,
         fast_topk=True,
         early_shared=early_shared,
         routing_site=site,
