@@ -117,6 +117,7 @@ NO_RULE = {
     "early_shared": _IN_FUSED_MOE,
     "deep_experts": _IN_FUSED_MOE,
     "routing_in_experts": _IN_FUSED_MOE,
+    "kda_norm_in_oproj": "moves KDA's head norm into o_proj's prologue: no launch or gap removed",
     "expert_union": _VERIFY_ONLY,
     "staged_kda": _VERIFY_ONLY,
     "fused_kda_verify": _VERIFY_ONLY,
