@@ -138,7 +138,7 @@ def rules_for(
         rules.append(
             _rule(
                 "MoE experts (routed + shared)",
-                ["fused_experts_kernel", "deep_experts_kernel"],
+                ["fused_experts_kernel", "deep_experts_kernel", "tma_experts_kernel"],
                 experts + bias + moe_norm,
                 moe,
             )

@@ -51,6 +51,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "tma_experts",
+        "fused MoE: the experts launch's weight tiles arrive by TMA bulk copies into shared memory, "
+        "several in flight per program, and feed tensor-core dots from there",
+        "each experts program loads its weight tiles into registers (two in flight with deep_experts)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "fused_mla_glue",
         "MLA: W_UK into the query, and W_UV with the head gate into the output, as two Triton launches",
         "PyTorch ops around the MLA attention: cast + bmm before, bmm, sigmoid, multiply and casts after",
@@ -158,6 +165,9 @@ class LingSwitches:
     # Acts on the fused MoE launch only, like early_shared; a verify window under expert_union keeps
     # the union launch.
     deep_experts: bool = False
+    # Acts on the fused MoE experts launch (not a verify window's union launch), where the expert
+    # weights' rows are 16-byte aligned (every preset's).
+    tma_experts: bool = False
     # Acts on the fused MoE launch of one token only (a verify window keeps its routing launch).
     routing_in_experts: bool = False
     # Acts on the one-token fast step's MLA layers (the speculative verify keeps its own MLA path).

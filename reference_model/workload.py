@@ -38,6 +38,7 @@ FAST_SWITCHES = (
     "fast_topk",
     "early_shared",
     "deep_experts",
+    "tma_experts",
     "fused_mla_glue",
     "norm_epilogue",
     "routing_in_experts",

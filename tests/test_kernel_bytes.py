@@ -48,6 +48,7 @@ def test_fused_and_unfused_moe_name_their_own_kernels() -> None:
     assert fused["MoE experts (routed + shared)"]["kernels"] == [
         "fused_experts_kernel",
         "deep_experts_kernel",
+        "tma_experts_kernel",
     ]
     # The GEMV grids are the launcher's: the H200 trace of this preset has grids 2564, 640, 844, 1536, 256.
     assert {r["grid_x"] for r in unfused.values() if r["grid_x"]} == {2564, 640, 844, 1536, 256}

@@ -116,6 +116,7 @@ NO_RULE = {
     "fast_topk": _IN_FUSED_MOE,
     "early_shared": _IN_FUSED_MOE,
     "deep_experts": _IN_FUSED_MOE,
+    "tma_experts": _IN_FUSED_MOE,
     "routing_in_experts": _IN_FUSED_MOE,
     "kda_norm_in_oproj": "moves KDA's head norm into o_proj's prologue: no launch or gap removed",
     "expert_union": _VERIFY_ONLY,

@@ -23,6 +23,7 @@ from bubblescope.kernels.kda_decode.heads import kda_decode_heads
 from bubblescope.kernels.mla_decode import mla_decode
 from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
+from bubblescope.kernels.moe.launch import tma_aligned
 from bubblescope.kernels.rmsnorm import NormEpilogue, add_rmsnorm
 
 from ..ffn import swiglu
@@ -94,6 +95,9 @@ class StepOptions:
         routing_in_experts: the fused experts launch's programs route the token themselves from the
             router logits; the router launch has no ticket (kernels/moe/slot_routing.py; no effect
             with fused_moe off).
+        tma_experts: the fused experts launch's weight tiles come by TMA copies into shared memory,
+            pipelined, and feed tensor-core dots (kernels/moe/tma_kernel.py; no effect with fused_moe
+            off or on weights whose rows are not 16-byte aligned).
         fused_mla_glue: the MLA head products (W_UK into the query; W_UV and the head gate into the
             output) as two Triton launches (kernels/mla_glue) instead of PyTorch ops.
         norm_epilogue: each block's output launch (KDA o_proj, MLA dense, dense FFN down, the fused
@@ -116,6 +120,7 @@ class StepOptions:
     early_shared: bool = False
     deep_experts: bool = False
     routing_in_experts: bool = False
+    tma_experts: bool = False
     fused_mla_glue: bool = False
     norm_epilogue: bool = False
     kda_norm_in_oproj: bool = False
@@ -289,6 +294,7 @@ def moe_block(
         early_shared=opts.early_shared,
         deep_experts=opts.deep_experts,
         routing_site="experts" if opts.routing_in_experts else "router_launch",
+        tma_experts=opts.tma_experts and tma_aligned(weights),
     )
     out = moe_fused(
         normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config, epilogue=norm

@@ -139,6 +139,19 @@ def test_routing_in_experts_on_the_fused_path_keeps_tokens(
     assert first_diff is None, f"routing_in_experts: tokens differ from all-off at step {first_diff}"
 
 
+# tma_experts changes how the experts launch brings and multiplies its weight tiles (TMA copies,
+# tensor-core dots of the row split in three bf16 parts): on the all-on MoE path, same greedy tokens.
+TMA_EXPERTS_ON_FUSED = NEW_MOE_ON_FUSED | {"routing_in_experts", "tma_experts"}
+
+
+@pytest.mark.interpreter
+def test_tma_experts_on_the_fused_path_keeps_tokens_short(
+    trimmed: FastLingWorkload, baseline: list[int]
+) -> None:
+    tokens = decode(trimmed, TMA_EXPERTS_ON_FUSED, SHORT_STEPS)
+    assert tokens == baseline[: SHORT_STEPS + 1], sorted(TMA_EXPERTS_ON_FUSED)
+
+
 @pytest.mark.interpreter
 def test_all_cpu_switches_together_keep_tokens(trimmed: FastLingWorkload, baseline: list[int]) -> None:
     # no_readback with graph_metadata puts the on-device advance inside the step body: its own combination.

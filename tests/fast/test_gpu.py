@@ -295,6 +295,8 @@ def fused_runs(tiny: FastLingWorkload) -> dict[str, tuple[torch.Tensor, list[int
         ("fast_topk", "early_shared", "deep_experts"),
         ("routing_in_experts",),
         ("fast_topk", "early_shared", "deep_experts", "routing_in_experts"),
+        ("tma_experts",),
+        ("fast_topk", "early_shared", "deep_experts", "routing_in_experts", "tma_experts"),
         ("fused_mla_glue",),
         ("norm_epilogue",),
     ):
@@ -316,6 +318,8 @@ def leading_agreement(tokens: list[int], reference: list[int]) -> int:
         "fast_topk+early_shared+deep_experts",
         "routing_in_experts",
         "fast_topk+early_shared+deep_experts+routing_in_experts",
+        "tma_experts",
+        "fast_topk+early_shared+deep_experts+routing_in_experts+tma_experts",
         "fused_mla_glue",
         "norm_epilogue",
     ],
