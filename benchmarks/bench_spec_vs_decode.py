@@ -177,6 +177,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Expert union per MoE layer per verify: {experts}",
         "",
         *[overlap_line(row) for row in report.get("overlaps") or []],
+        *[without_line(row) for row in report.get("without") or []],
         "",
         *[f"Note: {note}" for note in report["notes"]],
         "",
@@ -251,6 +252,45 @@ def run_overlaps(args, report, spec: SpecWorkload, out_dir: Path) -> None:
         save(out_dir, report)
 
 
+def run_without(args, report, spec: SpecWorkload, out_dir: Path) -> None:
+    """DSpark with each `--spec-without` switch off, then with every switch again, after the rounds in
+    the same process (each a prepare and `--without-repeats` timed repeats): what the switch saves in
+    the step, with the interval of the ratio all-on / without."""
+    every = frozenset(spec.enabled)
+    for switch in args.spec_without:
+        if switch not in every:
+            report["notes"].append(f"--spec-without {switch}: not on in the DSpark step, skipped")
+            continue
+        row: dict[str, Any] = {"switch": switch}
+        per_token = {}
+        for label, enabled in (("without", every - {switch}), ("all_on", every)):
+            spec.prepare(enabled)
+            timed = run_timed(spec, steps=args.spec_steps, warmup=args.warmup, repeats=args.without_repeats)
+            per_token[label] = per_token_samples_ns(timed.samples_ns, timed.tokens_per_step)
+            est, lo, hi = median_with_ci(per_token[label], seed=args.seed)
+            row[f"{label}_tpot_ms"] = {"est": est / 1e6, "lo": lo / 1e6, "hi": hi / 1e6}
+        est, lo, hi = ratio_of_medians_ci(
+            per_token["without"], per_token["all_on"], seed=args.seed, hierarchical=True
+        )
+        row["all_on_over_without"] = {"est": est, "lo": lo, "hi": hi}
+        row["saving_ms"] = row["without_tpot_ms"]["est"] - row["all_on_tpot_ms"]["est"]
+        report["without"].append(row)
+        save(out_dir, report)
+
+
+def without_line(row: dict[str, Any]) -> str:
+    """One Markdown line of a `--spec-without` pair."""
+    off, on, ratio = row["without_tpot_ms"], row["all_on_tpot_ms"], row["all_on_over_without"]
+
+    def interval(value: dict[str, float]) -> str:
+        return f"{value['est']:.3f} [{value['lo']:.3f}, {value['hi']:.3f}]"
+
+    return (
+        f"- DSpark without {row['switch']}: {interval(off)} ms per token, with it {interval(on)} "
+        f"(re-measured after): saves {row['saving_ms']:.3f} ms per token, ratio {interval(ratio)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
@@ -291,6 +331,15 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="after the rounds, DSpark alone at these --routing-overlap knobs (TPOT, expert union)",
     )
+    parser.add_argument(
+        "--spec-without",
+        nargs="*",
+        default=[],
+        help="after the rounds, DSpark with each of these switches off, then all on again (its saving)",
+    )
+    parser.add_argument(
+        "--without-repeats", type=int, default=3, help="timed repeats per --spec-without side"
+    )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument(
         "--budget-s", type=float, default=60.0, help="start no round after this (at least 2 rounds run)"
@@ -311,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         "build": {},
         "rounds": [],
         "overlaps": [],
+        "without": [],
         "notes": [],
         "errors": [],
     }
@@ -320,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         save(args.out_dir, report)
         run_rounds(args, report, decode, spec, args.out_dir)
         run_overlaps(args, report, spec, args.out_dir)
+        run_without(args, report, spec, args.out_dir)
     except Exception as exc:  # noqa: BLE001 - keep what was measured and say why the rest is missing
         report["errors"].append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
     save(args.out_dir, report)

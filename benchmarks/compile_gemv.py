@@ -46,6 +46,7 @@ def compile_variant(config) -> str:
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
         **prefetch_constants(config),
+        PAIRS=config.pairs,
     )
     signature = {
         name: "constexpr" if name in constexprs else ("*bf16" if name.startswith("p_") else "i32")

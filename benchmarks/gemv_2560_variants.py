@@ -2,7 +2,8 @@
 registers printed offline belong to the rows timed on the device).
 
 Names: bn = rows per program (BLOCK_N), bk = columns per tile (BLOCK_K), w = warps, pf = L2 prefetch
-mode before `gdc_wait` (kernels/gemv/prefetch.py: 1 plain, 2 evict_last). "base" is what the decoder
+mode before `gdc_wait` (kernels/gemv/prefetch.py: 1 plain, 2 evict_last), pairs = two tiles in flight
+per program (kernel.py row_strip_2d_pairs). "base" is what the decoder
 runs today for a 2560-row projection (ops.choose_config: 640 programs of 4 rows x 512 columns).
 """
 
@@ -16,23 +17,23 @@ ALONE_VARIANTS: dict[str, GemvConfig] = {
     "base bn4 bk512 w4": G(4, 512, 4),
     "bn4 bk512 w4 pf1": G(4, 512, 4, l2_prefetch=1),
     "bn4 bk512 w4 pf2": G(4, 512, 4, l2_prefetch=2),
-    "bn4 bk1024 w4": G(4, 1024, 4),
+    "bn4 bk512 w4 pairs": G(4, 512, 4, pairs=True),
+    "bn4 bk512 w4 pairs pf1": G(4, 512, 4, l2_prefetch=1, pairs=True),
     "bn4 bk1024 w4 pf1": G(4, 1024, 4, l2_prefetch=1),
     "bn2 bk1024 w4": G(2, 1024, 4),
     "bn2 bk1024 w4 pf1": G(2, 1024, 4, l2_prefetch=1),
-    "bn2 bk512 w2": G(2, 512, 2),
+    "bn4 bk256 w4 pf1": G(4, 256, 4, l2_prefetch=1),
     "bn8 bk512 w4": G(8, 512, 4),
     "bn8 bk512 w4 pf1": G(8, 512, 4, l2_prefetch=1),
-    "bn4 bk256 w4 pf1": G(4, 256, 4, l2_prefetch=1),
-    "bn8 bk512 w8 pf1": G(8, 512, 8, l2_prefetch=1),
 }
 
 # In the KDA block chain (in_proj -> kda_decode -> o_proj -> add_rmsnorm): the baseline, the prefetch
-# modes and the two tile shapes most likely to matter; "none" (no o_proj) gives o_proj's marginal cost.
+# modes, two tiles in flight, and the narrower strip; "none" (no o_proj) gives o_proj's marginal cost.
 CHAIN_VARIANTS: tuple[str, ...] = (
     "base bn4 bk512 w4",
     "bn4 bk512 w4 pf1",
     "bn4 bk512 w4 pf2",
-    "bn4 bk1024 w4 pf1",
+    "bn4 bk512 w4 pairs",
+    "bn4 bk512 w4 pairs pf1",
     "bn2 bk1024 w4 pf1",
 )

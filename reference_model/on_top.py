@@ -29,7 +29,7 @@ ROUND2 = ("deep_experts", "fused_mla_glue")
 ROUND3 = ("norm_epilogue", "routing_in_experts")
 # Issue 27's second session (round 4): its switches are appended here as they land. Its baseline is the
 # fastest round-3 step, every earlier switch on but the ones measured slower (ROUND4_HELD_OFF).
-ROUND4: tuple[str, ...] = ()
+ROUND4: tuple[str, ...] = ("kda_norm_in_oproj",)
 ROUND4_HELD_OFF = ("norm_epilogue",)
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3 + ROUND4)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3 + ROUND4)
@@ -38,7 +38,11 @@ ROUND4_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND4
 # The verify-side switches of issue 17 (the first session's expert_union included: it had no ablation
 # sample), studied on DSpark at the issue's oracle accept length with every other speculative switch on.
 SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
-SPEC_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_STUDIED)
+# Issue 27's second session (round 4) on the verify: studied with every earlier speculative switch on;
+# the round-2 study above holds them OFF (its baseline stays what it measured).
+SPEC_ROUND4 = ("verify_gated_norm",)
+SPEC_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_STUDIED + SPEC_ROUND4)
+SPEC_ROUND4_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_ROUND4)
 # The issue's speculative setting: a DSpark block of 9 drafts, oracle mean of 9.95 tokens per verify.
 SPEC_BLOCK = 9
 SPEC_ACCEPT_LEN = 9.95
@@ -173,3 +177,20 @@ def make_spec_round2_workload(
         max_steps=min(max_steps, SPEC_MAX_STEPS),
     )
     return OnTopWorkload(inner, studied=SPEC_STUDIED, fixed_on=SPEC_FIXED_ON)
+
+
+def make_spec_round4_workload(
+    preset: str = "debug", seed: int = 0, max_steps: int = SPEC_MAX_STEPS, **options: Any
+) -> OnTopWorkload:
+    """As `make_spec_round2_workload`, studying round 4's verify switches (SPEC_ROUND4) with every other
+    speculative switch held on: `--workload bubblescope.reference_model.on_top:make_spec_round4_workload`."""
+    inner = make_spec_workload(
+        preset,
+        options.get("device"),
+        spec="dspark",
+        block=SPEC_BLOCK,
+        accept_len=SPEC_ACCEPT_LEN,
+        seed=seed,
+        max_steps=min(max_steps, SPEC_MAX_STEPS),
+    )
+    return OnTopWorkload(inner, studied=SPEC_ROUND4, fixed_on=SPEC_ROUND4_FIXED_ON)

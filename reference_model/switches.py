@@ -71,6 +71,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "kda_norm_in_oproj",
+        "KDA decode stores un-normed head rows and slice sums of squares; o_proj's GEMV norms and gates "
+        "each head's V-chunk as it loads x (no workspace, no last-program norm in KDA)",
+        "KDA decode's last program per head (by ticket) reads the head's row back, norms, gates, stores it",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "gemv_prefetch",
         "each 2560-row output projection's programs ask L2 for their whole weight strip before the PDL "
         "wait, so the 21-31 MB stream while the previous kernel (KDA decode, the MLA glue) still runs",
@@ -114,6 +121,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "verify_gated_norm",
+        "speculative verify: KDA's per-head output norm and sigmoid gate as one Triton launch per layer",
+        "the eager gated RMSNorm: ~11 PyTorch kernels per KDA layer (casts, pow, mean, rsqrt, sigmoid, ...)",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "graph_metadata",
         "prepare decode metadata inside the captured CUDA graph",
         "eager metadata ops between graph replays",
@@ -151,6 +164,8 @@ class LingSwitches:
     fused_mla_glue: bool = False
     # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
     norm_epilogue: bool = False
+    # Acts on the one-token fast step's KDA layers (the speculative verify keeps kda_verify's norm).
+    kda_norm_in_oproj: bool = False
     # Acts on the one-token fast step's output projections (KDA o_proj, MLA dense, dense FFN down).
     gemv_prefetch: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
@@ -161,6 +176,8 @@ class LingSwitches:
     fused_kda_verify: bool = False
     # Acts on the speculative verify window only.
     verify_norm_kernel: bool = False
+    # Acts on the speculative verify window's KDA layers only.
+    verify_gated_norm: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False

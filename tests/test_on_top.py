@@ -13,6 +13,8 @@ from bubblescope.reference_model.on_top import (
     ROUND4_FIXED_ON,
     ROUND4_HELD_OFF,
     SPEC_FIXED_ON,
+    SPEC_ROUND4,
+    SPEC_ROUND4_FIXED_ON,
     SPEC_STUDIED,
     STUDIED,
     OnTopWorkload,
@@ -107,8 +109,12 @@ def test_round4_builds_on_the_fastest_round3_step() -> None:
 
 
 def test_spec_round_holds_every_other_speculative_switch_on() -> None:
-    assert SPEC_FIXED_ON | set(SPEC_STUDIED) == set(SPEC_SWITCHES) and not SPEC_FIXED_ON & set(SPEC_STUDIED)
+    # Round 2's study holds round 4's verify switches off; round 4's holds every other one on.
+    assert SPEC_FIXED_ON | set(SPEC_STUDIED) == set(SPEC_SWITCHES) - set(SPEC_ROUND4)
+    assert not SPEC_FIXED_ON & set(SPEC_STUDIED + SPEC_ROUND4)
     assert {"staged_kda", "fused_kda_verify", "no_readback", "pdl", "fast_topk"} <= SPEC_FIXED_ON
+    assert SPEC_ROUND4_FIXED_ON | set(SPEC_ROUND4) == set(SPEC_SWITCHES)
+    assert set(SPEC_STUDIED) <= SPEC_ROUND4_FIXED_ON and not SPEC_ROUND4_FIXED_ON & set(SPEC_ROUND4)
 
 
 def test_studied_switches_are_usable_on_the_cpu_interpreter_only(monkeypatch) -> None:

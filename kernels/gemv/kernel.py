@@ -106,6 +106,37 @@ def row_strip_2d(
 
 
 @triton.jit
+def row_strip_2d_pairs(
+    p_x,
+    p_w,
+    o_n,
+    m_n,
+    b_w0,
+    b_w1,
+    K,
+    stride_wn,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
+):
+    """row_strip_2d with two tiles in flight (PAIRS): tiles consumed in pairs (b_w0, b_w1: the first
+    two, loaded before the wait) while the next pair loads, as the experts' `deep_experts` does. A
+    program with one tile ahead waits one memory round trip per tile; this, one per two tiles."""
+    b_acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for k_start in range(0, K, 2 * BLOCK_K):
+        b_n0 = load_weight_tile(p_w, o_n, m_n, k_start + 2 * BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
+        b_n1 = load_weight_tile(p_w, o_n, m_n, k_start + 3 * BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
+        o_k = k_start + tl.arange(0, BLOCK_K)
+        b_x0 = tl.load(p_x + o_k, mask=o_k < K, other=0.0).to(tl.float32)
+        b_x1 = tl.load(p_x + BLOCK_K + o_k, mask=o_k + BLOCK_K < K, other=0.0).to(tl.float32)
+        b_acc += b_w0.to(tl.float32) * b_x0[None, :]
+        b_acc += b_w1.to(tl.float32) * b_x1[None, :]
+        b_w0 = b_n0
+        b_w1 = b_n1
+    return tl.sum(b_acc, axis=1)[None, :]
+
+
+@triton.jit
 def gemv_strip(
     p_x,
     p_w,
@@ -125,21 +156,28 @@ def gemv_strip(
     PDL_TRIGGER: tl.constexpr = 1,
     PREFETCH: tl.constexpr = 0,
     PREFETCH_LINES: tl.constexpr = 1,
+    PAIRS: tl.constexpr = False,
 ):
     """One [BLOCK_M, BLOCK_N] output strip in fp32. Under PDL the first weight tile is loaded before
     `gdc_wait` (weights never depend on the previous kernel; x does); PDL_TRIGGER places the
     dependents' launch (module docstring); PREFETCH != 0 also asks L2 for the whole strip before the
-    wait (prefetch.py: PREFETCH is its MODE, PREFETCH_LINES its LINES)."""
+    wait (prefetch.py: PREFETCH is its MODE, PREFETCH_LINES its LINES); PAIRS (one row, ACC_2D) keeps
+    two tiles in flight, the first two loaded before the wait (row_strip_2d_pairs)."""
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m_n = o_n < N
     b_w = load_weight_tile(p_w, o_n, m_n, 0, K, stride_wn, BLOCK_K, EVICT_FIRST)
+    pairs: tl.constexpr = PAIRS and BLOCK_M == 1 and ACC_2D
+    if pairs:
+        b_w1 = load_weight_tile(p_w, o_n, m_n, BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
     prefetch_strip_l2(p_w, i_n * BLOCK_N, N, K, stride_wn, BLOCK_N, PREFETCH_LINES, PREFETCH)
     if PDL_TRIGGER == 0:
         pdl_launch_dependents(USE_PDL)
     pdl_wait(USE_PDL)
     if PDL_TRIGGER == 1:
         pdl_launch_dependents(USE_PDL)
-    if BLOCK_M == 1 and ACC_2D:
+    if pairs:
+        acc = row_strip_2d_pairs(p_x, p_w, o_n, m_n, b_w, b_w1, K, stride_wn, BLOCK_N, BLOCK_K, EVICT_FIRST)
+    elif BLOCK_M == 1 and ACC_2D:
         acc = row_strip_2d(p_x, p_w, o_n, m_n, b_w, K, stride_wn, BLOCK_N, BLOCK_K, EVICT_FIRST)
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -174,6 +212,7 @@ def gemv_kernel(
     PDL_TRIGGER: tl.constexpr = 1,
     PREFETCH: tl.constexpr = 0,
     PREFETCH_LINES: tl.constexpr = 1,
+    PAIRS: tl.constexpr = False,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, i_n*BLOCK_N : (i_n+1)*BLOCK_N]."""
     i_n = tl.program_id(0).to(tl.int64)
@@ -196,6 +235,7 @@ def gemv_kernel(
         PDL_TRIGGER,
         PREFETCH,
         PREFETCH_LINES,
+        PAIRS,
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -52,6 +52,7 @@ def gemv_norm_epilogue_kernel(
     PDL_TRIGGER: tl.constexpr = 1,
     PREFETCH: tl.constexpr = 0,
     PREFETCH_LINES: tl.constexpr = 1,
+    PAIRS: tl.constexpr = False,
 ):
     """Grid (cdiv(N, BLOCK_N),): program i_n writes y[:, its strip]; the last one norms every row.
     y is `[M, N]` contiguous (row stride N), as the epilogue reads it."""
@@ -75,6 +76,7 @@ def gemv_norm_epilogue_kernel(
         PDL_TRIGGER,
         PREFETCH,
         PREFETCH_LINES,
+        PAIRS,
     )
     o_m = tl.arange(0, BLOCK_M)
     o_n = i_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -142,6 +144,7 @@ def gemv_add_rmsnorm(
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
         **prefetch_constants(config),
+        PAIRS=config.pairs,
         num_warps=config.num_warps,
         **launch_options(pdl),
     )

@@ -40,6 +40,8 @@ class GemvConfig:
     # Before gdc_wait each program asks L2 for its whole strip (prefetch.py): 0 off, 1 prefetch.global.L2,
     # 2 with evict_last. Off in the CPU interpreter (inline PTX); results are the same either way.
     l2_prefetch: int = 0
+    # M == 1 with acc_2d only: two weight tiles in flight per program instead of one (kernel.py).
+    pairs: bool = False
 
 
 def rows_block(rows: int) -> int:
@@ -121,6 +123,7 @@ def launch_gemv(
         EVICT_FIRST=config.evict_first,
         PDL_TRIGGER=config.pdl_trigger,
         **prefetch_constants(config),
+        PAIRS=config.pairs,
         num_warps=config.num_warps,
         **launch_options(use_pdl),
     )

@@ -148,3 +148,14 @@ def kda_verify_naive(
     q, k, v, g, beta = kda_verify_gates(qkv, f_pre, b_pre, a_log, dt_bias, lower_bound, scale)
     out, states = delta_rule_verify(q, k, v, g, beta, initial_state)
     return out.to(qkv_pre.dtype), states, windows
+
+
+def gated_rms_norm_naive(
+    o: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """weight * RMSNorm(o) * sigmoid(gate) over the last dim, in fp32 (fp64 for fp64 inputs), returned in
+    o's dtype: the reference of kernels/kda_verify/gated_norm.py (as reference_model.kda.gated_rms_norm)."""
+    compute = torch.promote_types(o.dtype, torch.float32)
+    o32 = o.to(compute)
+    normed = o32 * torch.rsqrt(o32.pow(2).mean(-1, keepdim=True) + eps)
+    return (normed * weight.to(compute) * torch.sigmoid(gate.to(compute))).to(o.dtype)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from bubblescope.kernels.kda_verify import kda_verify
+from bubblescope.kernels.kda_verify import kda_verify, triton_usable
+from bubblescope.kernels.kda_verify.gated_norm import gated_rms_norm_rows
 
 from ..kda import KDAAttention, KDAState, gated_rms_norm
 
@@ -29,6 +30,8 @@ class VerifyOptions:
     backend: "auto" (Triton on CUDA or under TRITON_INTERPRET=1, else PyTorch), "triton", "torch".
     kernel_norm: the residual adds and RMSNorms of the main layers as one add_rmsnorm launch each
         (`verify_norm_kernel`) where Triton runs; the eager module's ops otherwise.
+    kernel_gated_norm: KDA's gated output norm as one launch per layer (`verify_gated_norm`,
+        kernels/kda_verify/gated_norm.py) where Triton runs; the eager ops otherwise.
     """
 
     staged_kda: bool = False
@@ -36,6 +39,7 @@ class VerifyOptions:
     use_pdl: bool = False
     backend: str = "auto"
     kernel_norm: bool = False
+    kernel_gated_norm: bool = False
 
 
 @dataclass
@@ -121,7 +125,10 @@ def kda_verify_layer(
         state.conv.copy_(window[:, 0])
         record = KDAVerifyRecord(qkv_pre=qkv_pre, f_pre=f_pre, b_pre=b_pre)
     gate = attn.g_proj(normed).view(batch, seq_len, attn.num_heads, attn.head_dim)
-    z = gated_rms_norm(o, gate, attn.o_norm.weight, attn.config.rms_norm_eps)
+    if options.kernel_gated_norm and options.backend != "torch" and triton_usable(o.device):
+        z = gated_rms_norm_rows(o, gate, attn.o_norm.weight, attn.config.rms_norm_eps, options.use_pdl)
+    else:
+        z = gated_rms_norm(o, gate, attn.o_norm.weight, attn.config.rms_norm_eps)
     return attn.o_proj(z.reshape(batch, seq_len, attn.config.kda_width)), record
 
 

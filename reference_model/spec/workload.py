@@ -9,7 +9,8 @@ NEXTN's draft's) MoE kernels, expert_union (the window's experts launch streams 
 expert once, kernels/moe/union_kernel.py) and deep_experts (more weight tiles in flight per experts
 program: the one-row launch in pairs, the union launch through Triton's pipeliner); without the MoE
 kernels (the eager MoE, the CPU default) these four change nothing; verify_norm_kernel (the window's
-residual adds + RMSNorms as one add_rmsnorm launch each, where Triton runs).
+residual adds + RMSNorms as one add_rmsnorm launch each, where Triton runs) and verify_gated_norm (each
+KDA layer's gated output norm as one launch, where Triton runs).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ SPEC_SWITCHES = (
     "expert_union",
     "deep_experts",
     "verify_norm_kernel",
+    "verify_gated_norm",
 )
 
 
@@ -163,6 +165,7 @@ class SpecWorkload:
             fused_kda_verify=switches.fused_kda_verify,
             use_pdl=switches.pdl,
             kernel_norm=switches.verify_norm_kernel,
+            kernel_gated_norm=switches.verify_gated_norm,
         )
         oracle = None
         if self.accept_len_target is not None:

@@ -60,6 +60,9 @@ def test_gemv_rejects_small_tiles_for_several_rows():
         GemvConfig(block_n=1, block_k=32, acc_2d=True),
         GemvConfig(block_n=2, block_k=64, acc_2d=False, evict_first=True),
         GemvConfig(block_n=4, block_k=16, acc_2d=True, pdl_trigger=2),
+        # Two tiles in flight: 75 columns = 5 tiles of 16, so the last pair is half past K.
+        GemvConfig(block_n=4, block_k=16, pairs=True),
+        GemvConfig(block_n=2, block_k=128, pairs=True),
     ],
 )
 def test_gemv_single_row_variants_match_naive(device, config):

@@ -42,6 +42,7 @@ def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
             str(tmp_path),
             *("--preset", "debug", "--rounds", "2", "--decode-steps", "3", "--spec-steps", "2"),
             *("--extra-overlaps", "0.5"),
+            *("--spec-without", "bf16_gate", "--without-repeats", "2"),
         ]
     )
     report = json.loads((tmp_path / "spec_vs_decode.json").read_text())
@@ -55,3 +56,10 @@ def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
     assert (tmp_path / "spec_vs_decode.md").read_text().startswith("# bench_spec_vs_decode")
     (extra,) = report["overlaps"]
     assert extra["experts"]["overlap_knob"] == 0.5 and extra["experts"]["verifies"] > 0
+    # The non-speculative side leaves off what on_top.ROUND4_HELD_OFF names (measured slower).
+    assert report["build"]["decode_off"] == ["norm_epilogue"]
+    (without,) = report["without"]
+    assert without["switch"] == "bf16_gate"
+    assert without["saving_ms"] == pytest.approx(
+        without["without_tpot_ms"]["est"] - without["all_on_tpot_ms"]["est"]
+    )
