@@ -60,7 +60,8 @@ def test_tma_experts_match_naive(device, rows, dtype, early_shared, shared, dot,
         block_dout=32,
     )
     workspace = MoEWorkspace.allocate(rows, weights, RULE)
-    tolerance = 1e-4 if dtype == torch.float32 else 2e-3
+    # bf16 weights too: exact products, fp32 sums (dropping the row's remainder columns fails this).
+    tolerance = 1e-4
     for call in range(2):
         out = poison(torch.empty(rows, HIDDEN, device=device))
         moe_fused(x, weights, RULE, use_pdl=True, workspace=workspace, config=config, out=out)
