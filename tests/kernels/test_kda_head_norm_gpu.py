@@ -34,8 +34,8 @@ from tests.kernels.test_kda_decode_gpu import (
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("v_splits", [1, 4, 8])
-def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits):
+@pytest.mark.parametrize(("v_splits", "early_ticket"), [(1, True), (4, True), (8, True), (4, False)])
+def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits, early_ticket):
     """Three layers of [in_proj -> KDA heads -> o_proj with the head norm], PDL, one graph, 5 steps."""
     x = torch.randn(1, HIDDEN, device="cuda", dtype=torch.bfloat16)
     layers = [flash_layer() for _ in range(3)]
@@ -51,7 +51,19 @@ def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits):
         ):
             gemv(x, in_proj, use_pdl=True, out=proj)
             q, k, v, f, g, b = proj.split(WIDTHS, dim=1)
-            kda_decode_heads(q, k, v, f, b, weights, state, use_pdl=True, heads=head, v_splits=v_splits)
+            kda_decode_heads(
+                q,
+                k,
+                v,
+                f,
+                b,
+                weights,
+                state,
+                use_pdl=True,
+                heads=head,
+                v_splits=v_splits,
+                early_ticket=early_ticket,
+            )
             gemv_head_norm(head.out, head.sumsq, g, weights.o_norm, o_proj, use_pdl=True, out=out)
 
     graph = capture(launch)
@@ -67,7 +79,7 @@ def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits):
             q, k, v, f, g, b = proj.split(WIDTHS, dim=1)
             attn = kda_decode_naive(q, k, v, f, b, g, weights, want_state)
             want = gemv_naive(attn, o_proj)
-            name = f"split {v_splits} step {step} layer {index}"
+            name = f"split {v_splits} early ticket {early_ticket} step {step} layer {index}"
             assert_close(f"{name} o_proj", out, want, BF16_TOL, BF16_TOL)
             assert_close(f"{name} state", state.recurrent, want_state.recurrent, FP32_TOL, FP32_TOL)
             for conv in ("q_conv", "k_conv", "v_conv"):
