@@ -125,9 +125,10 @@ for stage in "$@"; do
       # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
       # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
       # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
-      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
-      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
-      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches (and with o_proj under
+      # gemv_prefetch), GEMVs only, 5 one-launch variants, the same kernel as three launches, in_proj alone
+      # (GEMV vs phase 1 on the persistent grid), 5 interleaved rounds, the copy ceiling in the same process
+      # (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
       # tests (the CPU rehearsal under TRITON_INTERPRET=1).
       mkdir -p "$out/kdapersist"
       if [ -z "${KDAPERSIST_DRY:-}" ]; then
