@@ -64,14 +64,20 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
-      # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
-      # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
+      # (compact grid vs the naive reference), verify_gated_norm and verify_fused_in_proj (kernel at e256
+      # shapes; each switch on vs off on the debug preset in bf16), then three verify micro-benchmarks at
+      # e256 shapes: the KDA gated norm (eager vs one launch), the KDA input projections (six GEMMs vs
+      # one, cuBLAS vs Triton GEMV), and the union experts launch's tile / grid sweep with the step's
+      # routing (29 distinct experts of a 10-row window). Everything under $out/spec/.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
-        tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
-        2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py tests/spec/test_verify_fused_in_proj.py \
+        tests/kernels/test_moe_union.py 2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_NORM_S:-7} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -2 | tee "$out/spec/verify_gated_norm.log"
+      timeout ${SPEC_PROJ_S:-10} python3 benchmarks/bench_verify_in_proj.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -5 | tee "$out/spec/verify_in_proj.log"
+      timeout ${SPEC_SWEEP_S:-42} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -122,9 +128,10 @@ for stage in "$@"; do
       # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
       # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
       # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
-      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
-      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
-      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches (and with o_proj under
+      # gemv_prefetch), GEMVs only, 5 one-launch variants, the same kernel as three launches, in_proj alone
+      # (GEMV vs phase 1 on the persistent grid), 5 interleaved rounds, the copy ceiling in the same process
+      # (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
       # tests (the CPU rehearsal under TRITON_INTERPRET=1).
       mkdir -p "$out/kdapersist"
       if [ -z "${KDAPERSIST_DRY:-}" ]; then

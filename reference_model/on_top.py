@@ -40,7 +40,7 @@ ROUND4_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND4
 SPEC_STUDIED = ("expert_union", "deep_experts", "verify_norm_kernel")
 # Issue 27's second session (round 4) on the verify: studied with every earlier speculative switch on;
 # the round-2 study above holds them OFF (its baseline stays what it measured).
-SPEC_ROUND4 = ("verify_gated_norm",)
+SPEC_ROUND4 = ("verify_gated_norm", "verify_fused_in_proj")
 SPEC_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_STUDIED + SPEC_ROUND4)
 SPEC_ROUND4_FIXED_ON = frozenset(name for name in SPEC_SWITCHES if name not in SPEC_ROUND4)
 # The issue's speculative setting: a DSpark block of 9 drafts, oracle mean of 9.95 tokens per verify.
