@@ -113,24 +113,25 @@ for stage in "$@"; do
     r4-kdanorm)
       # Issue 27, round 4, call 1 (h27-kdanorm): kda_norm_in_oproj. First bench_kda_norm.py (KDA alone,
       # o_proj alone, the in_proj -> KDA -> o_proj block over 32 layers under PDL, head norm in KDA vs in
-      # o_proj's prologue, 4 and 8 splits, same call; kda_norm.json rewritten after every case), then the
+      # o_proj's prologue, 4 and 8 splits, the early vs late ticket, same call; kda_norm.json rewritten after every case), then the
       # GPU tests: e256 kernels (fast compiles), then the switch on ling3-tiny. <= 100 s. KDANORM_DRY=1:
       # tiny shapes on the CPU, checked, not timed.
       mkdir -p "$out/kdanorm"
-      timeout ${KDANORM_S:-50} python3 benchmarks/bench_kda_norm.py --out "$out/kdanorm" --splits ${KDANORM_SPLITS:-4,8} \
+      timeout ${KDANORM_S:-58} python3 benchmarks/bench_kda_norm.py --out "$out/kdanorm" --splits ${KDANORM_SPLITS:-4,8} \
         ${KDANORM_DRY:+--dry-run} > "$out/kdanorm/bench.log" 2>&1
       grep -v '^{' "$out/kdanorm/bench.log" | tail -30
-      timeout ${KDANORM_KTEST_S:-20} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_kda_head_norm_gpu.py \
+      timeout ${KDANORM_KTEST_S:-17} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_kda_head_norm_gpu.py \
         2>&1 | tail -8 | tee "$out/kdanorm/kernel_gpu_tests.log"
-      timeout ${KDANORM_FTEST_S:-30} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
+      timeout ${KDANORM_FTEST_S:-25} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
         2>&1 | grep -E "relative|launches|passed|failed|skipped|Error|error" | tail -12 | tee "$out/kdanorm/fast_gpu_tests.log" ;;
     r4-kdapersist)
       # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
       # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
       # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
-      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
-      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
-      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches (and with o_proj under
+      # gemv_prefetch), GEMVs only, 5 one-launch variants, the same kernel as three launches, in_proj alone
+      # (GEMV vs phase 1 on the persistent grid), 5 interleaved rounds, the copy ceiling in the same process
+      # (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
       # tests (the CPU rehearsal under TRITON_INTERPRET=1).
       mkdir -p "$out/kdapersist"
       if [ -z "${KDAPERSIST_DRY:-}" ]; then
