@@ -133,6 +133,9 @@ class SpecWorkload:
         self.draft = self._make_draft(capacity, seed, draft_weights)
         self.enabled: frozenset[str] = frozenset()
         self.decoder: SpecDecoder | None = None
+        # FusedMoEConfig fields set on top of the switches' at every prepare (benchmarks time a tile
+        # variant of the verify's MoE launches in the step this way); empty: the defaults.
+        self.moe_overrides: dict[str, object] = {}
         self.prepare(frozenset())
 
     def _make_draft(self, capacity: int, seed: int, draft_weights: str | None):
@@ -191,6 +194,7 @@ class SpecWorkload:
                 early_shared=switches.early_shared,
                 expert_union=switches.expert_union,
                 deep_experts=switches.deep_experts,
+                **self.moe_overrides,
             )
         if switches.verify_fused_in_proj:
             # Packed before any graph capture (fuse_rows allocates); a no-op where the fast path has.
