@@ -63,3 +63,14 @@ def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
     assert without["saving_ms"] == pytest.approx(
         without["without_tpot_ms"]["est"] - without["all_on_tpot_ms"]["est"]
     )
+
+
+def test_moe_alt_parses_into_typed_config_fields() -> None:
+    bench = load_bench()
+    assert bench.parse_moe_overrides("union_num_warps=4,union_compact=true,routing_site=experts") == {
+        "union_num_warps": 4,
+        "union_compact": True,
+        "routing_site": "experts",
+    }
+    with pytest.raises(SystemExit, match="not a FusedMoEConfig field"):
+        bench.parse_moe_overrides("union_warps=4")
