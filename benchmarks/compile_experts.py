@@ -38,6 +38,8 @@ CANDIDATES = [
     ("deep pairs bi64 w8 (deep_experts)", deep_experts_kernel, dict(BLOCK_I=64, STAGES=0), 8),
     ("deep pipeliner s3 bi64 w8", deep_experts_kernel, dict(BLOCK_I=64, STAGES=3), 8),
     ("tma fma s4 bi64 w8", tma_experts_kernel, dict(BLOCK_I=64, STAGES=4, DOT=False), 8),
+    ("tma fma s4 bi64 w8 x plain", tma_experts_kernel, dict(BLOCK_I=64, STAGES=4, X_DESC=False), 8),
+    ("tma dot s4 bi64 w4 x plain", tma_experts_kernel, dict(BLOCK_I=64, STAGES=4, DOT=True, X_DESC=False), 4),
     ("tma fma s4 bi32 w4", tma_experts_kernel, dict(BLOCK_I=32, STAGES=4, DOT=False), 4),
     ("tma dot s4 bi64 w4", tma_experts_kernel, dict(BLOCK_I=64, STAGES=4, DOT=True), 4),
     ("tma dot s6 bi64 w4", tma_experts_kernel, dict(BLOCK_I=64, STAGES=6, DOT=True), 4),
@@ -53,6 +55,8 @@ def signature_of(fn, constexprs: dict) -> dict[str, str]:
     block_i, block_d, block_dout = constexprs["BLOCK_I"], constexprs["BLOCK_D"], constexprs["BLOCK_DOUT"]
     descriptors = {"d_w13": f"tensordesc<bf16[{block_i},{block_d}]>",
                    "d_w2": f"tensordesc<bf16[{block_dout},{block_i}]>"}  # fmt: skip
+    if constexprs.get("X_DESC"):
+        descriptors["p_x"] = f"tensordesc<bf16[1,{block_d}]>"
     signature = {}
     for name in fn.arg_names:
         if name in constexprs:
@@ -113,6 +117,9 @@ def main() -> int:
         constexprs = {**ROUTING, "ROUTE_HERE": args.route_here, "BLOCK_D": 128, "BLOCK_DOUT": 128, **tiles}
         if fn is deep_experts_kernel:
             constexprs.pop("DOT_FP32")
+        else:
+            constexprs.setdefault("DOT", False)
+            constexprs.setdefault("X_DESC", True)
         usage = resources(fn, constexprs, warps)
         programs = 9 * (INTER // tiles["BLOCK_I"])
         print(

@@ -4,7 +4,8 @@
 # Stages: round4 (issue 27's second session, call 2: its switches ablated on top of the fastest round-3
 # step, their GPU tests, DSpark vs that step), r4-* (that session's call-1 probes: r4-spec, the verify's
 # union experts launch, tests + tile/grid sweep; r4-experts, the decode experts launch's weight stream;
-# r4-kdapersist, the KDA block as one persistent launch), round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
+# r4-kdapersist, the KDA block as one persistent launch; r4-kdanorm, KDA's head norm in o_proj's prologue),
+# round3 (issue 27: the round's GPU tests, its switches ablated on top of the others, routing
 # sites, DSpark vs decode in one process), round2 (issue 17's second round: GPU tests, its switches ablated on top of the others, decode
 # step and DSpark verify), mla-glue (fused_mla_glue's tests, microbenchmark and e256 step), issue17 (fast_topk / early_shared kernels, tests, e256 step),
 # verify-union (the verify
@@ -63,14 +64,20 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
-      # the switch on the debug preset in bf16), then the union launch's tile / grid sweep at e256 with the
-      # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
+      # (compact grid vs the naive reference), verify_gated_norm and verify_fused_in_proj (kernel at e256
+      # shapes; each switch on vs off on the debug preset in bf16), then three verify micro-benchmarks at
+      # e256 shapes: the KDA gated norm (eager vs one launch), the KDA input projections (six GEMMs vs
+      # one, cuBLAS vs Triton GEMV), and the union experts launch's tile / grid sweep with the step's
+      # routing (29 distinct experts of a 10-row window). Everything under $out/spec/.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-45} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
-        tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
-        2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_SWEEP_S:-52} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py tests/spec/test_verify_fused_in_proj.py \
+        tests/kernels/test_moe_union.py 2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_NORM_S:-7} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -2 | tee "$out/spec/verify_gated_norm.log"
+      timeout ${SPEC_PROJ_S:-10} python3 benchmarks/bench_verify_in_proj.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -5 | tee "$out/spec/verify_in_proj.log"
+      timeout ${SPEC_SWEEP_S:-42} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -103,13 +110,28 @@ for stage in "$@"; do
       timeout ${GEMV_S:-65} python3 benchmarks/bench_gemv_2560.py --out "$out/gemv" ${GEMV_ONLY:+--only "$GEMV_ONLY"} ${GEMV_DRY:+--dry-run} \
         > "$out/gemv/bench.log" 2>&1
       grep -v '^{' "$out/gemv/bench.log" | tail -40 ;;
+    r4-kdanorm)
+      # Issue 27, round 4, call 1 (h27-kdanorm): kda_norm_in_oproj. First bench_kda_norm.py (KDA alone,
+      # o_proj alone, the in_proj -> KDA -> o_proj block over 32 layers under PDL, head norm in KDA vs in
+      # o_proj's prologue, 4 and 8 splits, the early vs late ticket, same call; kda_norm.json rewritten after every case), then the
+      # GPU tests: e256 kernels (fast compiles), then the switch on ling3-tiny. <= 100 s. KDANORM_DRY=1:
+      # tiny shapes on the CPU, checked, not timed.
+      mkdir -p "$out/kdanorm"
+      timeout ${KDANORM_S:-58} python3 benchmarks/bench_kda_norm.py --out "$out/kdanorm" --splits ${KDANORM_SPLITS:-4,8} \
+        ${KDANORM_DRY:+--dry-run} > "$out/kdanorm/bench.log" 2>&1
+      grep -v '^{' "$out/kdanorm/bench.log" | tail -30
+      timeout ${KDANORM_KTEST_S:-17} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_kda_head_norm_gpu.py \
+        2>&1 | tail -8 | tee "$out/kdanorm/kernel_gpu_tests.log"
+      timeout ${KDANORM_FTEST_S:-25} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
+        2>&1 | grep -E "relative|launches|passed|failed|skipped|Error|error" | tail -12 | tee "$out/kdanorm/fast_gpu_tests.log" ;;
     r4-kdapersist)
       # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
       # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
       # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
-      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
-      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
-      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches (and with o_proj under
+      # gemv_prefetch), GEMVs only, 5 one-launch variants, the same kernel as three launches, in_proj alone
+      # (GEMV vs phase 1 on the persistent grid), 5 interleaved rounds, the copy ceiling in the same process
+      # (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
       # tests (the CPU rehearsal under TRITON_INTERPRET=1).
       mkdir -p "$out/kdapersist"
       if [ -z "${KDAPERSIST_DRY:-}" ]; then
@@ -130,14 +152,14 @@ for stage in "$@"; do
       # (the CPU rehearsal under TRITON_INTERPRET=1; the GPU-only tests skip there).
       mkdir -p "$out/experts"
       tag=e256; [ -n "${EXPERTS_DRY:-}" ] && tag=tiny
-      timeout ${EXPERTS_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
+      timeout ${EXPERTS_TESTS_S:-37} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_tma.py 2>&1 \
         | tail -6 | tee "$out/experts/gpu_tests.log"
       timeout ${EXPERTS_BENCH_S:-48} python3 benchmarks/bench_routing.py --out "$out/experts" \
         --only "experts stream $tag" --pdl-only ${EXPERTS_DRY:+--dry-run} \
         > "$out/experts/bench.log" 2>&1
       grep -v '^{' "$out/experts/bench.log" | tail -12
-      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-12} python3 benchmarks/compile_experts.py --route-here \
-        2>&1 | grep -v -i warn | tail -9 | tee "$out/experts/compile.log" ;;
+      [ -n "${EXPERTS_DRY:-}" ] || timeout ${EXPERTS_COMPILE_S:-15} python3 benchmarks/compile_experts.py --route-here \
+        2>&1 | grep -v -i warn | tail -11 | tee "$out/experts/compile.log" ;;
     round2)
       # Issue 17, second round, one call: GPU tests of the round's kernels and switches, then the round's
       # switches ablated on top of every other one: the decode step (ling3-flash-e256), and the verify-side

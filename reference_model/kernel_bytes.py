@@ -34,6 +34,9 @@ def _gemv_grid(out_features: int, in_features: int) -> int:
 
 # The GEMV ending with the next block's add + RMSNorm under `norm_epilogue` (kernels/gemv/norm_epilogue.py).
 NORM_GEMV = "gemv_norm_epilogue_kernel"
+# KDA's o_proj with the heads' gated RMSNorm in its prologue under `kda_norm_in_oproj`
+# (kernels/gemv/head_norm_prologue.py); it reads o_norm instead of the KDA decode kernel.
+HEAD_NORM_GEMV = "gemv_head_norm_kernel"
 
 
 def _gemv_rules(config: LingConfig, switches: LingSwitches) -> list[dict[str, Any]]:
@@ -41,6 +44,8 @@ def _gemv_rules(config: LingConfig, switches: LingSwitches) -> list[dict[str, An
 
     Under `norm_epilogue` the block output projections are NORM_GEMV launches that also read the norm
     weight of the norm they end with (one `[D]` vector per launch, moved from the add_rmsnorm rule).
+    Under `kda_norm_in_oproj` the KDA o_proj is a HEAD_NORM_GEMV launch that also reads o_norm (`[V]`,
+    moved from the KDA decode rule) and, with `norm_epilogue`, ends with the next norm as well.
     """
     elem = dtype_bytes(config)
     hidden, heads = config.hidden_size, config.num_attention_heads
@@ -49,10 +54,13 @@ def _gemv_rules(config: LingConfig, switches: LingSwitches) -> list[dict[str, An
     q_first = config.q_lora_rank or heads * config.qk_head_dim
     output = (NORM_GEMV, hidden * elem) if switches.norm_epilogue else ("gemv_kernel", 0)
     plain = ("gemv_kernel", 0)
+    kda_output = output
+    if switches.kda_norm_in_oproj:
+        kda_output = (HEAD_NORM_GEMV, output[1] + config.head_dim * elem)
     # (label, out rows, in cols, launches per step, bytes per weight element, (kernel, norm bytes per launch))
     shapes = [
         ("KDA in_proj", 5 * heads * config.head_dim + heads, hidden, kda, elem, plain),
-        ("KDA o_proj", hidden, heads * config.head_dim, kda, elem, output),
+        ("KDA o_proj", hidden, heads * config.head_dim, kda, elem, kda_output),
         ("MLA in_proj", q_first + config.mla_cache_width + heads, hidden, mla, elem, plain),
         ("MLA dense", hidden, heads * config.v_head_dim, mla, elem, output),
         ("dense FFN gate/up", 2 * config.intermediate_size, hidden, dense, elem, plain),
@@ -77,7 +85,8 @@ def _gemv_rules(config: LingConfig, switches: LingSwitches) -> list[dict[str, An
         rule["launches"] += launches
     rules = []
     for (kernel, _grid), rule in by_grid.items():
-        suffix = " + add/RMSNorm" if kernel == NORM_GEMV else ""
+        suffix = " + head norm" if kernel == HEAD_NORM_GEMV else ""
+        suffix += " + add/RMSNorm" if kernel == NORM_GEMV or (suffix and switches.norm_epilogue) else ""
         rule["family"] = "GEMV " + " / ".join(rule["family"]) + suffix
         rules.append(rule)
     return rules
@@ -142,6 +151,8 @@ def rules_for(
         rules.append(_rule("MoE experts gate/up", ["gate_up_kernel"], gate_up, moe))
         rules.append(_rule("MoE experts down", ["down_kernel"], experts - gate_up + moe_norm, moe))
     kda_bytes = parts["kda_state"] + parts["conv_state"] + parts["kda"] - kda_proj
+    if switches.kda_norm_in_oproj:
+        kda_bytes -= kda * config.head_dim * elem
     rules.append(_rule("KDA decode (state + conv)", ["kda_decode"], kda_bytes, kda))
     rules.append(
         _rule(

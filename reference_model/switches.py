@@ -71,6 +71,13 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "kda_norm_in_oproj",
+        "KDA decode stores un-normed head rows and slice sums of squares; o_proj's GEMV norms and gates "
+        "each head's V-chunk as it loads x (no workspace, no last-program norm in KDA)",
+        "KDA decode's last program per head (by ticket) reads the head's row back, norms, gates, stores it",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "gemv_prefetch",
         "each 2560-row output projection's programs ask L2 for their whole weight strip before the PDL "
         "wait, so the 21-31 MB stream while the previous kernel (KDA decode, the MLA glue) still runs",
@@ -120,6 +127,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "verify_fused_in_proj",
+        "speculative verify: KDA's six input projections as one GEMM over the packed in_proj weight",
+        "six GEMMs per KDA layer (q, k, v, f, g, b projections of the window) and a stack",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "graph_metadata",
         "prepare decode metadata inside the captured CUDA graph",
         "eager metadata ops between graph replays",
@@ -157,6 +170,8 @@ class LingSwitches:
     fused_mla_glue: bool = False
     # Acts on the one-token fast step at TP=1 (an all-reduce sits between producer and norm at TP).
     norm_epilogue: bool = False
+    # Acts on the one-token fast step's KDA layers (the speculative verify keeps kda_verify's norm).
+    kda_norm_in_oproj: bool = False
     # Acts on the one-token fast step's output projections (KDA o_proj, MLA dense, dense FFN down).
     gemv_prefetch: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
@@ -169,6 +184,7 @@ class LingSwitches:
     verify_norm_kernel: bool = False
     # Acts on the speculative verify window's KDA layers only.
     verify_gated_norm: bool = False
+    verify_fused_in_proj: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False

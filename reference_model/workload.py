@@ -41,6 +41,7 @@ FAST_SWITCHES = (
     "fused_mla_glue",
     "norm_epilogue",
     "routing_in_experts",
+    "kda_norm_in_oproj",
     "gemv_prefetch",
     "bf16_gate",
     "bf16_lm_head",

@@ -18,6 +18,8 @@ SWITCH_SETS = [
     LingSwitches(norm_epilogue=True),
     LingSwitches(fused_moe=True, norm_epilogue=True, bf16_gate=True),
     LingSwitches(fused_moe=True, norm_epilogue=True, deep_experts=True, routing_in_experts=True),
+    LingSwitches(fused_moe=True, kda_norm_in_oproj=True),
+    LingSwitches(fused_moe=True, kda_norm_in_oproj=True, norm_epilogue=True),
 ]
 
 
@@ -95,3 +97,25 @@ def test_norm_epilogue_moves_the_norm_weights_into_the_output_gemvs() -> None:
         "MoE experts down"
     ]
     assert unfused["MoE experts down"]["bytes_per_step"] == plain_down["bytes_per_step"] + 40 * hidden_row
+
+
+@pytest.mark.parametrize("norm_epilogue", [False, True])
+def test_kda_norm_in_oproj_gives_the_kda_o_proj_its_own_kernel(norm_epilogue: bool) -> None:
+    config = get_preset("ling3-flash-e256")
+    base = dict(fused_moe=True, norm_epilogue=norm_epilogue)
+    off = {r["family"]: r for r in rules_for(config, LingSwitches(**base), context_len=1)}
+    on_switches = LingSwitches(**base, kda_norm_in_oproj=True)
+    on = {r["family"]: r for r in rules_for(config, on_switches, context_len=1)}
+    tail = " + add/RMSNorm" if norm_epilogue else ""
+    o_norm_row = config.head_dim * dtype_bytes(config)
+    kda_o_proj = on["GEMV KDA o_proj + head norm" + tail]
+    others = on["GEMV MLA dense / dense FFN down" + tail]
+    shared = off["GEMV KDA o_proj / MLA dense / dense FFN down" + tail]
+    assert kda_o_proj["kernels"] == ["gemv_head_norm_kernel"] and kda_o_proj["grid_x"] == shared["grid_x"]
+    assert kda_o_proj["launches"] == 35 and others["launches"] + 35 == shared["launches"]
+    # The o_norm row of each KDA layer moves from the KDA decode rule into its o_proj's.
+    assert (
+        kda_o_proj["bytes_per_step"] + others["bytes_per_step"] == shared["bytes_per_step"] + 35 * o_norm_row
+    )
+    kda = "KDA decode (state + conv)"
+    assert on[kda]["bytes_per_step"] == off[kda]["bytes_per_step"] - 35 * o_norm_row

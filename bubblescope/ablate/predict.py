@@ -117,11 +117,13 @@ NO_RULE = {
     "early_shared": _IN_FUSED_MOE,
     "deep_experts": _IN_FUSED_MOE,
     "routing_in_experts": _IN_FUSED_MOE,
+    "kda_norm_in_oproj": "moves KDA's head norm into o_proj's prologue: no launch or gap removed",
     "expert_union": _VERIFY_ONLY,
     "staged_kda": _VERIFY_ONLY,
     "fused_kda_verify": _VERIFY_ONLY,
     "verify_norm_kernel": _VERIFY_ONLY,
     "verify_gated_norm": _VERIFY_ONLY,
+    "verify_fused_in_proj": _VERIFY_ONLY,
     "gemv_prefetch": "acts inside the output projections' GEMV launches (when their bytes arrive): no "
     "launch or gap of its own in a trace",
     "fast_allreduce": "acts on tensor-parallel all-reduces; no rule predicts a collective's time yet",

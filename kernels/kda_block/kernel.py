@@ -9,7 +9,7 @@ runs the three phases with grid-wide barriers between them (grid_sync.py):
              phase-2 loads (conv windows, fp32 state slice), the first o_proj tile, and (L2_PREFETCH)
              every o_proj row this program will stream, prefetched into L2
     barrier
-    phase 2  one V slice of one head's KDA update (programs < H * NV; kda_phase.py)
+    phase 2  one V slice of one head's KDA update (the last H * NV programs; kda_phase.py)
     barrier
     phase 3  o_proj strips pid, pid + P, ... (the first from registers, the rest mostly from L2)
 

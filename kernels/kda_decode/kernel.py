@@ -46,7 +46,19 @@ def load_conv_window(p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr)
 @triton.jit
 def conv_silu(b_x, b_old, b_w_old, b_w_new):
     """SiLU(depthwise causal conv) of one token: taps `b_old` [C, T] and input `b_x` [C] (fp32 out)."""
-    b_acc = tl.sum(b_old.to(tl.float32) * b_w_old, axis=1) + b_w_new * b_x.to(tl.float32)
+    return silu_of_conv(conv_taps(b_old, b_w_old), b_x, b_w_new)
+
+
+@triton.jit
+def conv_taps(b_old, b_w_old):
+    """The conv's sum over the previous inputs `b_old` [C, T] (fp32 [C]): all of it but this token's tap."""
+    return tl.sum(b_old.to(tl.float32) * b_w_old, axis=1)
+
+
+@triton.jit
+def silu_of_conv(b_taps, b_x, b_w_new):
+    """SiLU(taps + w_new * x): conv_silu finished from conv_taps, the same operations in the same order."""
+    b_acc = b_taps + b_w_new * b_x.to(tl.float32)
     return b_acc * tl.sigmoid(b_acc)
 
 
@@ -98,6 +110,7 @@ def kda_decode_kernel(
     p_state,
     p_out,
     stride_ob,
+    p_sumsq,
     H,
     K,
     V,
@@ -110,8 +123,12 @@ def kda_decode_kernel(
     BLOCK_V: tl.constexpr,
     USE_PDL: tl.constexpr,
     PREFETCH_STATE: tl.constexpr,
+    NORM_IN_CONSUMER: tl.constexpr = False,
 ):
-    """Grid (B, H): program (i_b, i_h) runs steps 2-7 of notes §3.1 for one head of one sequence."""
+    """Grid (B, H): program (i_b, i_h) runs steps 2-7 of notes §3.1 for one head of one sequence.
+
+    NORM_IN_CONSUMER (`kda_norm_in_oproj`): step 7's gated RMSNorm is left to o_proj's prologue; out
+    (fp32) takes the un-normed head row and p_sumsq[b*H + h] its sum of squares; gate and o_norm unread."""
     i_b = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
     o_k = tl.arange(0, BLOCK_K)
@@ -131,7 +148,8 @@ def kda_decode_kernel(
     b_wv_old, b_wv_new = load_conv_weights(p_v_conv_w, o_cv, m_v, KW, BLOCK_T)
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
-    b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
+    if not NORM_IN_CONSUMER:
+        b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
     # PREFETCH_STATE: the state is read before the wait (the previous kernel never writes it).
     if not PREFETCH_STATE:
         pdl_wait(USE_PDL)
@@ -148,7 +166,8 @@ def kda_decode_kernel(
     b_xv = tl.load(p_v + i_b * stride_vb + o_cv, mask=m_v, other=0.0)
     b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
-    b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
+    if not NORM_IN_CONSUMER:
+        b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
     b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
     b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
@@ -163,9 +182,14 @@ def kda_decode_kernel(
     b_s += b_k[:, None] * b_u[None, :]
     b_o = tl.sum(b_s * b_q[:, None], axis=0)
 
-    b_rstd = 1.0 / tl.sqrt(tl.sum(b_o * b_o, axis=0) / V + eps)
-    b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
-    tl.store(p_out + i_b * stride_ob + o_cv, b_out.to(p_out.dtype.element_ty), mask=m_v)
+    b_sq = tl.sum(b_o * b_o, axis=0)
+    if NORM_IN_CONSUMER:
+        tl.store(p_out + i_b * stride_ob + o_cv, b_o, mask=m_v)
+        tl.store(p_sumsq + i_b * H + i_h, b_sq)
+    else:
+        b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)
+        b_out = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
+        tl.store(p_out + i_b * stride_ob + o_cv, b_out.to(p_out.dtype.element_ty), mask=m_v)
     # The states are stored in place only once every thread has read them: a small block is held by
     # several warps at once, and one warp's store must not overtake another warp's read of the same
     # element (split_kernel.py's v window showed that race on the H200).

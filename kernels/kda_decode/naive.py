@@ -31,26 +31,25 @@ def short_conv_step_naive(x: torch.Tensor, conv_state: torch.Tensor, weight: tor
     return out * torch.sigmoid(out)
 
 
-def kda_decode_naive(
+def kda_heads_naive(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     f: torch.Tensor,
     b: torch.Tensor,
-    gate: torch.Tensor,
     weights: KDALayerWeights,
     state: KDALayerState,
     eps: float = 1e-6,
 ) -> torch.Tensor:
-    """One KDA token: conv+SiLU, safe gate, beta, L2 norm, delta rule (state in place), gated RMSNorm.
+    """One KDA token up to the attention output: conv+SiLU, safe gate, beta, L2 norm, delta rule.
 
     Args:
         q, k: pre-conv projections `[B, H*K]`; v: `[B, H*V]`.
-        f: forget-gate projection `[B, H*K]`; b: beta logits `[B, H]`; gate: g_proj output `[B, H*V]`.
+        f: forget-gate projection `[B, H*K]`; b: beta logits `[B, H]`.
         weights, state: see KDALayerWeights / KDALayerState (state updated in place).
-        eps: L2-norm and output-RMSNorm epsilon.
+        eps: L2-norm epsilon.
     Returns:
-        `[B, H*V]` gated, normed attention output (before o_proj) in v's dtype.
+        `[B, H, V]` fp32 per-head output o = S^T q, before the gated RMSNorm.
     """
     batch, heads, key_dim, value_dim = state.recurrent.shape
     q_act = short_conv_step_naive(q, state.q_conv, weights.q_conv).view(batch, heads, key_dim)
@@ -75,7 +74,47 @@ def kda_decode_naive(
         output_final_state=True,
     )
     state.recurrent.copy_(final)
-    heads_out = out[:, 0].float()
+    return out[:, 0].float()
+
+
+def gated_head_norm_naive(
+    heads_out: torch.Tensor, gate: torch.Tensor, o_norm: torch.Tensor, eps: float = 1e-6
+) -> torch.Tensor:
+    """KDA's gated output RMSNorm, per head over V: o / rms(o) * o_norm * sigmoid(gate), in fp32.
+
+    Args:
+        heads_out: `[B, H, V]` attention output; gate: g_proj output `[B, H*V]`; o_norm: `[V]`.
+        eps: RMSNorm epsilon.
+    Returns:
+        `[B, H*V]` fp32.
+    """
+    batch, heads, value_dim = heads_out.shape
+    heads_out = heads_out.float()
     normed = heads_out / torch.sqrt((heads_out * heads_out).mean(dim=-1, keepdim=True) + eps)
-    gated = normed * weights.o_norm.float() * torch.sigmoid(gate.float().view(batch, heads, value_dim))
-    return gated.reshape(batch, heads * value_dim).to(v.dtype)
+    gated = normed * o_norm.float() * torch.sigmoid(gate.float().view(batch, heads, value_dim))
+    return gated.reshape(batch, heads * value_dim)
+
+
+def kda_decode_naive(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    f: torch.Tensor,
+    b: torch.Tensor,
+    gate: torch.Tensor,
+    weights: KDALayerWeights,
+    state: KDALayerState,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """One KDA token: conv+SiLU, safe gate, beta, L2 norm, delta rule (state in place), gated RMSNorm.
+
+    Args:
+        q, k: pre-conv projections `[B, H*K]`; v: `[B, H*V]`.
+        f: forget-gate projection `[B, H*K]`; b: beta logits `[B, H]`; gate: g_proj output `[B, H*V]`.
+        weights, state: see KDALayerWeights / KDALayerState (state updated in place).
+        eps: L2-norm and output-RMSNorm epsilon.
+    Returns:
+        `[B, H*V]` gated, normed attention output (before o_proj) in v's dtype.
+    """
+    heads_out = kda_heads_naive(q, k, v, f, b, weights, state, eps)
+    return gated_head_norm_naive(heads_out, gate, weights.o_norm, eps).to(v.dtype)

@@ -55,7 +55,10 @@ def check_kda_decode_inputs(
         "b": (batch, heads),
         "gate": (batch, width_v),
     }
+    # kda_decode_heads passes no gate (the norm it gates is left to o_proj).
     for name, shape in expected.items():
+        if name not in activations:
+            continue
         check_shape(name, activations[name], shape, OP)
         check_dtype(name, activations[name], FLOAT_DTYPES, OP)
         if activations[name].stride(1) != 1:
@@ -89,11 +92,15 @@ def launch_kda_decode(
     pdl: bool,
     num_warps: int | None,
     prefetch_state: bool = True,
+    sumsq: torch.Tensor | None = None,
 ) -> None:
-    """Grid (B, H) launch of kda_decode_kernel on validated inputs."""
+    """Grid (B, H) launch of kda_decode_kernel on validated inputs. With `sumsq` (`[B, H, 1]` fp32) the
+    norm is left to the consumer: `out` (fp32) takes the un-normed rows."""
     batch, heads, key_dim, value_dim = state.recurrent.shape
     kda_decode_kernel[(batch, heads)](
         *decode_kernel_args(acts, weights, state, out),
+        # Without sumsq the kernel never touches this pointer (NORM_IN_CONSUMER is False).
+        out if sumsq is None else sumsq,
         heads,
         key_dim,
         value_dim,
@@ -103,6 +110,7 @@ def launch_kda_decode(
         **decode_block_sizes(weights.q_conv.shape[1], key_dim, value_dim),
         USE_PDL=pdl,
         PREFETCH_STATE=prefetch_state,
+        NORM_IN_CONSUMER=sumsq is not None,
         num_warps=num_warps or (8 if key_dim * value_dim >= 8192 else 4),
         **launch_options(pdl),
     )
@@ -161,19 +169,50 @@ def kda_decode(
     check_shape("out", out, (batch, heads * value_dim), OP)
     if out.stride(1) != 1 or out.device != v.device:
         raise KernelInputError(f"{OP}: out needs a contiguous last dimension on {v.device}")
-    pdl = resolve_pdl(use_pdl, v.device)
+    launch_checked(
+        activations, weights, state, out, eps, use_pdl, num_warps, v_splits, workspace, prefetch_state
+    )
+    return out
+
+
+def launch_checked(
+    activations: dict[str, torch.Tensor],
+    weights: KDALayerWeights,
+    state: KDALayerState,
+    out: torch.Tensor,
+    eps: float,
+    use_pdl: bool,
+    num_warps: int | None,
+    v_splits: int,
+    workspace: KDASplitWorkspace | None,
+    prefetch_state: bool,
+    sumsq: torch.Tensor | None = None,
+    early_ticket: bool = False,
+) -> None:
+    """Validate v_splits and the workspace, then launch the one-program or the split kernel."""
+    batch, heads, _, value_dim = state.recurrent.shape
+    device = state.recurrent.device
+    pdl = resolve_pdl(use_pdl, device)
     if not 1 <= v_splits <= value_dim:
         raise KernelInputError(f"{OP}: v_splits must be in 1..V={value_dim}; got {v_splits}")
     if v_splits == 1:
-        launch_kda_decode(activations, weights, state, out, eps, pdl, num_warps, prefetch_state)
-        return out
+        launch_kda_decode(activations, weights, state, out, eps, pdl, num_warps, prefetch_state, sumsq)
+        return
     if workspace is None:
-        workspace = shared_workspace(batch, heads, value_dim, v.device)
-    elif not workspace.fits(batch, heads, value_dim, v.device):
-        raise KernelInputError(
-            f"{OP}: workspace is not for B={batch}, H={heads}, V={value_dim} on {v.device}"
-        )
+        workspace = shared_workspace(batch, heads, value_dim, device)
+    elif not workspace.fits(batch, heads, value_dim, device):
+        raise KernelInputError(f"{OP}: workspace is not for B={batch}, H={heads}, V={value_dim} on {device}")
     launch_kda_decode_split(
-        activations, weights, state, out, eps, pdl, num_warps, v_splits, workspace, prefetch_state
+        activations,
+        weights,
+        state,
+        out,
+        eps,
+        pdl,
+        num_warps,
+        v_splits,
+        workspace,
+        prefetch_state,
+        sumsq,
+        early_ticket,
     )
-    return out

@@ -289,16 +289,19 @@ def launch_experts(
     )
 
 
+def tma_rows_aligned(tensor: torch.Tensor) -> bool:
+    """A TMA descriptor can take `tensor` as 2D rows: contiguous rows, 16-byte aligned base and rows."""
+    size = tensor.element_size()
+    return (
+        tensor.stride(-1) == 1
+        and all((stride * size) % 16 == 0 for stride in tensor.stride()[:-1])
+        and tensor.data_ptr() % 16 == 0
+    )
+
+
 def tma_aligned(weights: MoEWeights) -> bool:
     """TMA descriptors need 16-byte aligned rows of w13 `[S, 2I, D]` and w2 `[S, D, I]` (and bases)."""
-    size = weights.w13.element_size()
-    hidden, inter = weights.w2.shape[1], weights.w2.shape[2]
-    tensors = (weights.w13, weights.w2)
-    return (
-        (hidden * size) % 16 == 0
-        and (inter * size) % 16 == 0
-        and all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in tensors)
-    )
+    return all(t.is_contiguous() and tma_rows_aligned(t) for t in (weights.w13, weights.w2))
 
 
 def launch_tma_experts(
@@ -318,10 +321,12 @@ def launch_tma_experts(
     inter = weights.w2.shape[2]
     slots = rule.top_k + (weights.shared_slot is not None)
     block_i = cfg.tma_block_i
+    x_desc = cfg.tma_x and tma_rows_aligned(x)
+    x_src = TensorDescriptor.from_tensor(x, [1, cfg.block_d]) if x_desc else x
     w13 = TensorDescriptor.from_tensor(weights.w13.view(-1, hidden), [block_i, cfg.block_d])
     w2 = TensorDescriptor.from_tensor(weights.w2.view(-1, inter), [cfg.block_dout, block_i])
     tma_experts_kernel[(rows * slots, triton.cdiv(inter, block_i))](
-        x,
+        x_src,
         ws.ids,
         ws.weights,
         w13,
@@ -346,6 +351,7 @@ def launch_tma_experts(
         DOT=cfg.tma_dot,
         # The interpreter's bf16 dot is unreliable (union_kernel.dot_rows); fp32 weights want exact dots.
         DOT_FP32=is_interpreting() or weights.w13.dtype == torch.float32,
+        X_DESC=x_desc,
         EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.tma_num_warps,
         **experts_routing_constants(weights.router.shape[0], rule, route_here),

@@ -126,6 +126,9 @@ class FusedMoEConfig:
     tma_stages: int = 4
     tma_block_i: int = 64
     tma_num_warps: int = 4
+    # The token's row by TMA too, pipelined with the weight tiles (where x's rows are 16-byte aligned;
+    # else plain loads, each waiting an L2 round trip inside the loop).
+    tma_x: bool = True
     # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3

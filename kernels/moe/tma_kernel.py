@@ -57,10 +57,13 @@ def dot_acc(b_w, b_cols, b_acc, DOT_FP32: tl.constexpr):
 
 
 @triton.jit
-def gate_up_tma(d_w13, p_x_row, expert, i_start, m_i, D, INTER, limit, BLOCK_I: tl.constexpr,
-                BLOCK_D: tl.constexpr, STAGES: tl.constexpr, DOT: tl.constexpr,
-                DOT_FP32: tl.constexpr):  # fmt: skip
-    """h[i_start : i_start + BLOCK_I] of one expert and one token, gate and up tiles by TMA."""
+def gate_up_tma(d_w13, x_src, i_m, expert, i_start, m_i, D, INTER, limit, BLOCK_I: tl.constexpr,
+                BLOCK_D: tl.constexpr, STAGES: tl.constexpr, DOT: tl.constexpr, DOT_FP32: tl.constexpr,
+                X_DESC: tl.constexpr):  # fmt: skip
+    """h[i_start : i_start + BLOCK_I] of one expert and one token, gate and up tiles by TMA. X_DESC: x_src
+    is a descriptor of x `[M, D]` (blocks [1, BLOCK_D]) and x's tiles join the pipelined copies: a plain
+    load of x in the loop is not pipelined, so each tile would wait one L2 round trip for its x; else
+    x_src points at the token's row."""
     row = (expert * 2 * INTER + i_start).to(tl.int32)
     if DOT:
         b_acc_g = tl.zeros((BLOCK_I, DOT_N), dtype=tl.float32)
@@ -72,7 +75,10 @@ def gate_up_tma(d_w13, p_x_row, expert, i_start, m_i, D, INTER, limit, BLOCK_I: 
         b_gate = d_w13.load([row, d_start])
         b_up = d_w13.load([row + INTER, d_start])
         o_d = d_start + tl.arange(0, BLOCK_D)
-        b_x = tl.load(p_x_row + o_d, mask=o_d < D, other=0.0).to(tl.float32)
+        if X_DESC:
+            b_x = x_src.load([i_m.to(tl.int32), d_start]).reshape(BLOCK_D).to(tl.float32)
+        else:
+            b_x = tl.load(x_src + o_d, mask=o_d < D, other=0.0).to(tl.float32)
         if DOT:
             b_cols = split_columns(b_x, b_gate.dtype)
             b_acc_g = dot_acc(b_gate, b_cols, b_acc_g, DOT_FP32)
@@ -134,6 +140,7 @@ def tma_experts_kernel(
     STAGES: tl.constexpr = 4,
     DOT: tl.constexpr = False,
     DOT_FP32: tl.constexpr = False,
+    X_DESC: tl.constexpr = False,
     EARLY_SHARED: tl.constexpr = False,
     ROUTE_HERE: tl.constexpr = False,
     N_GROUP: tl.constexpr = 1,
@@ -152,19 +159,23 @@ def tma_experts_kernel(
     NORM_CHUNKS: tl.constexpr = 1,
 ):
     """Launch 2 of the fused layer, grid (M * SLOTS, cdiv(I, BLOCK_I)) as deep_experts_kernel (EARLY_SHARED,
-    ROUTE_HERE, NORM_EPILOGUE as there); d_w13 / d_w2: descriptors of w13 `[S * 2I, D]` and w2 `[S * D, I]`
-    with blocks [BLOCK_I, BLOCK_D] and [BLOCK_DOUT, BLOCK_I]."""
+    ROUTE_HERE, NORM_EPILOGUE as there). p_x: x, or with X_DESC its descriptor (gate_up_tma); d_w13 /
+    d_w2: descriptors of w13 `[S * 2I, D]` and w2 `[S * D, I]` with blocks [BLOCK_I, BLOCK_D] and
+    [BLOCK_DOUT, BLOCK_I]."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
     slot = i_ms % SLOTS
     i_start = i_blk * BLOCK_I
     m_i = i_start + tl.arange(0, BLOCK_I) < INTER
-    p_x_row = p_x + i_m * stride_xm
+    if X_DESC:
+        x_src = p_x
+    else:
+        x_src = p_x + i_m * stride_xm
     if EARLY_SHARED and slot >= TOP_K:
         expert = slot * 0 + shared_slot
-        b_h = gate_up_tma(d_w13, p_x_row, expert, i_start, m_i, D, INTER, shared_limit, BLOCK_I, BLOCK_D,
-                          STAGES, DOT, DOT_FP32)  # fmt: skip
+        b_h = gate_up_tma(d_w13, x_src, i_m, expert, i_start, m_i, D, INTER, shared_limit, BLOCK_I, BLOCK_D,
+                          STAGES, DOT, DOT_FP32, X_DESC)  # fmt: skip
         pdl_wait(USE_PDL)
         pdl_launch_dependents(USE_PDL)
     else:
@@ -176,8 +187,8 @@ def tma_experts_kernel(
             N_GROUP, TOPK_GROUP, RENORMALIZE, BLOCK_G, BLOCK_PG, BLOCK_TOPK,
         )  # fmt: skip
         slot_limit = tl.where(slot < TOP_K, limit, shared_limit)
-        b_h = gate_up_tma(d_w13, p_x_row, expert, i_start, m_i, D, INTER, slot_limit, BLOCK_I, BLOCK_D,
-                          STAGES, DOT, DOT_FP32)  # fmt: skip
+        b_h = gate_up_tma(d_w13, x_src, i_m, expert, i_start, m_i, D, INTER, slot_limit, BLOCK_I, BLOCK_D,
+                          STAGES, DOT, DOT_FP32, X_DESC)  # fmt: skip
         b_h = b_h * gain
     down_tma(d_w2, p_y + i_m * D, b_h, expert, i_start, D, BLOCK_I, BLOCK_DOUT, STAGES, DOT, DOT_FP32)
     if NORM_EPILOGUE:

@@ -16,8 +16,10 @@ import triton
 from bubblescope.kernels._pdl import is_interpreting
 from bubblescope.kernels.gemv import GemvConfig, choose_config
 from bubblescope.kernels.gemv import gemv as gemv_kernel
+from bubblescope.kernels.gemv.head_norm_prologue import gemv_head_norm
 from bubblescope.kernels.gemv.norm_epilogue import gemv_add_rmsnorm
 from bubblescope.kernels.kda_decode import kda_decode
+from bubblescope.kernels.kda_decode.heads import kda_decode_heads
 from bubblescope.kernels.mla_decode import mla_decode
 from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
 from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
@@ -97,6 +99,8 @@ class StepOptions:
         norm_epilogue: each block's output launch (KDA o_proj, MLA dense, dense FFN down, the fused
             MoE experts) ends with the residual add + RMSNorm of the next block, in its last program
             (kernels/rmsnorm/epilogue.py), instead of a separate add_rmsnorm launch.
+        kda_norm_in_oproj: KDA decode leaves its gated head RMSNorm to o_proj's GEMV, which norms each
+            head's V-chunk as it loads x (kernels/kda_decode/heads.py, kernels/gemv/head_norm_prologue.py).
         gemv_prefetch: the output projections (KDA o_proj, MLA dense, dense FFN down) ask L2 for each
             program's whole weight strip before the PDL wait (kernels/gemv/prefetch.py); same products.
     """
@@ -114,6 +118,7 @@ class StepOptions:
     routing_in_experts: bool = False
     fused_mla_glue: bool = False
     norm_epilogue: bool = False
+    kda_norm_in_oproj: bool = False
     gemv_prefetch: bool = False
 
 
@@ -129,6 +134,8 @@ def kda_block(
     # [1, 5W + H]: q, k, v, f, g, b as column slices (the kernel takes row strides).
     proj = gemv(normed, pack.in_proj, use_pdl=opts.use_pdl)
     q, k, v, f, g, b = proj.split(pack.widths, dim=1)
+    if opts.kda_norm_in_oproj:
+        return _kda_norm_in_oproj(pack, (q, k, v, f, b), g, opts, norm)
     out = kda_decode(
         q,
         k,
@@ -143,6 +150,41 @@ def kda_block(
         v_splits=opts.kda_v_splits,
     )
     return output_projection(out, pack.o_proj, opts, norm)
+
+
+def _kda_norm_in_oproj(
+    pack: KDAPack,
+    projections: tuple[torch.Tensor, ...],
+    gate: torch.Tensor,
+    opts: StepOptions,
+    norm: NormEpilogue | None,
+) -> torch.Tensor:
+    """kda_block's tail under `kda_norm_in_oproj`: un-normed heads, then o_proj norming them as it loads."""
+    q, k, v, f, b = projections
+    heads = kda_decode_heads(
+        q,
+        k,
+        v,
+        f,
+        b,
+        pack.weights,
+        pack.state,
+        eps=opts.eps,
+        use_pdl=opts.use_pdl,
+        v_splits=opts.kda_v_splits,
+    )
+    config = projection_config(*pack.o_proj.shape, opts)
+    return gemv_head_norm(
+        heads.out,
+        heads.sumsq,
+        gate,
+        pack.weights.o_norm,
+        pack.o_proj,
+        eps=opts.eps,
+        use_pdl=opts.use_pdl,
+        config=config,
+        epilogue=norm,
+    )
 
 
 def _mla_queries(pack: MLAPack, proj: torch.Tensor, heads: int, opts: StepOptions) -> torch.Tensor:

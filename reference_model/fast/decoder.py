@@ -122,6 +122,7 @@ class FastDecoder:
             switches.routing_in_experts,
             switches.fused_mla_glue,
             switches.norm_epilogue,
+            switches.kda_norm_in_oproj,
             switches.gemv_prefetch,
         )
 
@@ -155,6 +156,7 @@ class FastDecoder:
             routing_in_experts=switches.routing_in_experts,
             fused_mla_glue=switches.fused_mla_glue,
             norm_epilogue=switches.norm_epilogue,
+            kda_norm_in_oproj=switches.kda_norm_in_oproj,
             gemv_prefetch=switches.gemv_prefetch,
         )
         self._built_key = key

@@ -34,6 +34,7 @@ def step_options(
     routing_in_experts: bool = False,
     fused_mla_glue: bool = False,
     norm_epilogue: bool = False,
+    kda_norm_in_oproj: bool = False,
     gemv_prefetch: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
@@ -53,6 +54,7 @@ def step_options(
         routing_in_experts=routing_in_experts,
         fused_mla_glue=fused_mla_glue,
         norm_epilogue=norm_epilogue,
+        kda_norm_in_oproj=kda_norm_in_oproj,
         gemv_prefetch=gemv_prefetch,
     )
 
