@@ -406,6 +406,7 @@ def launch_union_experts(
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
         STAGES=cfg.union_stages if cfg.deep_experts else 0,
+        H_BF16X2=cfg.union_h_bf16x2 and weights.w2.dtype == torch.bfloat16,
         num_warps=cfg.union_num_warps,
         **launch_options(pdl),
     )

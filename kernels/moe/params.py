@@ -144,6 +144,9 @@ class FusedMoEConfig:
     # program per possible item, the working ones first).
     union_compact: bool = False
     union_programs_per_sm: int = 0
+    # The union launch's down products with h as bf16 hi + lo (two bf16 tensor-core products on the w2
+    # tile as loaded) instead of tf32x3 on the tile converted to fp32; bf16 expert weights only.
+    union_h_bf16x2: bool = False
     # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
     # "router_launch": the router launch's last program by ticket (fused_kernel.py);
     # "experts": every experts program routes its own row after its wait (slot_routing.py, the

@@ -4,6 +4,8 @@ persistent grid whose programs loop over several items, with and without the sha
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from bubblescope.kernels.moe import (
@@ -81,3 +83,20 @@ def test_compact_grid_size():
     persistent = FusedMoEConfig(union_compact=True, union_programs_per_sm=3)
     assert union_compact_programs(81, 768, 32, persistent, cpu) == 3 * sm_count(cpu)
     assert union_compact_programs(1, 20, 16, persistent, cpu) == 2
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["rows-grid", "compact"])
+def test_down_products_in_bf16_hi_lo_match_naive(device, compact):
+    """union_h_bf16x2: h split into bf16 hi + lo for the down products (bf16 weights), both grids."""
+    weights = make_weights(15, 37, 20, device, torch.bfloat16, shared=True, limits=(0.6, 0.8))
+    x = torch.randn(10, 37, device=device).to(torch.bfloat16)
+    config = FusedMoEConfig(
+        expert_union=True, union_compact=compact, union_h_bf16x2=True, union_block_i=16, deep_experts=True
+    )
+    out = poison(torch.empty(10, 37, device=device))
+    moe_fused(x, weights, RULE, use_pdl=True, config=config, out=out)
+    assert_close(f"h bf16x2 compact={compact}", out, moe_naive(x, weights, RULE), atol=2e-3, rtol=2e-3)
+    # Against the tf32x3 products: hi + lo carry h to ~16 bits (hi alone, 8 bits, is ~1e-3 off).
+    tf32x3 = moe_fused(x, weights, RULE, use_pdl=True, config=replace(config, union_h_bf16x2=False))
+    scale = tf32x3.abs().max().item()
+    assert (out - tf32x3).abs().max().item() <= 1e-4 * scale
