@@ -29,7 +29,7 @@ ROUND2 = ("deep_experts", "fused_mla_glue")
 ROUND3 = ("norm_epilogue", "routing_in_experts")
 # Issue 27's second session (round 4): its switches are appended here as they land. Its baseline is the
 # fastest round-3 step, every earlier switch on but the ones measured slower (ROUND4_HELD_OFF).
-ROUND4: tuple[str, ...] = ("kda_norm_in_oproj",)
+ROUND4: tuple[str, ...] = ("kda_norm_in_oproj", "gemv_prefetch")
 ROUND4_HELD_OFF = ("norm_epilogue",)
 FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in STUDIED + ROUND2 + ROUND3 + ROUND4)
 ROUND2_FIXED_ON = frozenset(name for name in FAST_SWITCHES if name not in ROUND2 + ROUND3 + ROUND4)
