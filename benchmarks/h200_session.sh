@@ -64,20 +64,23 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (compact grid vs the naive reference), verify_gated_norm and verify_fused_in_proj (kernel at e256
-      # shapes; each switch on vs off on the debug preset in bf16), then three verify micro-benchmarks at
-      # e256 shapes: the KDA gated norm (eager vs one launch), the KDA input projections (six GEMMs vs
-      # one, cuBLAS vs Triton GEMV), and the union experts launch's tile / grid sweep with the step's
-      # routing (29 distinct experts of a 10-row window). Everything under $out/spec/.
+      # (compact grid, bf16 hi/lo down products vs the naive reference), the window router tiles,
+      # verify_gated_norm and verify_fused_in_proj (kernel at e256 shapes; each switch on vs off on the debug
+      # preset in bf16), then four verify micro-benchmarks at e256 shapes: the KDA gated norm (eager vs one
+      # launch), the KDA input projections (six GEMMs vs one, cuBLAS vs Triton GEMV), the window's router
+      # GEMV tiles, and the union experts launch's tile / grid sweep with the step's routing (29 distinct
+      # experts of a 10-row window). Everything under $out/spec/.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-40} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+      timeout ${SPEC_TESTS_S:-34} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
         tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py tests/spec/test_verify_fused_in_proj.py \
-        tests/kernels/test_moe_union.py 2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+        tests/kernels/test_moe_window_router.py 2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
       timeout ${SPEC_NORM_S:-7} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | tail -2 | tee "$out/spec/verify_gated_norm.log"
       timeout ${SPEC_PROJ_S:-10} python3 benchmarks/bench_verify_in_proj.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | tail -5 | tee "$out/spec/verify_in_proj.log"
-      timeout ${SPEC_SWEEP_S:-42} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_ROUTER_S:-10} python3 benchmarks/bench_verify_router.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -8 | tee "$out/spec/verify_router.log"
+      timeout ${SPEC_SWEEP_S:-38} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import triton
 from bubblescope.kernels._pdl import is_interpreting, launch_options
-from bubblescope.kernels.gemv.ops import choose_config, launch_gemv, rows_block
+from bubblescope.kernels.gemv.ops import GemvConfig, choose_config, launch_gemv, rows_block
 from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
 from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
 from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
@@ -95,10 +97,26 @@ def launch_router_and_routing(
     ws: MoEWorkspace,
     pdl: bool,
     fast_topk: bool = False,
+    cfg: FusedMoEConfig | None = None,
 ) -> None:
-    """Router GEMV into ws.logits (tuned for the row count), then one routing program per row."""
-    launch_gemv(x, weights.router, ws.logits, choose_config(x.shape[0], *weights.router.shape), pdl)
+    """Router GEMV into ws.logits (tuned for the row count, cfg's window_router_* on top), then one
+    routing program per row."""
+    launch_gemv(x, weights.router, ws.logits, window_router_config(x.shape[0], weights.router, cfg), pdl)
     launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl, fast_topk)
+
+
+def window_router_config(rows: int, router: torch.Tensor, cfg: FusedMoEConfig | None) -> GemvConfig:
+    """The router GEMV's tiles for a window of several rows: choose_config's, with cfg's
+    window_router_block_k / window_router_warps / window_router_prefetch where set (non-zero)."""
+    base = choose_config(rows, *router.shape)
+    if cfg is None:
+        return base
+    return replace(
+        base,
+        block_k=cfg.window_router_block_k or base.block_k,
+        num_warps=cfg.window_router_warps or base.num_warps,
+        l2_prefetch=cfg.window_router_prefetch,
+    )
 
 
 def launch_swiglu_experts(
@@ -223,7 +241,7 @@ def launch_fused_moe(
     site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
-        launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
+        launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk, cfg)
     else:
         launch_router_route(x, weights, rule, ws, cfg, out, pdl, route=site == "router_launch")
         if site == "own_launch":

@@ -147,6 +147,11 @@ class FusedMoEConfig:
     # The union launch's down products with h as bf16 hi + lo (two bf16 tensor-core products on the w2
     # tile as loaded) instead of tf32x3 on the tile converted to fp32; bf16 expert weights only.
     union_h_bf16x2: bool = False
+    # The router GEMV of a window (rows > serial_route_max_rows: the verify), on top of choose_config's
+    # tiles (16 x 128, 4 warps at T = 10, E = 256: 16 programs walking 20 K-tiles each); 0 keeps its.
+    window_router_block_k: int = 0
+    window_router_warps: int = 0
+    window_router_prefetch: int = 0
     # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
     # "router_launch": the router launch's last program by ticket (fused_kernel.py);
     # "experts": every experts program routes its own row after its wait (slot_routing.py, the
