@@ -9,6 +9,7 @@ checked against the naive chain first):
   * the block: in_proj GEMV -> KDA -> o_proj for 32 layers with their own states (64 MiB, past L2) in one
     graph, GEMVs alone (no KDA) as the baseline: "KDA adds to the block" = block - GEMVs alone, the
     number the issue-17 target is judged on. With the switch the o_proj is `gemv_head_norm`.
+  * the switch's q/k conv-shift ticket taken early (its default: before the PDL wait) vs after the math.
 `--dry-run` runs every case's check and one eager call at tiny shapes on the CPU (TRITON_INTERPRET=1).
 
 Usage: python3 benchmarks/bench_kda_norm.py --out OUT [--splits 4,8] [--dry-run]   (writes kda_norm.json)
@@ -31,6 +32,7 @@ from bubblescope.kernels.gemv.naive import gemv_head_norm_naive
 from bubblescope.kernels.kda_decode import KDALayerState, KDALayerWeights, kda_decode, kda_decode_naive
 from bubblescope.kernels.kda_decode.heads import KDAHeads, kda_decode_heads
 from bubblescope.kernels.kda_decode.naive import kda_heads_naive
+from bubblescope.kernels.kda_decode.split_launch import KDASplitWorkspace
 
 from bubblescope.files.atomic import write_json_atomic
 
@@ -88,8 +90,11 @@ def state_bytes(shape: Shape) -> int:
     return 2 * shape.heads * shape.dim * shape.dim * 4
 
 
-def case_alone(shape: Shape, device: str, v_splits: int, norm_in_oproj: bool) -> dict:
-    """KDA decode alone, layers back to back: with its norm, or un-normed (`kda_decode_heads`)."""
+def case_alone(
+    shape: Shape, device: str, v_splits: int, norm_in_oproj: bool, early_ticket: bool = True
+) -> dict:
+    """KDA decode alone, layers back to back: with its norm, or un-normed (`kda_decode_heads`; each layer
+    its own workspace there, as an early ticket needs when KDA launches follow each other directly)."""
     layers = [make_layer(shape, device) for _ in range(shape.alone_layers)]
     acts, weights, state = layers[0]
     want_state = state.clone()
@@ -98,11 +103,25 @@ def case_alone(shape: Shape, device: str, v_splits: int, norm_in_oproj: bool) ->
         want = kda_heads_naive(**bare, weights=weights, state=want_state).reshape(1, -1)
         got = kda_decode_heads(**bare, weights=weights, state=state, v_splits=v_splits).out
         heads = [KDAHeads.allocate(1, shape.heads, shape.dim, v_splits, torch.device(device)) for _ in layers]
+        spaces = [KDASplitWorkspace.allocate(1, shape.heads, shape.dim, torch.device(device)) for _ in layers]
 
         def call(index: int, pdl: bool) -> None:
             a, w, s = layers[index]
             q, k, v, f, b = (a[name] for name in ("q", "k", "v", "f", "b"))
-            kda_decode_heads(q, k, v, f, b, w, s, use_pdl=pdl, heads=heads[index], v_splits=v_splits)
+            kda_decode_heads(
+                q,
+                k,
+                v,
+                f,
+                b,
+                w,
+                s,
+                use_pdl=pdl,
+                heads=heads[index],
+                v_splits=v_splits,
+                workspace=spaces[index],
+                early_ticket=early_ticket,
+            )
     else:
         want = kda_decode_naive(**acts, weights=weights, state=want_state)
         got = kda_decode(**acts, weights=weights, state=state, v_splits=v_splits)
@@ -155,7 +174,9 @@ def case_oproj(shape: Shape, device: str, v_splits: int | None) -> dict:
     )
 
 
-def case_block(shape: Shape, device: str, v_splits: int | None, norm_in_oproj: bool = False) -> dict:
+def case_block(
+    shape: Shape, device: str, v_splits: int | None, norm_in_oproj: bool = False, early_ticket: bool = True
+) -> dict:
     """in_proj GEMV -> KDA decode -> o_proj per layer (bench_kernels.case_kda_block's setting); v_splits
     None: the two GEMVs alone. norm_in_oproj: `kda_decode_heads` then `gemv_head_norm`."""
     widths, layers_count = shape.widths, shape.block_layers
@@ -184,7 +205,19 @@ def case_block(shape: Shape, device: str, v_splits: int | None, norm_in_oproj: b
         weights, state = kda_layers[index]
         if norm_in_oproj:
             head = heads[index]
-            kda_decode_heads(q, k, v, f, b, weights, state, use_pdl=pdl, heads=head, v_splits=v_splits)
+            kda_decode_heads(
+                q,
+                k,
+                v,
+                f,
+                b,
+                weights,
+                state,
+                use_pdl=pdl,
+                heads=head,
+                v_splits=v_splits,
+                early_ticket=early_ticket,
+            )
             gemv_head_norm(head.out, head.sumsq, g, weights.o_norm, o_proj, use_pdl=pdl, out=outs[index])
         else:
             kda_decode(q, k, v, f, b, g, weights, state, use_pdl=pdl, out=attn[index], v_splits=v_splits)
@@ -210,20 +243,30 @@ def case_block(shape: Shape, device: str, v_splits: int | None, norm_in_oproj: b
 
 
 def build_cases(shape: Shape, device: str, splits: list[int]) -> dict[str, Callable[[], dict]]:
+    """The first split's cases first, most telling first (a timeout keeps them): the block with and
+    without the switch, KDA alone, o_proj alone, then the ticket after the math (the first split only)."""
     cases: dict[str, Callable[[], dict]] = {
-        "o_proj gemv (plain)": lambda: case_oproj(shape, device, None),
         "kda block gemvs only (in_proj + o_proj)": lambda: case_block(shape, device, None),
     }
-    for n in splits:
+    for position, n in enumerate(splits):
+        cases[f"kda block v_splits={n}, norm in kda (today)"] = lambda n=n: case_block(shape, device, n)
+        cases[f"kda block v_splits={n}, kda_norm_in_oproj"] = lambda n=n: case_block(shape, device, n, True)
         cases[f"kda alone v_splits={n}, norm in kda (today)"] = lambda n=n: case_alone(
             shape, device, n, False
         )
         cases[f"kda alone v_splits={n}, un-normed (kda_norm_in_oproj)"] = lambda n=n: case_alone(
             shape, device, n, True
         )
+        if position == 0:
+            cases["o_proj gemv (plain)"] = lambda: case_oproj(shape, device, None)
         cases[f"o_proj gemv_head_norm P={n}"] = lambda n=n: case_oproj(shape, device, n)
-        cases[f"kda block v_splits={n}, norm in kda (today)"] = lambda n=n: case_block(shape, device, n)
-        cases[f"kda block v_splits={n}, kda_norm_in_oproj"] = lambda n=n: case_block(shape, device, n, True)
+        if position == 0:
+            cases[f"kda block v_splits={n}, kda_norm_in_oproj, ticket after the math"] = lambda n=n: (
+                case_block(shape, device, n, True, early_ticket=False)
+            )
+            cases[f"kda alone v_splits={n}, un-normed, ticket after the math"] = lambda n=n: case_alone(
+                shape, device, n, True, early_ticket=False
+            )
     return cases
 
 

@@ -6,7 +6,7 @@ after the other (0.420 x, RESULTS.md "Round 2 through the product") or timed the
 once before building the speculative one. Here the target weights are built once: the non-speculative
 fast workload builds them, the DSpark workload reuses the same module (the MoE packing is shared, so
 there is no second copy), both are prepared with every switch they offer but the ones measured slower
-(`--decode-off` / `--spec-off`, default `on_top.ROUND4_HELD_OFF`: the fastest non-speculative step is the
+(`--decode-off` / `--spec-off`, default `on_top.MEASURED_SLOWER`: the fastest non-speculative step is the
 target's denominator, not an all-on that includes a losing switch), and their timed repeats are
 interleaved — round r times decode then DSpark, round r + 1 DSpark then decode — so a slow spell of the
 machine lands on both sides. Each round is one repeat of `capture.timed.run_timed` (warm-up steps, then
@@ -33,6 +33,7 @@ Writes OUT_DIR/spec_vs_decode.json and .md after every round (a run cut short ke
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import platform
 import sys
@@ -43,8 +44,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from bubblescope.kernels.moe.params import FusedMoEConfig
 from bubblescope.reference_model.config import get_preset
-from bubblescope.reference_model.on_top import ROUND4_HELD_OFF
+from bubblescope.reference_model.on_top import MEASURED_SLOWER
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from bubblescope.reference_model.workload import make_workload
 
@@ -252,39 +254,84 @@ def run_overlaps(args, report, spec: SpecWorkload, out_dir: Path) -> None:
         save(out_dir, report)
 
 
+def time_pair(args, spec: SpecWorkload, label: str, alternative, default) -> dict[str, Any]:
+    """DSpark prepared by `alternative()` then by `default()`, each timed `--without-repeats` repeats
+    right after the other in this process: TPOT of both, the saving and the ratio default / alternative."""
+    row: dict[str, Any] = {"switch": label}
+    per_token = {}
+    for side, prepare in (("without", alternative), ("all_on", default)):
+        prepare()
+        timed = run_timed(spec, steps=args.spec_steps, warmup=args.warmup, repeats=args.without_repeats)
+        per_token[side] = per_token_samples_ns(timed.samples_ns, timed.tokens_per_step)
+        est, lo, hi = median_with_ci(per_token[side], seed=args.seed)
+        row[f"{side}_tpot_ms"] = {"est": est / 1e6, "lo": lo / 1e6, "hi": hi / 1e6}
+    est, lo, hi = ratio_of_medians_ci(
+        per_token["without"], per_token["all_on"], seed=args.seed, hierarchical=True
+    )
+    row["all_on_over_without"] = {"est": est, "lo": lo, "hi": hi}
+    row["saving_ms"] = row["without_tpot_ms"]["est"] - row["all_on_tpot_ms"]["est"]
+    return row
+
+
 def run_without(args, report, spec: SpecWorkload, out_dir: Path) -> None:
-    """DSpark with each `--spec-without` switch off, then with every switch again, after the rounds in
-    the same process (each a prepare and `--without-repeats` timed repeats): what the switch saves in
-    the step, with the interval of the ratio all-on / without."""
+    """After the rounds: DSpark with each `--spec-without` switch off, then with every switch again (what
+    the switch saves in the step), and with each `--moe-alt` MoE tile variant, then the defaults again."""
     every = frozenset(spec.enabled)
     for switch in args.spec_without:
         if switch not in every:
             report["notes"].append(f"--spec-without {switch}: not on in the DSpark step, skipped")
             continue
-        row: dict[str, Any] = {"switch": switch}
-        per_token = {}
-        for label, enabled in (("without", every - {switch}), ("all_on", every)):
-            spec.prepare(enabled)
-            timed = run_timed(spec, steps=args.spec_steps, warmup=args.warmup, repeats=args.without_repeats)
-            per_token[label] = per_token_samples_ns(timed.samples_ns, timed.tokens_per_step)
-            est, lo, hi = median_with_ci(per_token[label], seed=args.seed)
-            row[f"{label}_tpot_ms"] = {"est": est / 1e6, "lo": lo / 1e6, "hi": hi / 1e6}
-        est, lo, hi = ratio_of_medians_ci(
-            per_token["without"], per_token["all_on"], seed=args.seed, hierarchical=True
+        row = time_pair(
+            args, spec, switch, lambda s=switch: spec.prepare(every - {s}), lambda: spec.prepare(every)
         )
-        row["all_on_over_without"] = {"est": est, "lo": lo, "hi": hi}
-        row["saving_ms"] = row["without_tpot_ms"]["est"] - row["all_on_tpot_ms"]["est"]
         report["without"].append(row)
+        save(out_dir, report)
+    for text in args.moe_alt:
+        overrides = parse_moe_overrides(text)
+
+        def alternative(o=overrides):
+            spec.moe_overrides = o
+            spec.prepare(every)
+
+        def default():
+            spec.moe_overrides = {}
+            spec.prepare(every)
+
+        # "without" = the variant, "all_on" = the defaults: saving > 0 means the defaults are faster.
+        report["without"].append(time_pair(args, spec, text, alternative, default) | {"moe_alt": True})
         save(out_dir, report)
 
 
+def parse_moe_overrides(text: str) -> dict[str, object]:
+    """`union_num_warps=4,union_block_i=64` -> FusedMoEConfig fields with their declared types."""
+    types = {field.name: field.type for field in dataclasses.fields(FusedMoEConfig)}
+    overrides: dict[str, object] = {}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key not in types:
+            raise SystemExit(f"--moe-alt: {key!r} is not a FusedMoEConfig field")
+        kind = str(types[key])
+        if kind == "bool":
+            overrides[key] = value.strip().lower() in ("1", "true", "yes", "on")
+        else:
+            overrides[key] = int(value) if kind == "int" else value.strip()
+    return overrides
+
+
 def without_line(row: dict[str, Any]) -> str:
-    """One Markdown line of a `--spec-without` pair."""
+    """One Markdown line of a `--spec-without` or `--moe-alt` pair."""
     off, on, ratio = row["without_tpot_ms"], row["all_on_tpot_ms"], row["all_on_over_without"]
 
     def interval(value: dict[str, float]) -> str:
         return f"{value['est']:.3f} [{value['lo']:.3f}, {value['hi']:.3f}]"
 
+    if row.get("moe_alt"):
+        return (
+            f"- DSpark with MoE {row['switch']}: {interval(off)} ms per token, with the defaults "
+            f"{interval(on)} (re-measured after): the defaults save {row['saving_ms']:.3f} ms per token, "
+            f"ratio {interval(ratio)}"
+        )
     return (
         f"- DSpark without {row['switch']}: {interval(off)} ms per token, with it {interval(on)} "
         f"(re-measured after): saves {row['saving_ms']:.3f} ms per token, ratio {interval(ratio)}"
@@ -310,19 +357,19 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "on", "off"],
         help="every switch and DSpark's MoE on the Triton kernels (auto: on CUDA only)",
     )
-    # The fastest configuration, not every switch: on_top's ROUND4_HELD_OFF names the switches measured
-    # slower (norm_epilogue), so a switch another round adds is on here unless that list says otherwise.
+    # The fastest configuration, not every switch: on_top's MEASURED_SLOWER names the switches measured
+    # slower in the step, so a switch another round adds is on here unless that list says otherwise.
     parser.add_argument(
         "--decode-off",
         nargs="*",
-        default=list(ROUND4_HELD_OFF),
-        help="switches left off the non-speculative step (default: on_top.ROUND4_HELD_OFF, measured slower)",
+        default=list(MEASURED_SLOWER),
+        help="switches left off the non-speculative step (default: on_top.MEASURED_SLOWER)",
     )
     parser.add_argument(
         "--spec-off",
         nargs="*",
-        default=list(ROUND4_HELD_OFF),
-        help="switches left off the DSpark step (default: on_top.ROUND4_HELD_OFF where DSpark offers them)",
+        default=list(MEASURED_SLOWER),
+        help="switches left off the DSpark step (default: on_top.MEASURED_SLOWER where DSpark offers them)",
     )
     parser.add_argument(
         "--extra-overlaps",
@@ -338,8 +385,13 @@ def main(argv: list[str] | None = None) -> int:
         help="after the rounds, DSpark with each of these switches off, then all on again (its saving)",
     )
     parser.add_argument(
-        "--without-repeats", type=int, default=3, help="timed repeats per --spec-without side"
+        "--moe-alt",
+        nargs="*",
+        default=[],
+        help="after the rounds, DSpark with these FusedMoEConfig fields (union_num_warps=4,union_block_i=64),"
+        " then with the defaults again",
     )
+    parser.add_argument("--without-repeats", type=int, default=3, help="timed repeats per pair side")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument(
         "--budget-s", type=float, default=60.0, help="start no round after this (at least 2 rounds run)"

@@ -11,9 +11,11 @@ launch streams the same bytes as in the step; 16 calls with different ids and x,
 graph under PDL (as in the step), median of replays per call (bench_kernels.time_graph_us). Every
 candidate is first checked against a plain PyTorch sum of `expert_naive` over the given ids and gains.
 
-Candidates: the step's configuration today (per-row grid, pipeliner 3 stages, 32-row I-slices, 128 x 128
-tiles, 8 warps), warps / stages / slices / tiles around it, and the compact grid
-(union_compact_kernel.py: one program per work item, or a persistent grid of N per SM).
+Candidates: the step's configuration of round 3 (per-row grid, pipeliner 3 stages, 32-row I-slices,
+128 x 128 tiles, 8 warps), the default since (4 warps, down products with h as bf16 hi + lo, chosen
+from this sweep's first H200 run where each was measured alone), warps / stages / slices around it,
+the compact grid (union_compact_kernel.py: one program per work item, or a persistent grid of N per
+SM), and the down products with h as bf16 hi + lo.
 
 Usage: python3 benchmarks/bench_verify_union.py --out OUT   (GPU; verify_union.json rewritten after each case)
        --dry-run: tiny shapes, checked not timed (CPU: TRITON_INTERPRET=1)
@@ -57,7 +59,9 @@ CALLS = 16
 def candidates() -> dict[str, FusedMoEConfig]:
     """Label -> configuration: today's first, then one change at a time, then the compact grid."""
 
-    def cfg(stages=3, block_i=32, block_d=128, block_dout=128, warps=8, compact=False, per_sm=0):
+    def cfg(
+        stages=3, block_i=32, block_d=128, block_dout=128, warps=8, compact=False, per_sm=0, bf16x2=False
+    ):
         return FusedMoEConfig(
             fast_topk=True,
             early_shared=True,
@@ -70,21 +74,23 @@ def candidates() -> dict[str, FusedMoEConfig]:
             union_num_warps=warps,
             union_compact=compact,
             union_programs_per_sm=per_sm,
+            union_h_bf16x2=bf16x2,
         )
 
-    # Most telling first: a sweep cut short by its timeout keeps these.
+    # Most telling first: a sweep cut short by its timeout keeps these. (16-row I-slices measured 26-58 %
+    # slower than 32 in the window micro-benchmark of issue 17: not swept again.)
     return {
-        "today: rows grid s3 bi32 bd128 w8": cfg(),
+        "round 3: rows grid s3 bi32 bd128 w8": cfg(),
+        "default since round 4: rows grid s3 bi32 w4, down h bf16x2": cfg(warps=4, bf16x2=True),
         "rows grid s3 bi32 w4": cfg(warps=4),
         "compact dense s3 bi32 w8": cfg(compact=True),
-        "compact persistent 2/SM s3 bi32 w8": cfg(compact=True, per_sm=2),
         "compact dense s3 bi32 w4": cfg(compact=True, warps=4),
+        "rows grid s3 bi32 w8, down h bf16x2": cfg(bf16x2=True),
+        "compact persistent 2/SM s3 bi32 w8": cfg(compact=True, per_sm=2),
         "rows grid s3 bi64 w8": cfg(block_i=64),
         "rows grid s0 bi32 w4 (one tile ahead)": cfg(stages=0, warps=4),
-        "rows grid s4 bi32 w8": cfg(stages=4),
-        "rows grid s3 bi16 w4": cfg(block_i=16, warps=4),
-        "rows grid s3 bi32 bd64 bo64 w4": cfg(block_d=64, block_dout=64, warps=4),
-        "compact persistent 4/SM s3 bi32 w4": cfg(compact=True, per_sm=4),
+        "rows grid s4 bi32 w4": cfg(stages=4, warps=4),
+        "compact persistent 4/SM s3 bi32 w4": cfg(compact=True, per_sm=4, warps=4),
     }
 
 

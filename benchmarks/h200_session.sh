@@ -64,17 +64,23 @@ for stage in "$@"; do
         --pdl-only 2>&1 | grep -v '^{' | tail -16 ;;
     r4-spec)
       # Issue 27 round 4, the DSpark verify (h27-spec), call 1: GPU tests of the union experts launch
-      # (per-row and compact grids, vs the naive reference) and of verify_gated_norm (kernel at e256 shapes,
-      # the switch on the debug preset in bf16), the gated norm eager vs one launch at the verify's shape
-      # (verify_gated_norm.json), then the union launch's tile / grid sweep at e256 with the
-      # step's routing (29 distinct experts of a 10-row window): verify_union.json, one row per candidate.
+      # (compact grid, bf16 hi/lo down products vs the naive reference), the window router tiles,
+      # verify_gated_norm and verify_fused_in_proj (kernel at e256 shapes; each switch on vs off on the debug
+      # preset in bf16), then four verify micro-benchmarks at e256 shapes: the KDA gated norm (eager vs one
+      # launch), the KDA input projections (six GEMMs vs one, cuBLAS vs Triton GEMV), the window's router
+      # GEMV tiles, and the union experts launch's tile / grid sweep with the step's routing (29 distinct
+      # experts of a 10-row window). Everything under $out/spec/.
       mkdir -p "$out/spec"
-      timeout ${SPEC_TESTS_S:-42} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
-        tests/kernels/test_moe_union.py tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py \
-        2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
-      timeout ${SPEC_NORM_S:-8} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_TESTS_S:-34} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_moe_union_compact.py \
+        tests/kernels/test_kda_gated_norm.py tests/spec/test_verify_gated_norm.py tests/spec/test_verify_fused_in_proj.py \
+        tests/kernels/test_moe_window_router.py 2>&1 | tail -8 | tee "$out/spec/gpu_tests.log"
+      timeout ${SPEC_NORM_S:-7} python3 benchmarks/bench_verify_gated_norm.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | tail -2 | tee "$out/spec/verify_gated_norm.log"
-      timeout ${SPEC_SWEEP_S:-48} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+      timeout ${SPEC_PROJ_S:-10} python3 benchmarks/bench_verify_in_proj.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -5 | tee "$out/spec/verify_in_proj.log"
+      timeout ${SPEC_ROUTER_S:-10} python3 benchmarks/bench_verify_router.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
+        | tail -8 | tee "$out/spec/verify_router.log"
+      timeout ${SPEC_SWEEP_S:-38} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
@@ -85,7 +91,8 @@ for stage in "$@"; do
         timeout ${TESTS_S:-120} python3 -m pytest -q -s -m gpu -p no:cacheprovider $R4_TESTS 2>&1 \
           | grep -E "ulp|relative|max err|launches|passed|failed|Error|error" | tail -40 | tee "$out/gpu_tests.log"
       fi
-      toggles=$(python3 -c "from bubblescope.reference_model.on_top import ROUND4; print(','.join(ROUND4))")
+      # R4_TOGGLES: a subset of ROUND4 (the others held off), e.g. only the switches still in the running.
+      toggles=${R4_TOGGLES:-$(python3 -c "from bubblescope.reference_model.on_top import ROUND4; print(','.join(ROUND4))")}
       if [ -n "$toggles" ]; then
         timeout ${ABLATE_S:-260} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round4_workload \
           --preset ling3-flash-e256 --toggles "$toggles" --steps ${ABLATE_STEPS:-64} --repeats 3 --out /tmp/abl-r4 \
@@ -110,24 +117,25 @@ for stage in "$@"; do
     r4-kdanorm)
       # Issue 27, round 4, call 1 (h27-kdanorm): kda_norm_in_oproj. First bench_kda_norm.py (KDA alone,
       # o_proj alone, the in_proj -> KDA -> o_proj block over 32 layers under PDL, head norm in KDA vs in
-      # o_proj's prologue, 4 and 8 splits, same call; kda_norm.json rewritten after every case), then the
+      # o_proj's prologue, 4 and 8 splits, the early vs late ticket, same call; kda_norm.json rewritten after every case), then the
       # GPU tests: e256 kernels (fast compiles), then the switch on ling3-tiny. <= 100 s. KDANORM_DRY=1:
       # tiny shapes on the CPU, checked, not timed.
       mkdir -p "$out/kdanorm"
-      timeout ${KDANORM_S:-50} python3 benchmarks/bench_kda_norm.py --out "$out/kdanorm" --splits ${KDANORM_SPLITS:-4,8} \
+      timeout ${KDANORM_S:-58} python3 benchmarks/bench_kda_norm.py --out "$out/kdanorm" --splits ${KDANORM_SPLITS:-4,8} \
         ${KDANORM_DRY:+--dry-run} > "$out/kdanorm/bench.log" 2>&1
       grep -v '^{' "$out/kdanorm/bench.log" | tail -30
-      timeout ${KDANORM_KTEST_S:-20} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_kda_head_norm_gpu.py \
+      timeout ${KDANORM_KTEST_S:-17} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_kda_head_norm_gpu.py \
         2>&1 | tail -8 | tee "$out/kdanorm/kernel_gpu_tests.log"
-      timeout ${KDANORM_FTEST_S:-30} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
+      timeout ${KDANORM_FTEST_S:-25} python3 -m pytest -q -s -p no:cacheprovider tests/fast/test_kda_norm_in_oproj_gpu.py \
         2>&1 | grep -E "relative|launches|passed|failed|skipped|Error|error" | tail -12 | tee "$out/kdanorm/fast_gpu_tests.log" ;;
     r4-kdapersist)
       # Issue 27, round 4, call 1: the KDA block (in_proj GEMV -> KDA decode -> o_proj GEMV) as ONE persistent
       # launch with grid barriers (kernels/kda_block). GPU tests: one launch vs today's three launches, 3 layers
       # in a PDL graph replayed 3 times (bit-identical with the GEMV tiles), vs the PyTorch reference; then
-      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches, GEMVs only, 4 one-launch
-      # variants and the same kernel as three launches, 5 interleaved rounds, the copy ceiling in the same
-      # process (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
+      # bench_kda_block.py: 32 layers in one CUDA graph + PDL, today's three launches (and with o_proj under
+      # gemv_prefetch), GEMVs only, 5 one-launch variants, the same kernel as three launches, in_proj alone
+      # (GEMV vs phase 1 on the persistent grid), 5 interleaved rounds, the copy ceiling in the same process
+      # (kda_block.json, table last). <= 100 s. KDAPERSIST_DRY=1: tiny shapes, checks only, no GPU
       # tests (the CPU rehearsal under TRITON_INTERPRET=1).
       mkdir -p "$out/kdapersist"
       if [ -z "${KDAPERSIST_DRY:-}" ]; then

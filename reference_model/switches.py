@@ -134,6 +134,12 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
+        "verify_fused_in_proj",
+        "speculative verify: KDA's six input projections as one GEMM over the packed in_proj weight",
+        "six GEMMs per KDA layer (q, k, v, f, g, b projections of the window) and a stack",
+        needs_gpu=True,
+    ),
+    SwitchInfo(
         "graph_metadata",
         "prepare decode metadata inside the captured CUDA graph",
         "eager metadata ops between graph replays",
@@ -188,6 +194,7 @@ class LingSwitches:
     verify_norm_kernel: bool = False
     # Acts on the speculative verify window's KDA layers only.
     verify_gated_norm: bool = False
+    verify_fused_in_proj: bool = False
     graph_metadata: bool = False
     # Only tensor-parallel workloads offer it (at TP=1 there is no all-reduce).
     fast_allreduce: bool = False

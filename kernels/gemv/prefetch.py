@@ -58,13 +58,14 @@ def prefetch_strip_l2(
     strip). Lines past the strip or N point at the strip's first element instead: always a valid
     address, and no line outside the strip is fetched."""
     if MODE != 0:
+        # Elements per 128-byte line (LINE_BYTES * 8 bits).
         line_elems: tl.constexpr = 1024 // p_w.dtype.element_ty.primitive_bitwidth
         per_row = tl.cdiv(K, line_elems)
         lines = BLOCK_N * per_row
         for first in range(0, lines, LINES):
             o_line = first + tl.arange(0, LINES)
-            row = o_line // per_row
-            col = (o_line % per_row) * line_elems
-            valid = (o_line < lines) & (n_start + row < N)
-            p_line = p_w + n_start * stride_wn + tl.where(valid, row * stride_wn + col, 0)
+            o_row = o_line // per_row
+            o_col = (o_line % per_row) * line_elems
+            m_line = (o_line < lines) & (n_start + o_row < N)
+            p_line = p_w + n_start * stride_wn + tl.where(m_line, o_row * stride_wn + o_col, 0)
             prefetch_line(p_line, MODE)

@@ -7,8 +7,8 @@ slice stored in the workspace, a per-head ticket, and the head's gated RMSNorm b
 (`finish_head`). What differs is where the program waits: everything that does not come from
 phase 1 (conv weights, conv windows, the state slice) is loaded first, then either `gdc_wait`
 (three launches: phase 2 is a launch of its own after the in_proj launch) or the grid barrier
-(one launch: the loads stream in while the slowest in_proj strips finish). Programs past the
-H * NV work items load nothing (masked) and only take part in the barrier.
+(one launch: the loads stream in while the slowest in_proj strips finish). Programs before the last
+H * NV (the work items) load nothing (masked) and only take part in the barrier.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def kda_slice_phase(
     p_ws_count,
     p_barrier,
     i_prog,
-    barrier_target,
+    num_programs,
     H,
     K,
     V,
@@ -66,11 +66,15 @@ def kda_slice_phase(
     USE_PDL: tl.constexpr,
     GRID_SYNC: tl.constexpr,
 ):
-    """Program i_prog < H * NV owns head i_prog // NV, V slice i_prog % NV. GRID_SYNC: wait at the
-    grid barrier (arrivals counted up to barrier_target) instead of `gdc_wait`."""
+    """The last H * NV programs of the grid work: item i = i_prog - (num_programs - H * NV) owns head
+    i // NV, V slice i % NV. GRID_SYNC: wait at the grid barrier (first barrier: num_programs arrivals)
+    instead of `gdc_wait`."""
     n_items = H * NUM_V_SPLITS
-    is_worker = i_prog < n_items
-    i_item = tl.minimum(i_prog, n_items - 1)
+    # The last programs: they take the fewest in_proj strips (strips go round-robin from program 0), so
+    # their state loads, issued after their last strip, are in flight earliest.
+    i_item = i_prog - (num_programs - n_items)
+    is_worker = i_item >= 0
+    i_item = tl.maximum(i_item, 0)
     i_h = (i_item // NUM_V_SPLITS).to(tl.int64)
     i_s = (i_item % NUM_V_SPLITS).to(tl.int64)
     o_k = tl.arange(0, BLOCK_K)
@@ -95,7 +99,7 @@ def kda_slice_phase(
         p_q_state, p_k_state, p_v_state, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
     )
     if GRID_SYNC:
-        grid_barrier(p_barrier, barrier_target)
+        grid_barrier(p_barrier, num_programs)
     else:
         pdl_wait(USE_PDL)
         pdl_launch_dependents(USE_PDL)

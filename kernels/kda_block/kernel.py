@@ -9,7 +9,7 @@ runs the three phases with grid-wide barriers between them (grid_sync.py):
              phase-2 loads (conv windows, fp32 state slice), the first o_proj tile, and (L2_PREFETCH)
              every o_proj row this program will stream, prefetched into L2
     barrier
-    phase 2  one V slice of one head's KDA update (programs < H * NV; kda_phase.py)
+    phase 2  one V slice of one head's KDA update (the last H * NV programs; kda_phase.py)
     barrier
     phase 3  o_proj strips pid, pid + P, ... (the first from registers, the rest mostly from L2)
 
@@ -19,6 +19,12 @@ decoder's GEMV tiles, and phase 2 is the split kernel's math: the result is bit-
 launches. PHASE 1, 2 or 3 runs only that phase (three launches of this same code: the CPU interpreter,
 which runs programs one after another and would deadlock at a spin barrier, and the A/B arm);
 PHASE 0 runs all three in one launch (GPU only).
+
+Measured on one H200 (benchmarks/RESULTS.md, issue 27 round 4): bit-identical to the three launches but
+5.3 us per layer SLOWER (44.9 vs 39.6 us): the persistent strip loops stream in_proj at 3.55 TB/s where the
+GEMV's one-strip programs reach 4.01 (each strip's first tile waits for the previous strip's reduction),
+and the o_proj's 640 strips share out unevenly over 528 programs; the barriers themselves cost less than
+the launch hand-offs. So it is a benchmark arm (benchmarks/bench_kda_block.py), not a decoder switch.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ def kda_decode_heads(
     v_splits: int = 1,
     workspace: KDASplitWorkspace | None = None,
     prefetch_state: bool = True,
+    early_ticket: bool = True,
 ) -> KDAHeads:
     """One KDA decode token in one launch, without the gated output RMSNorm: conv+SiLU (state shifted
     in place), safe gate, beta, L2-normed q and k, delta rule on the fp32 state (in place), o = S^T q.
@@ -62,6 +63,11 @@ def kda_decode_heads(
             `kda_decode` (eps here is the L2 norms'; the output norm's is o_proj's). No gate: the norm
             it gates runs in `gemv_head_norm`.
         heads: optional destination, `KDAHeads.allocate(B, H, V, v_splits, device)`.
+        early_ticket: (v_splits > 1) take the ticket that elects the q/k conv-state shifter as soon as
+            the conv windows are summed, before the PDL wait when the state is prefetched, so its round
+            trip overlaps the previous kernel (split_kernel.py). Needs, as prefetch_state does, the
+            kernel just before this one not to be a KDA decode on the same workspace (in the decoder it
+            is the in_proj GEMV); pass False, or a workspace per layer, to chain KDA launches directly.
     Returns:
         KDAHeads: the un-normed rows and each V slice's sum of squares.
     """
@@ -89,5 +95,6 @@ def kda_decode_heads(
         workspace,
         prefetch_state,
         sumsq=heads.sumsq,
+        early_ticket=early_ticket,
     )
     return heads

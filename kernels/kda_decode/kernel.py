@@ -46,7 +46,19 @@ def load_conv_window(p_state, o_c, m_c, KW: tl.constexpr, BLOCK_T: tl.constexpr)
 @triton.jit
 def conv_silu(b_x, b_old, b_w_old, b_w_new):
     """SiLU(depthwise causal conv) of one token: taps `b_old` [C, T] and input `b_x` [C] (fp32 out)."""
-    b_acc = tl.sum(b_old.to(tl.float32) * b_w_old, axis=1) + b_w_new * b_x.to(tl.float32)
+    return silu_of_conv(conv_taps(b_old, b_w_old), b_x, b_w_new)
+
+
+@triton.jit
+def conv_taps(b_old, b_w_old):
+    """The conv's sum over the previous inputs `b_old` [C, T] (fp32 [C]): all of it but this token's tap."""
+    return tl.sum(b_old.to(tl.float32) * b_w_old, axis=1)
+
+
+@triton.jit
+def silu_of_conv(b_taps, b_x, b_w_new):
+    """SiLU(taps + w_new * x): conv_silu finished from conv_taps, the same operations in the same order."""
+    b_acc = b_taps + b_w_new * b_x.to(tl.float32)
     return b_acc * tl.sigmoid(b_acc)
 
 

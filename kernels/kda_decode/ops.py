@@ -187,6 +187,7 @@ def launch_checked(
     workspace: KDASplitWorkspace | None,
     prefetch_state: bool,
     sumsq: torch.Tensor | None = None,
+    early_ticket: bool = False,
 ) -> None:
     """Validate v_splits and the workspace, then launch the one-program or the split kernel."""
     batch, heads, _, value_dim = state.recurrent.shape
@@ -202,5 +203,16 @@ def launch_checked(
     elif not workspace.fits(batch, heads, value_dim, device):
         raise KernelInputError(f"{OP}: workspace is not for B={batch}, H={heads}, V={value_dim} on {device}")
     launch_kda_decode_split(
-        activations, weights, state, out, eps, pdl, num_warps, v_splits, workspace, prefetch_state, sumsq
+        activations,
+        weights,
+        state,
+        out,
+        eps,
+        pdl,
+        num_warps,
+        v_splits,
+        workspace,
+        prefetch_state,
+        sumsq,
+        early_ticket,
     )

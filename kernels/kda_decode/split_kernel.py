@@ -30,6 +30,12 @@ stays for the one job left to it, shifting the shared q/k conv state once every 
 is relaxed: nothing is published through it any more (the last program reads no other program's
 writes), and every thread's conv-window loads have returned before the barrier that precedes it
 (their values feed the o store issued before the barrier).
+EARLY_TICKET (with NORM_IN_CONSUMER; `kda_decode_heads(early_ticket=True)`, the switch's default): the ticket
+is taken as soon as the q/k windows' taps are summed, under PDL with the state prefetched BEFORE gdc_wait,
+so its L2 round trip overlaps the previous kernel instead of ending the post-wait chain. Safe because a
+launch's pre-wait code runs only once every kernel two launches back has completed (each kernel triggers
+its dependents after its own wait, gemv/kernel.py), so the previous KDA layer, which shares the counters,
+has re-armed them; same math (conv_taps + silu_of_conv is conv_silu's order).
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ import triton.language as tl
 from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.kda_decode.kernel import (
     conv_silu,
+    conv_taps,
     load_conv_weights,
     load_head_state,
+    silu_of_conv,
     store_conv_window,
 )
 
@@ -118,6 +126,7 @@ def kda_decode_split_kernel(
     USE_PDL: tl.constexpr,
     PREFETCH_STATE: tl.constexpr,
     NORM_IN_CONSUMER: tl.constexpr = False,
+    EARLY_TICKET: tl.constexpr = False,
 ):
     """Grid (B, H, NUM_V_SPLITS): program (b, h, s) owns v columns [s*V_SLICE, (s+1)*V_SLICE)."""
     i_b = tl.program_id(0).to(tl.int64)
@@ -151,6 +160,13 @@ def kda_decode_split_kernel(
     b_qc_old, b_qc_shift, b_kc_old, b_kc_shift, b_vc_old, b_vc_shift, b_s = load_head_state(
         p_q_state_b, p_k_state_b, p_v_state_b, p_s, o_ck, m_k, o_cv, m_vs, m_s, KW, BLOCK_T
     )
+    if EARLY_TICKET:
+        # The q/k windows' part of the conv, then the ticket: every thread has its window values in
+        # registers (the sums used them), so no slice reads the windows after this barrier.
+        b_q_taps = conv_taps(b_qc_old, b_wq_old)
+        b_k_taps = conv_taps(b_kc_old, b_wk_old)
+        tl.debug_barrier()
+        ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="relaxed")
     if PREFETCH_STATE:
         pdl_wait(USE_PDL)
     pdl_launch_dependents(USE_PDL)
@@ -162,8 +178,12 @@ def kda_decode_split_kernel(
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
     if not NORM_IN_CONSUMER:
         b_gate = tl.load(p_gate + i_b * stride_gb + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
-    b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
-    b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
+    if EARLY_TICKET:
+        b_q = silu_of_conv(b_q_taps, b_xq, b_wq_new)
+        b_k = silu_of_conv(b_k_taps, b_xk, b_wk_new)
+    else:
+        b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
+        b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
@@ -180,7 +200,8 @@ def kda_decode_split_kernel(
         tl.store(p_sumsq + i_bh * NUM_V_SPLITS + i_s, tl.sum(b_o * b_o, axis=0))
         # The barrier orders every thread's state reads before the stores below (next comment).
         tl.debug_barrier()
-        ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="relaxed")
+        if not EARLY_TICKET:
+            ticket = tl.atomic_add(p_ws_count + i_bh, 1, sem="relaxed")
     else:
         tl.store(p_ws_o + i_bh * V + o_vs, b_o, mask=m_vs)
         # Every thread's workspace store (and q/k conv-state read) must be done before this slice's

@@ -67,9 +67,11 @@ def launch_kda_decode_split(
     workspace: KDASplitWorkspace,
     prefetch_state: bool = True,
     sumsq: torch.Tensor | None = None,
+    early_ticket: bool = False,
 ) -> None:
     """Grid (B, H, v_splits) launch of kda_decode_split_kernel on validated inputs. With `sumsq`
-    (`[B, H, v_splits]` fp32) the norm is left to the consumer: `out` (fp32) takes the un-normed rows."""
+    (`[B, H, v_splits]` fp32) the norm is left to the consumer: `out` (fp32) takes the un-normed rows, and
+    `early_ticket` takes the q/k conv-shift ticket before the PDL wait (split_kernel.py)."""
     batch, heads, key_dim, value_dim = state.recurrent.shape
     v_slice = triton.cdiv(value_dim, v_splits)
     kda_decode_split_kernel[(batch, heads, v_splits)](
@@ -91,6 +93,7 @@ def launch_kda_decode_split(
         USE_PDL=pdl,
         PREFETCH_STATE=prefetch_state,
         NORM_IN_CONSUMER=sumsq is not None,
+        EARLY_TICKET=sumsq is not None and early_ticket,
         # H200, K = V = 128: 4 warps beat 8 at every split (2026-11-30: 2: 6.5 vs 7.9 us, 4: 6.0 vs 7.0;
         # 2026-12-01 with the state prefetched, PDL: 4: 4.3 vs 4.9), and beat 2 at 8 splits (4.6 vs 4.7).
         num_warps=num_warps or 4,

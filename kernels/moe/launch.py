@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import triton
 from bubblescope.kernels._pdl import is_interpreting, launch_options
-from bubblescope.kernels.gemv.ops import choose_config, launch_gemv, rows_block
+from bubblescope.kernels.gemv.ops import GemvConfig, choose_config, launch_gemv, rows_block
 from bubblescope.kernels.moe.experts_kernel import down_kernel, gate_up_kernel
 from bubblescope.kernels.moe.fused_kernel import fused_experts_kernel, router_route_kernel
 from bubblescope.kernels.moe.paired_kernel import deep_experts_kernel
@@ -95,10 +97,26 @@ def launch_router_and_routing(
     ws: MoEWorkspace,
     pdl: bool,
     fast_topk: bool = False,
+    cfg: FusedMoEConfig | None = None,
 ) -> None:
-    """Router GEMV into ws.logits (tuned for the row count), then one routing program per row."""
-    launch_gemv(x, weights.router, ws.logits, choose_config(x.shape[0], *weights.router.shape), pdl)
+    """Router GEMV into ws.logits (tuned for the row count, cfg's window_router_* on top), then one
+    routing program per row."""
+    launch_gemv(x, weights.router, ws.logits, window_router_config(x.shape[0], weights.router, cfg), pdl)
     launch_routing(ws.logits, weights.expert_bias, ws.ids, ws.weights, rule, pdl, fast_topk)
+
+
+def window_router_config(rows: int, router: torch.Tensor, cfg: FusedMoEConfig | None) -> GemvConfig:
+    """The router GEMV's tiles for a window of several rows: choose_config's, with cfg's
+    window_router_block_k / window_router_warps / window_router_prefetch where set (non-zero)."""
+    base = choose_config(rows, *router.shape)
+    if cfg is None:
+        return base
+    return replace(
+        base,
+        block_k=cfg.window_router_block_k or base.block_k,
+        num_warps=cfg.window_router_warps or base.num_warps,
+        l2_prefetch=cfg.window_router_prefetch,
+    )
 
 
 def launch_swiglu_experts(
@@ -223,7 +241,7 @@ def launch_fused_moe(
     site = serial_routing_site(x, weights, cfg)
     if rows > cfg.serial_route_max_rows:
         out.zero_()
-        launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk)
+        launch_router_and_routing(x, weights, rule, ws, pdl, cfg.fast_topk, cfg)
     else:
         launch_router_route(x, weights, rule, ws, cfg, out, pdl, route=site == "router_launch")
         if site == "own_launch":
@@ -302,6 +320,16 @@ def tma_rows_aligned(tensor: torch.Tensor) -> bool:
 def tma_aligned(weights: MoEWeights) -> bool:
     """TMA descriptors need 16-byte aligned rows of w13 `[S, 2I, D]` and w2 `[S, D, I]` (and bases)."""
     return all(t.is_contiguous() and tma_rows_aligned(t) for t in (weights.w13, weights.w2))
+
+
+def tma_fits(weights: MoEWeights, cfg: FusedMoEConfig) -> bool:
+    """Where the decoder runs the TMA experts launch: aligned rows (tma_aligned) and whole tiles, as
+    every measured shape had (e256: D 2560, I 768). Partial tiles pass on the CPU interpreter, but the
+    H200 run of the tiny-shape tests (2026-12-03, call 1) failed with no traceback returned, so the
+    decoder keeps them on the register path until a GPU run says more."""
+    hidden, inter = weights.w2.shape[1], weights.w2.shape[2]
+    whole = hidden % cfg.block_d == 0 and hidden % cfg.block_dout == 0 and inter % cfg.tma_block_i == 0
+    return whole and tma_aligned(weights)
 
 
 def launch_tma_experts(
@@ -406,6 +434,7 @@ def launch_union_experts(
         USE_PDL=pdl,
         DOT_FP32=is_interpreting(),
         STAGES=cfg.union_stages if cfg.deep_experts else 0,
+        H_BF16X2=cfg.union_h_bf16x2 and weights.w2.dtype == torch.bfloat16,
         num_warps=cfg.union_num_warps,
         **launch_options(pdl),
     )

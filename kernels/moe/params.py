@@ -120,30 +120,52 @@ class FusedMoEConfig:
     # multiplying them in registers; its own I-slice (tma_block_i replaces block_i / deep_block_i) and
     # warps (tma_num_warps; the router launch keeps num_warps).
     # Takes precedence over deep_experts for the serial (decode) experts launch; the union launch is not
-    # affected. Needs 16-byte aligned rows (hidden and inter times the element size).
+    # affected. Needs 16-byte aligned rows (hidden and inter times the element size). Defaults measured
+    # on the H200 (2026-12-03 15:51 UTC, bench_routing "experts stream e256", one layer in a CUDA graph
+    # under PDL, fast_topk + early_shared + routing_in_experts; RESULTS.md issue 27 round 4): dots,
+    # 4 stages, 64-row slice, 4 warps, x by plain loads 34.61 us per layer against 36.77 for deep_experts;
+    # products in registers 36.36-42.13, 32-row slices 42.13-43.00, x by TMA 35.40 (s4) / 34.84 (s6).
     tma_experts: bool = False
-    tma_dot: bool = False
+    tma_dot: bool = True
     tma_stages: int = 4
     tma_block_i: int = 64
     tma_num_warps: int = 4
     # The token's row by TMA too, pipelined with the weight tiles (where x's rows are 16-byte aligned;
-    # else plain loads, each waiting an L2 round trip inside the loop).
-    tma_x: bool = True
+    # else plain loads, each waiting an L2 round trip inside the loop): measured 0.79 us per layer
+    # SLOWER than plain loads (35.40 vs 34.61 us; its 8 extra copies a program share the stages' barriers).
+    tma_x: bool = False
     # Under deep_experts the union launch of a window (expert_union) hands its loops, whose tiles feed
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3
     # The union launch's own tiles and warps (the decode launches' block_i / block_d / block_dout /
-    # num_warps do not apply to it): the values it ran with before it had its own.
+    # num_warps do not apply to it). H200 sweep 2026-12-03 (bench_verify_union.py: the launch alone, 29
+    # distinct experts + shared, 354 MB, graph + PDL, 10 candidates): 4 warps 121.7 us against 133.1 for
+    # the 8 it ran with before (2.91 vs 2.66 TB/s); 64-row I-slices 124.6, 4 stages 126.3, one tile ahead
+    # 137.5.
     union_block_i: int = 32
     union_block_d: int = 128
     union_block_dout: int = 128
-    union_num_warps: int = 8
+    union_num_warps: int = 4
     # The union launch's grid (union_compact_kernel.py): False = one program per (row, slot, I-slice),
     # the ones not holding an expert's first occurrence exit; True = the distinct experts' work items
     # listed in every program, on `union_programs_per_sm` programs per SM that loop over them (0: one
-    # program per possible item, the working ones first).
+    # program per possible item, the working ones first). Measured slower (same sweep): 153.4 us dense
+    # (4 warps), 144.3 persistent at 4 per SM, 182.7-200.9 with 8 warps: a benchmark arm, off.
     union_compact: bool = False
     union_programs_per_sm: int = 0
+    # The union launch's down products with h as bf16 hi + lo (two bf16 tensor-core products on the w2
+    # tile as loaded) instead of tf32x3 on the tile converted to fp32; bf16 expert weights only. Same
+    # sweep: 121.7 us against 133.1 (8 warps each); with 4 warps not measured alone (call 2 times both in
+    # the DSpark step: bench_spec_vs_decode.py --moe-alt).
+    union_h_bf16x2: bool = True
+    # The router GEMV of a window (rows > serial_route_max_rows: the verify), on top of choose_config's
+    # tiles (16 x 128, 4 warps at T = 10, E = 256: 16 programs walking 20 K-tiles each); 0 keeps its.
+    # H200 2026-12-03 (bench_verify_router.py, T = 10, 40 routers, graph + PDL): 512-column K-tiles
+    # 6.74 us per layer against 11.96 (256: 8.23; 512 with 8 warps 8.34; 1024 x 8 warps 19.98; the L2
+    # prefetch before the wait 6.99 at 512, 9.26 at 128).
+    window_router_block_k: int = 512
+    window_router_warps: int = 0
+    window_router_prefetch: int = 0
     # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
     # "router_launch": the router launch's last program by ticket (fused_kernel.py);
     # "experts": every experts program routes its own row after its wait (slot_routing.py, the

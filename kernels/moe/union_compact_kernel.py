@@ -67,8 +67,9 @@ def union_compact_kernel(
     USE_PDL: tl.constexpr,
     DOT_FP32: tl.constexpr,
     STAGES: tl.constexpr = 0,
+    H_BF16X2: tl.constexpr = False,
 ):
-    """Grid (programs,); see the module docstring."""
+    """Grid (programs,); see the module docstring. H_BF16X2 as union_experts_kernel."""
     pdl_wait(USE_PDL)
     pdl_launch_dependents(USE_PDL)
     flat_ids, first, rank = union_worklist(p_ids, M, TOP_K, BLOCK_M, BLOCK_TOPK)
@@ -101,5 +102,5 @@ def union_compact_kernel(
         )  # fmt: skip
         down_window(
             p_w2, p_y, b_h * b_gains[:, None], expert, o_m, m_rows, o_i, m_i, stride_w2e, D, INTER,
-            BLOCK_DOUT, DOT_FP32, STAGES,
+            BLOCK_DOUT, DOT_FP32, STAGES, H_BF16X2,
         )  # fmt: skip

@@ -85,6 +85,15 @@ def swiglu_window(
 
 
 @triton.jit
+def down_part(b_h, b_h_hi, b_h_lo, b_w2, DOT_FP32: tl.constexpr, H_BF16X2: tl.constexpr):
+    """One `[BLOCK_M, BLOCK_DOUT]` partial of the down projection (see down_window)."""
+    if H_BF16X2:
+        b_w2_t = tl.trans(b_w2)
+        return dot_rows(b_h_hi, b_w2_t, DOT_FP32, "ieee") + dot_rows(b_h_lo, b_w2_t, DOT_FP32, "ieee")
+    return dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
+
+
+@triton.jit
 def down_window(
     p_w2,
     p_y,
@@ -100,16 +109,22 @@ def down_window(
     BLOCK_DOUT: tl.constexpr,
     DOT_FP32: tl.constexpr,
     STAGES: tl.constexpr = 0,
+    H_BF16X2: tl.constexpr = False,
 ):
     """y[rows] += b_h `[BLOCK_M, BLOCK_I]` @ w2[expert, :, i-slice]^T, atomically, rows in m_rows only.
-    fp32 h on tensor cores as tf32x3 (three tf32 products: about fp32 accuracy). STAGES as swiglu_window."""
+    fp32 h on tensor cores as tf32x3 (three tf32 products: about fp32 accuracy; the bf16 w2 tile is
+    converted to fp32 first). H_BF16X2 (bf16 w2 only): h split into bf16 hi + lo parts, two bf16 products
+    with the w2 tile as loaded (h to ~16 mantissa bits, no conversion of w2). STAGES as swiglu_window."""
+    # Used by H_BF16X2 only (dead code otherwise, removed by the compiler).
+    b_h_hi = b_h.to(tl.bfloat16)
+    b_h_lo = (b_h - b_h_hi.to(tl.float32)).to(tl.bfloat16)
     p_w2_e = p_w2 + expert * stride_w2e + o_i[None, :]
     if STAGES == 0:
         b_w2 = load_w2_tile(p_w2_e, m_i, 0, D, INTER, BLOCK_DOUT)
         for d_start in range(0, D, BLOCK_DOUT):
             b_w2_next = load_w2_tile(p_w2_e, m_i, d_start + BLOCK_DOUT, D, INTER, BLOCK_DOUT)
             o_d = d_start + tl.arange(0, BLOCK_DOUT)
-            b_part = dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
+            b_part = down_part(b_h, b_h_hi, b_h_lo, b_w2, DOT_FP32, H_BF16X2)
             tl.atomic_add(
                 p_y + o_m[:, None] * D + o_d[None, :],
                 b_part,
@@ -121,7 +136,7 @@ def down_window(
         for d_start in tl.range(0, D, BLOCK_DOUT, num_stages=STAGES):
             b_w2 = load_w2_tile(p_w2_e, m_i, d_start, D, INTER, BLOCK_DOUT)
             o_d = d_start + tl.arange(0, BLOCK_DOUT)
-            b_part = dot_rows(b_h, tl.trans(b_w2.to(tl.float32)), DOT_FP32, "tf32x3")
+            b_part = down_part(b_h, b_h_hi, b_h_lo, b_w2, DOT_FP32, H_BF16X2)
             tl.atomic_add(
                 p_y + o_m[:, None] * D + o_d[None, :],
                 b_part,
@@ -158,9 +173,11 @@ def union_experts_kernel(
     DOT_FP32: tl.constexpr,
     EARLY_SHARED: tl.constexpr = False,
     STAGES: tl.constexpr = 0,
+    H_BF16X2: tl.constexpr = False,
 ):
     """Grid (M * SLOTS, cdiv(I, BLOCK_I)); see the module docstring. EARLY_SHARED (`early_shared`):
-    the shared expert's gate/up + SwiGLU before `gdc_wait` (x is complete then, see fused_kernel.py)."""
+    the shared expert's gate/up + SwiGLU before `gdc_wait` (x is complete then, see fused_kernel.py).
+    H_BF16X2: the down products as two bf16 ones (down_window)."""
     i_ms = tl.program_id(0).to(tl.int64)
     i_blk = tl.program_id(1).to(tl.int64)
     i_m = i_ms // SLOTS
@@ -201,6 +218,7 @@ def union_experts_kernel(
                 BLOCK_DOUT,
                 DOT_FP32,
                 STAGES,
+                H_BF16X2,
             )
     else:
         pdl_wait(USE_PDL)
@@ -257,4 +275,5 @@ def union_experts_kernel(
                 BLOCK_DOUT,
                 DOT_FP32,
                 STAGES,
+                H_BF16X2,
             )

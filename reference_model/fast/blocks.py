@@ -22,8 +22,15 @@ from bubblescope.kernels.kda_decode import kda_decode
 from bubblescope.kernels.kda_decode.heads import kda_decode_heads
 from bubblescope.kernels.mla_decode import mla_decode
 from bubblescope.kernels.mla_glue import mla_out_gate, mla_q_absorb
-from bubblescope.kernels.moe import FusedMoEConfig, MoEWorkspace, RoutingRule, moe_fused, moe_unfused
-from bubblescope.kernels.moe.launch import tma_aligned
+from bubblescope.kernels.moe import (
+    FusedMoEConfig,
+    MoEWeights,
+    MoEWorkspace,
+    RoutingRule,
+    moe_fused,
+    moe_unfused,
+)
+from bubblescope.kernels.moe.launch import tma_fits
 from bubblescope.kernels.rmsnorm import NormEpilogue, add_rmsnorm
 
 from ..ffn import swiglu
@@ -97,7 +104,7 @@ class StepOptions:
             with fused_moe off).
         tma_experts: the fused experts launch's weight tiles come by TMA copies into shared memory,
             pipelined, and feed tensor-core dots (kernels/moe/tma_kernel.py; no effect with fused_moe
-            off or on weights whose rows are not 16-byte aligned).
+            off, and on weights whose rows are not 16-byte aligned or not whole tiles: launch.tma_fits).
         fused_mla_glue: the MLA head products (W_UK into the query; W_UV and the head gate into the
             output) as two Triton launches (kernels/mla_glue) instead of PyTorch ops.
         norm_epilogue: each block's output launch (KDA o_proj, MLA dense, dense FFN down, the fused
@@ -130,6 +137,20 @@ class StepOptions:
 # Every block below takes `norm`: None returns the block's output `[1, D]` (the caller norms it); a
 # NormEpilogue (`norm_epilogue`) makes the block's last launch add it into the residual and norm it,
 # and the block returns the normed row.
+
+
+def tma_config(config: FusedMoEConfig, weights: MoEWeights) -> FusedMoEConfig:
+    """`config` with the TMA experts launch where it fits (launch.tma_fits), its tiles no larger than
+    the layer (the measured e256 tiles unchanged; the small presets get whole tiles too)."""
+    hidden, inter = weights.w2.shape[1], weights.w2.shape[2]
+    tiles = replace(
+        config,
+        tma_experts=True,
+        block_d=min(config.block_d, hidden),
+        block_dout=min(config.block_dout, hidden),
+        tma_block_i=min(config.tma_block_i, inter),
+    )
+    return tiles if tma_fits(weights, tiles) else config
 
 
 def kda_block(
@@ -294,8 +315,9 @@ def moe_block(
         early_shared=opts.early_shared,
         deep_experts=opts.deep_experts,
         routing_site="experts" if opts.routing_in_experts else "router_launch",
-        tma_experts=opts.tma_experts and tma_aligned(weights),
     )
+    if opts.tma_experts:
+        config = tma_config(config, weights)
     out = moe_fused(
         normed, weights, rule, use_pdl=opts.use_pdl, workspace=workspace, config=config, epilogue=norm
     )

@@ -17,7 +17,11 @@ import torch
 from bubblescope.kernels.kda_verify import kda_verify, triton_usable
 from bubblescope.kernels.kda_verify.gated_norm import gated_rms_norm_rows
 
+from ..fast.packing import fuse_rows
 from ..kda import KDAAttention, KDAState, gated_rms_norm
+
+# The projections in the fast path's packing order (fast/packing.pack_kda): q, k, v, f, g, b.
+KDA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "f_proj", "g_proj", "b_proj")
 
 # Pre-activation that drives sigmoid to exactly 0 in fp32 and bf16 (beta = 0, g = lower_bound * 0).
 _MASKED_PRE_ACTIVATION = -1.0e30
@@ -32,6 +36,8 @@ class VerifyOptions:
         (`verify_norm_kernel`) where Triton runs; the eager module's ops otherwise.
     kernel_gated_norm: KDA's gated output norm as one launch per layer (`verify_gated_norm`,
         kernels/kda_verify/gated_norm.py) where Triton runs; the eager ops otherwise.
+    fused_in_proj: KDA's six input projections as ONE GEMM over the packed in_proj weight
+        (`verify_fused_in_proj`, the fast path's packing) instead of six GEMMs and a stack.
     """
 
     staged_kda: bool = False
@@ -40,6 +46,7 @@ class VerifyOptions:
     backend: str = "auto"
     kernel_norm: bool = False
     kernel_gated_norm: bool = False
+    fused_in_proj: bool = False
 
 
 @dataclass
@@ -88,6 +95,28 @@ def _run_kernel(attn: KDAAttention, qkv_pre, f_pre, b_pre, state: KDAState, opti
     )
 
 
+def kda_in_proj(attn: KDAAttention) -> torch.Tensor:
+    """The layer's packed `[5W + H, D]` input projection (fast/packing.fuse_rows: the module's weights
+    become views of it, so no second copy; packed once, by whichever path asks first)."""
+    return fuse_rows(attn, [getattr(attn, name).weight for name in KDA_PROJECTIONS])
+
+
+def kda_projections(
+    attn: KDAAttention, normed: torch.Tensor, options: VerifyOptions
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """qkv_pre `[1, T, 3, W]` (before the short conv), f_pre `[1, T, W]`, the gate's pre-activation
+    `[1, T, W]` and b_pre `[1, T, H]` of the window: six GEMMs, or one over the packed weight whose
+    output rows are sliced (views; the verify kernels take any strides)."""
+    if not options.fused_in_proj:
+        qkv_pre = torch.stack([attn.q_proj(normed), attn.k_proj(normed), attn.v_proj(normed)], dim=2)
+        return qkv_pre, attn.f_proj(normed), attn.g_proj(normed), attn.b_proj(normed)
+    width = attn.config.kda_width
+    proj = torch.nn.functional.linear(normed, kda_in_proj(attn))
+    qkv_pre = proj[..., : 3 * width].unflatten(-1, (3, width))
+    f_pre, gate_pre = proj[..., 3 * width : 4 * width], proj[..., 4 * width : 5 * width]
+    return qkv_pre, f_pre, gate_pre, proj[..., 5 * width :]
+
+
 def kda_verify_layer(
     attn: KDAAttention, normed: torch.Tensor, state: KDAState, options: VerifyOptions
 ) -> tuple[torch.Tensor, KDAVerifyRecord]:
@@ -101,9 +130,7 @@ def kda_verify_layer(
         [1, T, D] attention output and the record commit needs.
     """
     batch, seq_len, _ = normed.shape
-    # [1, T, 3, W] before the short conv
-    qkv_pre = torch.stack([attn.q_proj(normed), attn.k_proj(normed), attn.v_proj(normed)], dim=2)
-    f_pre, b_pre = attn.f_proj(normed), attn.b_proj(normed)
+    qkv_pre, f_pre, gate_pre, b_pre = kda_projections(attn, normed, options)
     if options.staged_kda:
         o, states, windows = _run_kernel(attn, qkv_pre, f_pre, b_pre, state, options)
         record = KDAVerifyRecord(states=states, windows=windows)
@@ -124,7 +151,7 @@ def kda_verify_layer(
         )
         state.conv.copy_(window[:, 0])
         record = KDAVerifyRecord(qkv_pre=qkv_pre, f_pre=f_pre, b_pre=b_pre)
-    gate = attn.g_proj(normed).view(batch, seq_len, attn.num_heads, attn.head_dim)
+    gate = gate_pre.view(batch, seq_len, attn.num_heads, attn.head_dim)
     if options.kernel_gated_norm and options.backend != "torch" and triton_usable(o.device):
         z = gated_rms_norm_rows(o, gate, attn.o_norm.weight, attn.config.rms_norm_eps, options.use_pdl)
     else:

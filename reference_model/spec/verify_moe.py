@@ -106,7 +106,7 @@ class KernelMoE:
         self, flat: torch.Tensor, weights: MoEWeights, ws: MoEWorkspace
     ) -> torch.Tensor:
         pdl = resolve_pdl(self.use_pdl, flat.device)
-        launch_router_and_routing(flat, weights, self.rule, ws, pdl, self.config.fast_topk)
+        launch_router_and_routing(flat, weights, self.rule, ws, pdl, self.config.fast_topk, self.config)
         ws.ids.copy_(self.probe.correlate(ws.ids.to(torch.long)).to(ws.ids.dtype))
         if union_applies(flat, weights, self.config):
             # The union launch accumulates with atomics: it needs a zeroed output.

@@ -10,7 +10,8 @@ expert once, kernels/moe/union_kernel.py) and deep_experts (more weight tiles in
 program: the one-row launch in pairs, the union launch through Triton's pipeliner); without the MoE
 kernels (the eager MoE, the CPU default) these four change nothing; verify_norm_kernel (the window's
 residual adds + RMSNorms as one add_rmsnorm launch each, where Triton runs) and verify_gated_norm (each
-KDA layer's gated output norm as one launch, where Triton runs).
+KDA layer's gated output norm as one launch, where Triton runs) and verify_fused_in_proj (each KDA
+layer's six input projections as one GEMM over the fast path's packed weight).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..workload import apply_weight_dtypes
 from .acceptance import OracleAcceptance
 from .decoder import SpecDecoder
 from .dspark_draft import DSparkDraft, load_dspark_weights
-from .kda_verify_layer import VerifyOptions
+from .kda_verify_layer import VerifyOptions, kda_in_proj
 from .nextn import NextNDraft
 from .routing import RoutingProbe
 from .self_draft import SelfDraft
@@ -52,6 +53,7 @@ SPEC_SWITCHES = (
     "deep_experts",
     "verify_norm_kernel",
     "verify_gated_norm",
+    "verify_fused_in_proj",
 )
 
 
@@ -131,6 +133,9 @@ class SpecWorkload:
         self.draft = self._make_draft(capacity, seed, draft_weights)
         self.enabled: frozenset[str] = frozenset()
         self.decoder: SpecDecoder | None = None
+        # FusedMoEConfig fields set on top of the switches' at every prepare (benchmarks time a tile
+        # variant of the verify's MoE launches in the step this way); empty: the defaults.
+        self.moe_overrides: dict[str, object] = {}
         self.prepare(frozenset())
 
     def _make_draft(self, capacity: int, seed: int, draft_weights: str | None):
@@ -166,6 +171,7 @@ class SpecWorkload:
             use_pdl=switches.pdl,
             kernel_norm=switches.verify_norm_kernel,
             kernel_gated_norm=switches.verify_gated_norm,
+            fused_in_proj=switches.verify_fused_in_proj,
         )
         oracle = None
         if self.accept_len_target is not None:
@@ -188,7 +194,13 @@ class SpecWorkload:
                 early_shared=switches.early_shared,
                 expert_union=switches.expert_union,
                 deep_experts=switches.deep_experts,
+                **self.moe_overrides,
             )
+        if switches.verify_fused_in_proj:
+            # Packed before any graph capture (fuse_rows allocates); a no-op where the fast path has.
+            for layer in self.model.main_layers:
+                if not layer.is_mla:
+                    kda_in_proj(layer.attention)
         self.decoder = SpecDecoder(
             self.model,
             self.cache,

@@ -33,8 +33,10 @@ def slice_sums(heads_out: torch.Tensor, parts: int) -> torch.Tensor:
     ("heads", "key_dim", "value_dim", "v_splits"),
     [(2, 16, 16, 1), (3, 12, 20, 1), (2, 16, 16, 4), (3, 12, 20, 3)],
 )
-def test_kda_decode_heads_matches_naive_over_steps(device, heads, key_dim, value_dim, v_splits):
-    """Un-normed rows, slice sums of squares and every state, two tokens in a row."""
+@pytest.mark.parametrize("early_ticket", [True, False])
+def test_kda_decode_heads_matches_naive_over_steps(device, heads, key_dim, value_dim, v_splits, early_ticket):
+    """Un-normed rows, slice sums of squares and every state, two tokens in a row; the ticket that elects
+    the q/k conv shifter taken early (the default) or after the math."""
     activations, weights, state = make_layer(1, heads, key_dim, value_dim, device)
     activations.pop("gate")
     want_state = copy.deepcopy(state)
@@ -42,7 +44,14 @@ def test_kda_decode_heads_matches_naive_over_steps(device, heads, key_dim, value
         want = kda_heads_naive(**activations, weights=weights, state=want_state)
         got = KDAHeads.allocate(1, heads, value_dim, v_splits, device)
         poison(got.out), poison(got.sumsq)
-        kda_decode_heads(**activations, weights=weights, state=state, heads=got, v_splits=v_splits)
+        kda_decode_heads(
+            **activations,
+            weights=weights,
+            state=state,
+            heads=got,
+            v_splits=v_splits,
+            early_ticket=early_ticket,
+        )
         assert_close("heads.out", got.out, want.reshape(1, -1), 1e-4, 1e-4)
         assert_close("heads.sumsq", got.sumsq, slice_sums(want, v_splits), 1e-4, 1e-4)
         for name in ("q_conv", "k_conv", "v_conv", "recurrent"):

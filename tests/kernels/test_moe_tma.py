@@ -24,6 +24,11 @@ RULE = RoutingRule(top_k=3, n_group=5, topk_group=2, scale=2.5)
 HIDDEN, INTER = 136, 24
 
 
+# Interpreter only: on the H200 (2026-12-03, call 1) this module's run failed every test in 4.9 s with no
+# traceback returned while the same kernels passed their e256 check in the benchmark; a fault at these
+# partial tiles would poison the CUDA context of every later test in the process, so the GPU runs the
+# e256 tests below, and the decoder takes the TMA launch only on whole tiles (launch.tma_fits).
+@pytest.mark.interpreter
 @pytest.mark.parametrize(
     ("rows", "dtype", "early_shared", "shared", "dot", "site", "tma_x"),
     [
@@ -79,18 +84,19 @@ def test_tma_experts_refuse_unaligned_rows(device):
         moe_fused(x, weights, RULE, config=config)
 
 
-# The sweep's candidates as the decode step runs them (graph + PDL), the tensor-core one eager too.
+# The switch's tiles (FusedMoEConfig defaults: dots, x by plain loads) eager and as the decode step runs
+# them (graph + PDL), then other sweep candidates: products in registers, x by TMA, 32-row slices.
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("dot", "block_i", "warps", "mode"),
+    ("dot", "block_i", "warps", "tma_x", "mode"),
     [
-        (True, 64, 4, "eager"),
-        (True, 64, 4, "graph_pdl"),
-        (False, 64, 8, "graph_pdl"),
-        (True, 32, 4, "graph_pdl"),
+        (True, 64, 4, False, "eager"),
+        (True, 64, 4, False, "graph_pdl"),
+        (False, 64, 8, True, "graph_pdl"),
+        (True, 32, 4, True, "graph_pdl"),
     ],
 )
-def test_tma_experts_at_e256_shapes(dot, block_i, warps, mode):
+def test_tma_experts_at_e256_shapes(dot, block_i, warps, tma_x, mode):
     """ling3-flash-e256's layer (256 experts, D 2560, I 768, top-8 + shared) on the all-on tiles with
     routing_in_experts: layer vs moe_naive, ids vs route_naive, eager and replayed from a CUDA graph."""
     from tests.kernels.test_kernels_gpu import FP32_TOL, flash_moe_weights, run_mode
@@ -107,6 +113,7 @@ def test_tma_experts_at_e256_shapes(dot, block_i, warps, mode):
         tma_dot=dot,
         tma_block_i=block_i,
         tma_num_warps=warps,
+        tma_x=tma_x,
     )
     workspace = MoEWorkspace.allocate(1, weights, rule)
     out = torch.empty(1, 2560, device="cuda")
@@ -115,7 +122,7 @@ def test_tma_experts_at_e256_shapes(dot, block_i, warps, mode):
         return moe_fused(x, weights, rule, use_pdl=pdl, workspace=workspace, config=config, out=out)
 
     run_mode(mode, launch, (out, workspace.ids))
-    label = f"e256 tma_experts dot={dot} bi{block_i} w{warps} {mode}"
+    label = f"e256 tma_experts dot={dot} bi{block_i} w{warps} tma_x={tma_x} {mode}"
     assert_close(label, out, moe_naive(x, weights, rule), FP32_TOL, FP32_TOL)
     want_ids, _ = route_naive(workspace.logits, weights.expert_bias, rule)
     assert torch.equal(workspace.ids.long(), want_ids), f"{label}: ids differ from route_naive"

@@ -4,6 +4,8 @@ persistent grid whose programs loop over several items, with and without the sha
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from bubblescope.kernels.moe import (
@@ -24,22 +26,23 @@ RULE = RoutingRule(top_k=3, n_group=5, topk_group=2, scale=2.5)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 2e-3}
 
 
+# inter 20 at block_i 16: two slices per expert, the second partial. inter 272: 17 slices, so even the
+# H200's persistent grid (132 programs at 1 per SM) is smaller than the ~15 experts' items and loops.
 @pytest.mark.parametrize(
-    ("rows", "dtype", "per_sm", "deep", "shared"),
+    ("rows", "dtype", "per_sm", "deep", "shared", "inter"),
     [
-        (10, torch.bfloat16, 0, False, True),
-        (10, torch.float32, 1, False, True),
-        (16, torch.bfloat16, 1, True, True),
-        (5, torch.float32, 0, True, False),
-        (3, torch.float32, 2, False, False),
+        (10, torch.bfloat16, 0, False, True, 20),
+        (10, torch.float32, 1, False, True, 20),
+        (16, torch.bfloat16, 1, True, True, 272),
+        (5, torch.float32, 0, True, False, 20),
+        (3, torch.float32, 2, False, False, 20),
     ],
-    ids=["10-bf16-dense", "10-fp32-persistent", "16-bf16-persistent-deep", "5-fp32-dense-deep-noshared",
+    ids=["10-bf16-dense", "10-fp32-persistent", "16-bf16-persistent-deep-loops", "5-fp32-dense-deep-noshared",
          "3-fp32-persistent-noshared"],
 )  # fmt: skip
-def test_compact_union_matches_naive(device, rows, dtype, per_sm, deep, shared):
-    weights = make_weights(15, 37, 20, device, dtype, shared=shared, limits=(0.6, 0.8))
+def test_compact_union_matches_naive(device, rows, dtype, per_sm, deep, shared, inter):
+    weights = make_weights(15, 37, inter, device, dtype, shared=shared, limits=(0.6, 0.8))
     x = torch.randn(rows, 37, device=device).to(dtype)
-    # block_i 16 of I = 20: two slices per expert, the second one partial.
     config = FusedMoEConfig(
         expert_union=True,
         fast_topk=True,
@@ -56,10 +59,11 @@ def test_compact_union_matches_naive(device, rows, dtype, per_sm, deep, shared):
         tol = TOLERANCE[dtype]
         assert_close(f"compact union rows={rows} {dtype} call {call}", out, want, atol=tol, rtol=tol)
     ids, _ = route_naive(workspace.logits, weights.expert_bias, RULE)
-    items = (ids.unique().numel() + shared) * 2
-    grid = union_compact_programs(rows * RULE.top_k + shared, 20, 16, config, x.device)
-    if per_sm:
-        assert grid < items, "the persistent case should make programs loop over several items"
+    slices = -(-inter // 16)
+    items = (ids.unique().numel() + shared) * slices
+    grid = union_compact_programs(rows * RULE.top_k + shared, inter, 16, config, x.device)
+    if per_sm and (device.type == "cpu" or inter > 200):
+        assert grid < items, f"the persistent grid ({grid}) should loop over the {items} items"
 
 
 def test_compact_union_equals_the_per_row_grid(device):
@@ -79,3 +83,20 @@ def test_compact_grid_size():
     persistent = FusedMoEConfig(union_compact=True, union_programs_per_sm=3)
     assert union_compact_programs(81, 768, 32, persistent, cpu) == 3 * sm_count(cpu)
     assert union_compact_programs(1, 20, 16, persistent, cpu) == 2
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["rows-grid", "compact"])
+def test_down_products_in_bf16_hi_lo_match_naive(device, compact):
+    """union_h_bf16x2: h split into bf16 hi + lo for the down products (bf16 weights), both grids."""
+    weights = make_weights(15, 37, 20, device, torch.bfloat16, shared=True, limits=(0.6, 0.8))
+    x = torch.randn(10, 37, device=device).to(torch.bfloat16)
+    config = FusedMoEConfig(
+        expert_union=True, union_compact=compact, union_h_bf16x2=True, union_block_i=16, deep_experts=True
+    )
+    out = poison(torch.empty(10, 37, device=device))
+    moe_fused(x, weights, RULE, use_pdl=True, config=config, out=out)
+    assert_close(f"h bf16x2 compact={compact}", out, moe_naive(x, weights, RULE), atol=2e-3, rtol=2e-3)
+    # Against the tf32x3 products: hi + lo carry h to ~16 bits (hi alone, 8 bits, is ~1e-3 off).
+    tf32x3 = moe_fused(x, weights, RULE, use_pdl=True, config=replace(config, union_h_bf16x2=False))
+    scale = tf32x3.abs().max().item()
+    assert (out - tf32x3).abs().max().item() <= 1e-4 * scale

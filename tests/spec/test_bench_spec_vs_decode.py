@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from bubblescope.reference_model.on_top import MEASURED_SLOWER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,10 +57,21 @@ def test_cpu_dry_run_writes_both_sides_and_the_ratio(tmp_path: Path) -> None:
     assert (tmp_path / "spec_vs_decode.md").read_text().startswith("# bench_spec_vs_decode")
     (extra,) = report["overlaps"]
     assert extra["experts"]["overlap_knob"] == 0.5 and extra["experts"]["verifies"] > 0
-    # The non-speculative side leaves off what on_top.ROUND4_HELD_OFF names (measured slower).
-    assert report["build"]["decode_off"] == ["norm_epilogue"]
+    # The non-speculative side leaves off what on_top.MEASURED_SLOWER names (measured slower in the step).
+    assert report["build"]["decode_off"] == sorted(MEASURED_SLOWER) and "norm_epilogue" in MEASURED_SLOWER
     (without,) = report["without"]
     assert without["switch"] == "bf16_gate"
     assert without["saving_ms"] == pytest.approx(
         without["without_tpot_ms"]["est"] - without["all_on_tpot_ms"]["est"]
     )
+
+
+def test_moe_alt_parses_into_typed_config_fields() -> None:
+    bench = load_bench()
+    assert bench.parse_moe_overrides("union_num_warps=4,union_compact=true,routing_site=experts") == {
+        "union_num_warps": 4,
+        "union_compact": True,
+        "routing_site": "experts",
+    }
+    with pytest.raises(SystemExit, match="not a FusedMoEConfig field"):
+        bench.parse_moe_overrides("union_warps=4")
