@@ -6,7 +6,7 @@ after the other (0.420 x, RESULTS.md "Round 2 through the product") or timed the
 once before building the speculative one. Here the target weights are built once: the non-speculative
 fast workload builds them, the DSpark workload reuses the same module (the MoE packing is shared, so
 there is no second copy), both are prepared with every switch they offer but the ones measured slower
-(`--decode-off` / `--spec-off`, default `on_top.ROUND4_HELD_OFF`: the fastest non-speculative step is the
+(`--decode-off` / `--spec-off`, default `on_top.MEASURED_SLOWER`: the fastest non-speculative step is the
 target's denominator, not an all-on that includes a losing switch), and their timed repeats are
 interleaved — round r times decode then DSpark, round r + 1 DSpark then decode — so a slow spell of the
 machine lands on both sides. Each round is one repeat of `capture.timed.run_timed` (warm-up steps, then
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from bubblescope.kernels.moe.params import FusedMoEConfig
 from bubblescope.reference_model.config import get_preset
-from bubblescope.reference_model.on_top import ROUND4_HELD_OFF
+from bubblescope.reference_model.on_top import MEASURED_SLOWER
 from bubblescope.reference_model.spec.workload import SpecWorkload
 from bubblescope.reference_model.workload import make_workload
 
@@ -357,19 +357,19 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "on", "off"],
         help="every switch and DSpark's MoE on the Triton kernels (auto: on CUDA only)",
     )
-    # The fastest configuration, not every switch: on_top's ROUND4_HELD_OFF names the switches measured
-    # slower (norm_epilogue), so a switch another round adds is on here unless that list says otherwise.
+    # The fastest configuration, not every switch: on_top's MEASURED_SLOWER names the switches measured
+    # slower in the step, so a switch another round adds is on here unless that list says otherwise.
     parser.add_argument(
         "--decode-off",
         nargs="*",
-        default=list(ROUND4_HELD_OFF),
-        help="switches left off the non-speculative step (default: on_top.ROUND4_HELD_OFF, measured slower)",
+        default=list(MEASURED_SLOWER),
+        help="switches left off the non-speculative step (default: on_top.MEASURED_SLOWER)",
     )
     parser.add_argument(
         "--spec-off",
         nargs="*",
-        default=list(ROUND4_HELD_OFF),
-        help="switches left off the DSpark step (default: on_top.ROUND4_HELD_OFF where DSpark offers them)",
+        default=list(MEASURED_SLOWER),
+        help="switches left off the DSpark step (default: on_top.MEASURED_SLOWER where DSpark offers them)",
     )
     parser.add_argument(
         "--extra-overlaps",

@@ -31,8 +31,9 @@ from bubblescope.files.atomic import write_json_atomic
 E256 = (10, 256, 2560, 40)
 DRY = (3, 32, 64, 2)
 # label -> (window_router_block_k, window_router_warps, window_router_prefetch); 0 = choose_config's.
+# The default since round 4 is bk512 w4 (FusedMoEConfig.window_router_block_k).
 CANDIDATES = {
-    "today: bk128 w4": (0, 0, 0),
+    "choose_config (round 3): bk128 w4": (0, 0, 0),
     "bk512 w4": (512, 0, 0),
     "bk256 w4": (256, 0, 0),
     "bk512 w8": (512, 8, 0),

@@ -11,9 +11,11 @@ launch streams the same bytes as in the step; 16 calls with different ids and x,
 graph under PDL (as in the step), median of replays per call (bench_kernels.time_graph_us). Every
 candidate is first checked against a plain PyTorch sum of `expert_naive` over the given ids and gains.
 
-Candidates: the step's configuration today (per-row grid, pipeliner 3 stages, 32-row I-slices, 128 x 128
-tiles, 8 warps), warps / stages / slices around it, the compact grid (union_compact_kernel.py: one
-program per work item, or a persistent grid of N per SM), and the down products with h as bf16 hi + lo.
+Candidates: the step's configuration of round 3 (per-row grid, pipeliner 3 stages, 32-row I-slices,
+128 x 128 tiles, 8 warps), the default since (4 warps, down products with h as bf16 hi + lo, chosen
+from this sweep's first H200 run where each was measured alone), warps / stages / slices around it,
+the compact grid (union_compact_kernel.py: one program per work item, or a persistent grid of N per
+SM), and the down products with h as bf16 hi + lo.
 
 Usage: python3 benchmarks/bench_verify_union.py --out OUT   (GPU; verify_union.json rewritten after each case)
        --dry-run: tiny shapes, checked not timed (CPU: TRITON_INTERPRET=1)
@@ -78,7 +80,8 @@ def candidates() -> dict[str, FusedMoEConfig]:
     # Most telling first: a sweep cut short by its timeout keeps these. (16-row I-slices measured 26-58 %
     # slower than 32 in the window micro-benchmark of issue 17: not swept again.)
     return {
-        "today: rows grid s3 bi32 bd128 w8": cfg(),
+        "round 3: rows grid s3 bi32 bd128 w8": cfg(),
+        "default since round 4: rows grid s3 bi32 w4, down h bf16x2": cfg(warps=4, bf16x2=True),
         "rows grid s3 bi32 w4": cfg(warps=4),
         "compact dense s3 bi32 w8": cfg(compact=True),
         "compact dense s3 bi32 w4": cfg(compact=True, warps=4),

@@ -91,7 +91,8 @@ for stage in "$@"; do
         timeout ${TESTS_S:-120} python3 -m pytest -q -s -m gpu -p no:cacheprovider $R4_TESTS 2>&1 \
           | grep -E "ulp|relative|max err|launches|passed|failed|Error|error" | tail -40 | tee "$out/gpu_tests.log"
       fi
-      toggles=$(python3 -c "from bubblescope.reference_model.on_top import ROUND4; print(','.join(ROUND4))")
+      # R4_TOGGLES: a subset of ROUND4 (the others held off), e.g. only the switches still in the running.
+      toggles=${R4_TOGGLES:-$(python3 -c "from bubblescope.reference_model.on_top import ROUND4; print(','.join(ROUND4))")}
       if [ -n "$toggles" ]; then
         timeout ${ABLATE_S:-260} bubblescope ablate --workload bubblescope.reference_model.on_top:make_round4_workload \
           --preset ling3-flash-e256 --toggles "$toggles" --steps ${ABLATE_STEPS:-64} --repeats 3 --out /tmp/abl-r4 \

@@ -133,23 +133,32 @@ class FusedMoEConfig:
     # tensor-core dots, to Triton's pipeliner with this many stages.
     union_stages: int = 3
     # The union launch's own tiles and warps (the decode launches' block_i / block_d / block_dout /
-    # num_warps do not apply to it): the values it ran with before it had its own.
+    # num_warps do not apply to it). H200 sweep 2026-12-03 (bench_verify_union.py: the launch alone, 29
+    # distinct experts + shared, 354 MB, graph + PDL, 10 candidates): 4 warps 121.7 us against 133.1 for
+    # the 8 it ran with before (2.91 vs 2.66 TB/s); 64-row I-slices 124.6, 4 stages 126.3, one tile ahead
+    # 137.5.
     union_block_i: int = 32
     union_block_d: int = 128
     union_block_dout: int = 128
-    union_num_warps: int = 8
+    union_num_warps: int = 4
     # The union launch's grid (union_compact_kernel.py): False = one program per (row, slot, I-slice),
     # the ones not holding an expert's first occurrence exit; True = the distinct experts' work items
     # listed in every program, on `union_programs_per_sm` programs per SM that loop over them (0: one
-    # program per possible item, the working ones first).
+    # program per possible item, the working ones first). Measured slower (same sweep): 153.4 us dense
+    # (4 warps), 144.3 persistent at 4 per SM, 182.7-200.9 with 8 warps: a benchmark arm, off.
     union_compact: bool = False
     union_programs_per_sm: int = 0
     # The union launch's down products with h as bf16 hi + lo (two bf16 tensor-core products on the w2
-    # tile as loaded) instead of tf32x3 on the tile converted to fp32; bf16 expert weights only.
-    union_h_bf16x2: bool = False
+    # tile as loaded) instead of tf32x3 on the tile converted to fp32; bf16 expert weights only. Same
+    # sweep: 121.7 us against 133.1 (8 warps each); with 4 warps not measured alone (call 2 times both in
+    # the DSpark step: bench_spec_vs_decode.py --moe-alt).
+    union_h_bf16x2: bool = True
     # The router GEMV of a window (rows > serial_route_max_rows: the verify), on top of choose_config's
     # tiles (16 x 128, 4 warps at T = 10, E = 256: 16 programs walking 20 K-tiles each); 0 keeps its.
-    window_router_block_k: int = 0
+    # H200 2026-12-03 (bench_verify_router.py, T = 10, 40 routers, graph + PDL): 512-column K-tiles
+    # 6.74 us per layer against 11.96 (256: 8.23; 512 with 8 warps 8.34; 1024 x 8 warps 19.98; the L2
+    # prefetch before the wait 6.99 at 512, 9.26 at 128).
+    window_router_block_k: int = 512
     window_router_warps: int = 0
     window_router_prefetch: int = 0
     # Where the serial path (rows <= serial_route_max_rows) routes, one of ROUTING_SITES:
