@@ -100,20 +100,23 @@ def case_alone(
     want_state = state.clone()
     if norm_in_oproj:
         bare = {name: tensor for name, tensor in acts.items() if name != "gate"}
-        want = kda_heads_naive(**bare, weights=weights, state=want_state).reshape(1, -1)
-        got = kda_decode_heads(**bare, weights=weights, state=state, v_splits=v_splits).out
+        heads_out = kda_heads_naive(**bare, weights=weights, state=want_state)
+        gate_sig = torch.sigmoid(acts["gate"].float().view(heads_out.shape))
+        want = (heads_out * weights.o_norm.float() * gate_sig).reshape(1, -1)
+        got = kda_decode_heads(**acts, weights=weights, state=state, v_splits=v_splits).out
         heads = [KDAHeads.allocate(1, shape.heads, shape.dim, v_splits, torch.device(device)) for _ in layers]
         spaces = [KDASplitWorkspace.allocate(1, shape.heads, shape.dim, torch.device(device)) for _ in layers]
 
         def call(index: int, pdl: bool) -> None:
             a, w, s = layers[index]
-            q, k, v, f, b = (a[name] for name in ("q", "k", "v", "f", "b"))
+            q, k, v, f, b, g = (a[name] for name in ("q", "k", "v", "f", "b", "gate"))
             kda_decode_heads(
                 q,
                 k,
                 v,
                 f,
                 b,
+                g,
                 w,
                 s,
                 use_pdl=pdl,
@@ -160,11 +163,15 @@ def case_oproj(shape: Shape, device: str, v_splits: int | None) -> dict:
         def call(index: int, pdl: bool) -> None:
             gemv(x_bf16, weights[index], use_pdl=pdl, out=outs[index])
     else:
-        got = gemv_head_norm(x, sumsq, gate, o_norm, weights[0])
+        rows = (
+            x.view(1, shape.heads, -1) * o_norm.float() * torch.sigmoid(gate.float().view(1, shape.heads, -1))
+        )
+        rows = rows.reshape(1, -1).contiguous()
+        got = gemv_head_norm(rows, sumsq, weights[0])
         err = bench.max_rel_diff(got.float(), gemv_head_norm_naive(x, gate, o_norm, weights[0]).float())
 
         def call(index: int, pdl: bool) -> None:
-            gemv_head_norm(x, sumsq, gate, o_norm, weights[index], use_pdl=pdl, out=outs[index])
+            gemv_head_norm(rows, sumsq, weights[index], use_pdl=pdl, out=outs[index])
 
     return dict(
         bytes=shape.hidden * shape.width * 2,
@@ -211,6 +218,7 @@ def case_block(
                 v,
                 f,
                 b,
+                g,
                 weights,
                 state,
                 use_pdl=pdl,
@@ -218,7 +226,7 @@ def case_block(
                 v_splits=v_splits,
                 early_ticket=early_ticket,
             )
-            gemv_head_norm(head.out, head.sumsq, g, weights.o_norm, o_proj, use_pdl=pdl, out=outs[index])
+            gemv_head_norm(head.out, head.sumsq, o_proj, use_pdl=pdl, out=outs[index])
         else:
             kda_decode(q, k, v, f, b, g, weights, state, use_pdl=pdl, out=attn[index], v_splits=v_splits)
             gemv(attn[index], o_proj, use_pdl=pdl, out=outs[index])

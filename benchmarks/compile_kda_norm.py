@@ -23,7 +23,7 @@ import compile_norm_epilogue as offline  # noqa: E402
 FP32_POINTERS = ("p_x", "p_sumsq", "p_state", "p_ws_o", "p_a_log", "p_dt_bias")
 KDA = dict(KW=4, BLOCK_T=4, BLOCK_K=128, BLOCK_V=128, USE_PDL=True, PREFETCH_STATE=True)
 PROLOGUE = dict(BLOCK_N=4, BLOCK_K=512, USE_PDL=True, EVICT_FIRST=False, PDL_TRIGGER=1, PREFETCH=0,
-                PREFETCH_LINES=1, NORM_CHUNK=1, NORM_CHUNKS=1, USE_EPILOGUE=False)  # fmt: skip
+                PREFETCH_LINES=1, NORM_CHUNK=1, NORM_CHUNKS=1, USE_EPILOGUE=False, HEAD_DIM=128)  # fmt: skip
 
 
 def main() -> int:

@@ -1,13 +1,16 @@
-"""KDA's o_proj GEMV with the heads' gated RMSNorm in its prologue (`kda_norm_in_oproj`).
+"""KDA's o_proj GEMV with the heads' RMS scaling in its prologue (`kda_norm_in_oproj`).
 
-y = normed(x) @ W^T for one row, where x is KDA's un-normed output `[H*V]` (fp32) and, per head h
-(columns h*V .. h*V+V-1), normed(x) = x * rstd_h * o_norm * sigmoid(gate), rstd_h = 1 / sqrt(sum_h / V
-+ eps), rounded to the gate's dtype exactly as `kda_decode` stores its normed output. Why here: the norm
-reduces over V, which the V-split KDA kernel could only do across its programs (workspace, ticket, the
-last program's read); kernels/kda_decode/heads.py instead stores each V slice's sum of squares, so the
-norm is elementwise in this kernel: every program adds a head's P slice sums (P loads of one address,
-L1-broadcast) for each x element it loads. No reduction and no layout change in the weight loop; the
-extra reads are x in fp32 (16 KB instead of 8 KB), the gate row and o_norm, all from L2.
+y = normed(x) @ W^T for one row, where x is KDA's gated, un-normed output `[H*V]` (fp32, o * o_norm *
+sigmoid(gate), kernels/kda_decode/heads.py) and, per head h (columns h*V .. h*V+V-1), normed(x) = x *
+rstd_h, rstd_h = rsqrt(sum_h / V + eps), rounded to y's dtype as `kda_decode` rounds its normed output.
+Why here: the norm reduces over V, which the V-split KDA kernel could only do across its programs
+(workspace, ticket, the last program's read); KDA stores each V slice's sum of squares instead, so the
+rstd is elementwise here: every program adds a head's P slice sums (P loads of one address, L1-broadcast)
+for each x element it loads. Every program of the launch redoes this for the whole row (and warps that
+share columns redo it again), so it must stay a handful of instructions per element: V is a constexpr
+(the head index is a shift), rsqrt is the hardware approximation, and the elementwise gate and o_norm
+product is KDA's (first design, gate and o_norm here with an IEEE sqrt and divide: o_proj 7.98 -> 16.49
+us on the H200, RESULTS.md issue 27 round 4).
 
 Same strips as `gemv_kernel` with ACC_2D (one row, elementwise fp32 accumulation, one reduction over K at
 the end; kernel.py says why), the first weight tile loaded before `gdc_wait`, PDL_TRIGGER and the L2
@@ -33,30 +36,32 @@ OP = "gemv_head_norm"
 
 @triton.jit
 def load_normed_x_tile(
-    p_x, p_sumsq, p_gate, p_o_norm, k_start, K, V, eps, PARTS: tl.constexpr, BLOCK_K: tl.constexpr
+    p_x,
+    p_sumsq,
+    k_start,
+    K,
+    eps,
+    HEAD_DIM: tl.constexpr,
+    PARTS: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ROUND_TO: tl.constexpr,
 ):
     """normed(x)[k_start : k_start + BLOCK_K] in fp32 (module docstring), zero past K."""
     o_k = k_start + tl.arange(0, BLOCK_K)
     m_k = o_k < K
-    o_head = o_k // V
-    b_sq = tl.zeros((BLOCK_K,), dtype=tl.float32)
-    for i_p in tl.static_range(PARTS):
+    o_head = o_k // HEAD_DIM
+    b_sq = tl.load(p_sumsq + o_head * PARTS, mask=m_k, other=0.0)
+    for i_p in tl.static_range(1, PARTS):
         b_sq += tl.load(p_sumsq + o_head * PARTS + i_p, mask=m_k, other=0.0)
-    b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)
-    b_o = tl.load(p_x + o_k, mask=m_k, other=0.0)
-    b_gate = tl.load(p_gate + o_k, mask=m_k, other=0.0).to(tl.float32)
-    b_o_norm = tl.load(p_o_norm + o_k % V, mask=m_k, other=0.0).to(tl.float32)
-    b_x = b_o * b_rstd * b_o_norm * tl.sigmoid(b_gate)
+    b_x = tl.load(p_x + o_k, mask=m_k, other=0.0) * tl.rsqrt(b_sq * (1.0 / HEAD_DIM) + eps)
     # kda_decode rounds its normed output to the activations' dtype before o_proj reads it.
-    return b_x.to(p_gate.dtype.element_ty).to(tl.float32)
+    return b_x.to(ROUND_TO).to(tl.float32)
 
 
 @triton.jit
 def gemv_head_norm_kernel(
     p_x,
     p_sumsq,
-    p_gate,
-    p_o_norm,
     p_w,
     p_y,
     p_res,
@@ -65,10 +70,10 @@ def gemv_head_norm_kernel(
     p_counter,
     N,
     K,
-    V,
     stride_wn,
     eps,
     norm_eps,
+    HEAD_DIM: tl.constexpr,
     PARTS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -95,7 +100,9 @@ def gemv_head_norm_kernel(
     b_acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for k_start in range(0, K, BLOCK_K):
         b_w_next = load_weight_tile(p_w, o_n, m_n, k_start + BLOCK_K, K, stride_wn, BLOCK_K, EVICT_FIRST)
-        b_x = load_normed_x_tile(p_x, p_sumsq, p_gate, p_o_norm, k_start, K, V, eps, PARTS, BLOCK_K)
+        b_x = load_normed_x_tile(
+            p_x, p_sumsq, k_start, K, eps, HEAD_DIM, PARTS, BLOCK_K, p_y.dtype.element_ty
+        )
         b_acc += b_w.to(tl.float32) * b_x[None, :]
         b_w = b_w_next
     if PDL_TRIGGER == 2:
@@ -118,70 +125,59 @@ def gemv_head_norm_kernel(
         )
 
 
-def check_head_norm_inputs(
-    x: torch.Tensor, sumsq: torch.Tensor, gate: torch.Tensor, o_norm: torch.Tensor, weight: torch.Tensor
-) -> None:
-    """Raise KernelInputError unless the shapes, dtypes, layouts and device fit one row of H heads of V."""
+def check_head_norm_inputs(x: torch.Tensor, sumsq: torch.Tensor, weight: torch.Tensor) -> None:
+    """Raise KernelInputError unless the shapes, dtypes, layouts and device fit one row of H heads."""
     if x.dim() != 2 or x.shape[0] != 1 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise KernelInputError(
             f"{OP}: x must be [1, K] and weight [N, K]; got {list(x.shape)} and {list(weight.shape)}"
         )
-    width, value_dim = x.shape[1], o_norm.numel()
-    if o_norm.dim() != 1 or value_dim == 0 or width % value_dim:
+    width = x.shape[1]
+    if sumsq.dim() != 3 or sumsq.shape[0] != 1 or min(sumsq.shape[1:]) < 1 or width % sumsq.shape[1]:
         raise KernelInputError(
-            f"{OP}: o_norm must be [V] with V dividing K={width}; got {list(o_norm.shape)}"
+            f"{OP}: sumsq must be [1, H, P] with H dividing K={width}; got {list(sumsq.shape)}"
         )
-    heads = width // value_dim
-    if sumsq.dim() != 3 or tuple(sumsq.shape[:2]) != (1, heads) or sumsq.shape[2] < 1:
-        raise KernelInputError(f"{OP}: sumsq must be [1, {heads}, P]; got {list(sumsq.shape)}")
-    if tuple(gate.shape) != (1, width):
-        raise KernelInputError(f"{OP}: gate must be [1, {width}]; got {list(gate.shape)}")
     for name, tensor in (("x", x), ("sumsq", sumsq)):
         if tensor.dtype != torch.float32 or not tensor.is_contiguous():
             raise KernelInputError(f"{OP}: {name} must be contiguous fp32 (kda_decode_heads' output)")
-    check_dtype("gate", gate, FLOAT_DTYPES, OP)
-    check_dtype("o_norm", o_norm, FLOAT_DTYPES, OP)
     check_dtype("weight", weight, FLOAT_DTYPES, OP)
-    if gate.stride(1) != 1 or weight.stride(1) != 1 or not o_norm.is_contiguous():
-        raise KernelInputError(f"{OP}: gate, weight and o_norm need a contiguous last dimension")
-    check_same_device(OP, x=x, sumsq=sumsq, gate=gate, o_norm=o_norm, weight=weight)
+    if weight.stride(1) != 1:
+        raise KernelInputError(f"{OP}: weight needs a contiguous last dimension")
+    check_same_device(OP, x=x, sumsq=sumsq, weight=weight)
 
 
 def gemv_head_norm(
     x: torch.Tensor,
     sumsq: torch.Tensor,
-    gate: torch.Tensor,
-    o_norm: torch.Tensor,
     weight: torch.Tensor,
+    out_dtype: torch.dtype = torch.bfloat16,
     eps: float = 1e-6,
     use_pdl: bool = False,
     config: GemvConfig | None = None,
     out: torch.Tensor | None = None,
     epilogue: NormEpilogue | None = None,
 ) -> torch.Tensor:
-    """KDA's o_proj with its heads' gated RMSNorm in the prologue: y = headnorm(x) @ weight^T, one row.
+    """KDA's o_proj with its heads' RMS scaling in the prologue: y = (x * rstd_head) @ weight^T, one row.
 
     Args:
-        x: `[1, H*V]` fp32 un-normed head rows (`KDAHeads.out`).
-        sumsq: `[1, H, P]` fp32 sums of squares of each head's P V-slices (`KDAHeads.sumsq`).
-        gate: `[1, H*V]` g_proj output (its dtype is the normed row's rounding and y's default dtype).
-        o_norm: `[V]` gated-RMSNorm weight shared by all heads.
+        x: `[1, H*V]` fp32 gated, un-normed head rows (`KDAHeads.out`).
+        sumsq: `[1, H, P]` fp32 sums of squares of each head's P V-slices of o (`KDAHeads.sumsq`).
         weight: `[N, H*V]` o_proj weight.
+        out_dtype: y's dtype, also the normed row's rounding (KDA's activations' dtype); default bf16.
         eps: the head RMSNorm's epsilon.
         use_pdl: Programmatic Dependent Launch where supported.
         config: strips (block_n, block_k, num_warps, evict_first, pdl_trigger, l2_prefetch); default
             `choose_config(1, N, K)`, the plain GEMV's. acc_2d is implied.
-        out: optional `[1, N]` destination, gate's dtype (contiguous with an epilogue).
+        out: optional contiguous `[1, N]` destination in out_dtype.
         epilogue: the next block's residual add + RMSNorm in the last program (`norm_epilogue`).
     Returns:
         `[1, N]` y, or `epilogue.out` (the normed next-block input) with an epilogue.
     """
-    check_head_norm_inputs(x, sumsq, gate, o_norm, weight)
+    check_head_norm_inputs(x, sumsq, weight)
     out_features, width = weight.shape
     if out is None:
-        out = torch.empty(1, out_features, dtype=gate.dtype, device=x.device)
-    elif tuple(out.shape) != (1, out_features) or out.dtype != gate.dtype or not out.is_contiguous():
-        raise KernelInputError(f"{OP}: out must be a contiguous [1, {out_features}] {gate.dtype} tensor")
+        out = torch.empty(1, out_features, dtype=out_dtype, device=x.device)
+    elif tuple(out.shape) != (1, out_features) or out.dtype != out_dtype or not out.is_contiguous():
+        raise KernelInputError(f"{OP}: out must be a contiguous [1, {out_features}] {out_dtype} tensor")
     config = config or choose_config(1, out_features, width)
     check_config(config, 1)
     chunk, chunks = (1, 1)
@@ -198,8 +194,6 @@ def gemv_head_norm(
     gemv_head_norm_kernel[(triton.cdiv(out_features, config.block_n),)](
         x,
         sumsq,
-        gate,
-        o_norm,
         weight,
         out,
         res,
@@ -208,10 +202,10 @@ def gemv_head_norm(
         counter,
         out_features,
         width,
-        o_norm.numel(),
         weight.stride(0),
         eps,
         norm_eps,
+        HEAD_DIM=width // sumsq.shape[1],
         PARTS=sumsq.shape[2],
         BLOCK_N=config.block_n,
         BLOCK_K=config.block_k,

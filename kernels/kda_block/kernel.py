@@ -19,6 +19,12 @@ decoder's GEMV tiles, and phase 2 is the split kernel's math: the result is bit-
 launches. PHASE 1, 2 or 3 runs only that phase (three launches of this same code: the CPU interpreter,
 which runs programs one after another and would deadlock at a spin barrier, and the A/B arm);
 PHASE 0 runs all three in one launch (GPU only).
+
+Measured on one H200 (benchmarks/RESULTS.md, issue 27 round 4): bit-identical to the three launches but
+5.3 us per layer SLOWER (44.9 vs 39.6 us): the persistent strip loops stream in_proj at 3.55 TB/s where the
+GEMV's one-strip programs reach 4.01 (each strip's first tile waits for the previous strip's reduction),
+and the o_proj's 640 strips share out unevenly over 528 programs; the barriers themselves cost less than
+the launch hand-offs. So it is a benchmark arm (benchmarks/bench_kda_block.py), not a decoder switch.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""KDA decode without its output norm (`kda_norm_in_oproj`): un-normed head rows for o_proj's prologue.
+"""KDA decode without its output norm's reduction (`kda_norm_in_oproj`): rows for o_proj's prologue.
 
 The gated per-head RMSNorm that ends `kda_decode` reduces over all of V, which the V-split kernel can
 only do across programs (workspace, ticket, the last program's read). Here each program stores its fp32
-slice of o and the slice's sum of squares; kernels/gemv/head_norm_prologue.py norms and gates each head's
-V-chunk as it loads x. The math is kda_decode's up to and including o = S^T q (naive: kda_heads_naive).
+slice of o * o_norm * sigmoid(gate) (elementwise, local to the slice) and the slice's sum of squares of o;
+kernels/gemv/head_norm_prologue.py scales each head's V-chunk by its rstd as it loads x. The math is
+kda_decode's (naive: kda_heads_naive, then gated_head_norm_naive without the rstd).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class KDAHeads:
     """One KDA token's attention output before its gated RMSNorm.
 
     Attributes:
-        out: `[B, H*V]` fp32 un-normed rows (o = S^T q per head).
+        out: `[B, H*V]` fp32 gated, un-normed rows o * o_norm * sigmoid(gate) (o = S^T q per head).
         sumsq: `[B, H, P]` fp32 sums of squares of `out`, one per V slice of a head (P = v_splits);
             a head's RMSNorm uses their sum over P.
     """
@@ -44,6 +45,7 @@ def kda_decode_heads(
     v: torch.Tensor,
     f: torch.Tensor,
     b: torch.Tensor,
+    gate: torch.Tensor,
     weights: KDALayerWeights,
     state: KDALayerState,
     eps: float = 1e-6,
@@ -55,13 +57,13 @@ def kda_decode_heads(
     prefetch_state: bool = True,
     early_ticket: bool = True,
 ) -> KDAHeads:
-    """One KDA decode token in one launch, without the gated output RMSNorm: conv+SiLU (state shifted
-    in place), safe gate, beta, L2-normed q and k, delta rule on the fp32 state (in place), o = S^T q.
+    """One KDA decode token in one launch, without the output RMSNorm's rstd: conv+SiLU (state shifted
+    in place), safe gate, beta, L2-normed q and k, delta rule on the fp32 state (in place), o = S^T q,
+    gated (o * o_norm * sigmoid(gate)), and the sums of squares of o the rstd needs.
 
     Args:
-        q, k, v, f, b, weights, state, eps, use_pdl, num_warps, v_splits, workspace, prefetch_state: as
-            `kda_decode` (eps here is the L2 norms'; the output norm's is o_proj's). No gate: the norm
-            it gates runs in `gemv_head_norm`.
+        q, k, v, f, b, gate, weights, state, eps, use_pdl, num_warps, v_splits, workspace,
+            prefetch_state: as `kda_decode` (eps here is the L2 norms'; the output norm's is o_proj's).
         heads: optional destination, `KDAHeads.allocate(B, H, V, v_splits, device)`.
         early_ticket: (v_splits > 1) take the ticket that elects the q/k conv-state shifter as soon as
             the conv windows are summed, before the PDL wait when the state is prefetched, so its round
@@ -71,7 +73,7 @@ def kda_decode_heads(
     Returns:
         KDAHeads: the un-normed rows and each V slice's sum of squares.
     """
-    activations = {"q": q, "k": k, "v": v, "f": f, "b": b}
+    activations = {"q": q, "k": k, "v": v, "f": f, "b": b, "gate": gate}
     check_kda_decode_inputs(activations, weights, state)
     batch, head_count, _, value_dim = state.recurrent.shape
     if heads is None:
@@ -81,8 +83,6 @@ def kda_decode_heads(
     tensors = (heads.out, heads.sumsq)
     if any(t.dtype != torch.float32 or not t.is_contiguous() or t.device != v.device for t in tensors):
         raise KernelInputError(f"{OP}: heads.out and heads.sumsq must be contiguous fp32 on {v.device}")
-    # The kernels take a gate pointer; with the norm left to the consumer they never read it.
-    activations["gate"] = v
     launch_checked(
         activations,
         weights,

@@ -127,8 +127,8 @@ def kda_decode_kernel(
 ):
     """Grid (B, H): program (i_b, i_h) runs steps 2-7 of notes §3.1 for one head of one sequence.
 
-    NORM_IN_CONSUMER (`kda_norm_in_oproj`): step 7's gated RMSNorm is left to o_proj's prologue; out
-    (fp32) takes the un-normed head row and p_sumsq[b*H + h] its sum of squares; gate and o_norm unread."""
+    NORM_IN_CONSUMER (`kda_norm_in_oproj`): step 7's RMS scaling is left to o_proj's prologue; out (fp32)
+    takes the gated, un-normed row o * o_norm * sigmoid(gate) and p_sumsq[b*H + h] the sum of squares of o."""
     i_b = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
     o_k = tl.arange(0, BLOCK_K)
@@ -148,8 +148,7 @@ def kda_decode_kernel(
     b_wv_old, b_wv_new = load_conv_weights(p_v_conv_w, o_cv, m_v, KW, BLOCK_T)
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
-    if not NORM_IN_CONSUMER:
-        b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
+    b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
     # PREFETCH_STATE: the state is read before the wait (the previous kernel never writes it).
     if not PREFETCH_STATE:
         pdl_wait(USE_PDL)
@@ -166,8 +165,7 @@ def kda_decode_kernel(
     b_xv = tl.load(p_v + i_b * stride_vb + o_cv, mask=m_v, other=0.0)
     b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
-    if not NORM_IN_CONSUMER:
-        b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
+    b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_v, other=0.0).to(tl.float32)
     b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
     b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
@@ -184,7 +182,7 @@ def kda_decode_kernel(
 
     b_sq = tl.sum(b_o * b_o, axis=0)
     if NORM_IN_CONSUMER:
-        tl.store(p_out + i_b * stride_ob + o_cv, b_o, mask=m_v)
+        tl.store(p_out + i_b * stride_ob + o_cv, b_o * b_o_norm * tl.sigmoid(b_gate), mask=m_v)
         tl.store(p_sumsq + i_b * H + i_h, b_sq)
     else:
         b_rstd = 1.0 / tl.sqrt(b_sq / V + eps)

@@ -55,10 +55,7 @@ def check_kda_decode_inputs(
         "b": (batch, heads),
         "gate": (batch, width_v),
     }
-    # kda_decode_heads passes no gate (the norm it gates is left to o_proj).
     for name, shape in expected.items():
-        if name not in activations:
-            continue
         check_shape(name, activations[name], shape, OP)
         check_dtype(name, activations[name], FLOAT_DTYPES, OP)
         if activations[name].stride(1) != 1:

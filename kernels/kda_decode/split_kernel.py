@@ -23,9 +23,10 @@ the workspace row. Each program stores its updated state slice and v window afte
 release before the ticket then waits for the small workspace store, not for 16 KiB of state stores,
 and the barrier before the ticket guarantees that no warp still reads what these stores overwrite.
 
-NORM_IN_CONSUMER (`kda_norm_in_oproj`): the norm moves to o_proj's prologue
-(kernels/gemv/head_norm_prologue.py). Each program stores its un-normed fp32 o slice straight into out
-and the slice's sum of squares into p_sumsq[b, h, s]; no workspace, no last-program norm. The ticket
+NORM_IN_CONSUMER (`kda_norm_in_oproj`): the norm's reduction moves to o_proj's prologue
+(kernels/gemv/head_norm_prologue.py). Each program stores its gated, un-normed fp32 slice
+o * o_norm * sigmoid(gate) straight into out (elementwise, local to the slice) and the slice's sum of
+squares of o into p_sumsq[b, h, s]; no workspace, no last-program norm. The ticket
 stays for the one job left to it, shifting the shared q/k conv state once every slice has read it, and
 is relaxed: nothing is published through it any more (the last program reads no other program's
 writes), and every thread's conv-window loads have returned before the barrier that precedes it
@@ -151,7 +152,10 @@ def kda_decode_split_kernel(
     b_wv_old, b_wv_new = load_conv_weights(p_v_conv_w, o_cv, m_vs, KW, BLOCK_T)
     b_rate = tl.exp(tl.load(p_a_log + i_h).to(tl.float32))
     b_dt_bias = tl.load(p_dt_bias + o_ck, mask=m_k, other=0.0).to(tl.float32)
-    if not NORM_IN_CONSUMER:
+    if NORM_IN_CONSUMER:
+        # This slice's columns only: each program gates its own slice.
+        b_o_norm = tl.load(p_o_norm + o_vs, mask=m_vs, other=0.0).to(tl.float32)
+    else:
         # The whole row: whichever program finishes the head needs it.
         b_o_norm = tl.load(p_o_norm + o_v, mask=m_v, other=0.0).to(tl.float32)
     # PREFETCH_STATE: the state is read before the wait (the previous kernel never writes it).
@@ -176,7 +180,9 @@ def kda_decode_split_kernel(
     b_xv = tl.load(p_v + i_b * stride_vb + o_cv, mask=m_vs, other=0.0)
     b_f = tl.load(p_f + i_b * stride_fb + o_ck, mask=m_k, other=0.0).to(tl.float32)
     b_beta = tl.sigmoid(tl.load(p_b + i_b * stride_bb + i_h).to(tl.float32))
-    if not NORM_IN_CONSUMER:
+    if NORM_IN_CONSUMER:
+        b_gate = tl.load(p_gate + i_b * stride_gb + o_cv, mask=m_vs, other=0.0).to(tl.float32)
+    else:
         b_gate = tl.load(p_gate + i_b * stride_gb + i_h * V + o_v, mask=m_v, other=0.0).to(tl.float32)
     if EARLY_TICKET:
         b_q = silu_of_conv(b_q_taps, b_xq, b_wq_new)
@@ -196,7 +202,7 @@ def kda_decode_split_kernel(
     b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
 
     if NORM_IN_CONSUMER:
-        tl.store(p_out + i_b * stride_ob + o_cv, b_o, mask=m_vs)
+        tl.store(p_out + i_b * stride_ob + o_cv, b_o * b_o_norm * tl.sigmoid(b_gate), mask=m_vs)
         tl.store(p_sumsq + i_bh * NUM_V_SPLITS + i_s, tl.sum(b_o * b_o, axis=0))
         # The barrier orders every thread's state reads before the stores below (next comment).
         tl.debug_barrier()

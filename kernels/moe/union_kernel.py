@@ -14,7 +14,9 @@ expert's gate/up tiles on tensor cores (tl.dot), scales each row's h by that row
 atomically adds the [rows, BLOCK_DOUT] partials of the rows that chose it. So the weights read are
 the union of the window's experts, each once, in as many programs as there are distinct experts.
 Summation order differs from the per-row kernel (tensor-core dot vs CUDA-core reduction): results
-match to fp32 rounding, not bitwise.
+match to fp32 rounding, not bitwise; with `FusedMoEConfig.union_h_bf16x2` (the default since round 4)
+the down products carry h as bf16 hi + lo, ~16 mantissa bits (1e-5 relative). Tiles and warps:
+`FusedMoEConfig.union_*` (swept on the H200 by benchmarks/bench_verify_union.py).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def kda_block(
     proj = gemv(normed, pack.in_proj, use_pdl=opts.use_pdl)
     q, k, v, f, g, b = proj.split(pack.widths, dim=1)
     if opts.kda_norm_in_oproj:
-        return _kda_norm_in_oproj(pack, (q, k, v, f, b), g, opts, norm)
+        return _kda_norm_in_oproj(pack, (q, k, v, f, b, g), opts, norm)
     out = kda_decode(
         q,
         k,
@@ -141,33 +141,20 @@ def kda_block(
 
 
 def _kda_norm_in_oproj(
-    pack: KDAPack,
-    projections: tuple[torch.Tensor, ...],
-    gate: torch.Tensor,
-    opts: StepOptions,
-    norm: NormEpilogue | None,
+    pack: KDAPack, projections: tuple[torch.Tensor, ...], opts: StepOptions, norm: NormEpilogue | None
 ) -> torch.Tensor:
-    """kda_block's tail under `kda_norm_in_oproj`: un-normed heads, then o_proj norming them as it loads."""
-    q, k, v, f, b = projections
+    """kda_block's tail under `kda_norm_in_oproj`: gated, un-normed heads, then o_proj scaling each head
+    by its rstd as it loads x."""
+    gate = projections[-1]
     heads = kda_decode_heads(
-        q,
-        k,
-        v,
-        f,
-        b,
-        pack.weights,
-        pack.state,
-        eps=opts.eps,
-        use_pdl=opts.use_pdl,
-        v_splits=opts.kda_v_splits,
+        *projections, pack.weights, pack.state, eps=opts.eps, use_pdl=opts.use_pdl, v_splits=opts.kda_v_splits
     )
     config = interpreter_gemv_config(*pack.o_proj.shape)
     return gemv_head_norm(
         heads.out,
         heads.sumsq,
-        gate,
-        pack.weights.o_norm,
         pack.o_proj,
+        out_dtype=gate.dtype,
         eps=opts.eps,
         use_pdl=opts.use_pdl,
         config=config,

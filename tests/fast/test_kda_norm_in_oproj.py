@@ -1,10 +1,10 @@
 """`kda_norm_in_oproj` on the trimmed debug step (CPU interpreter): on vs off, alone and with the splits.
 
-The switch changes where KDA's gated head RMSNorm runs (o_proj's prologue instead of KDA's last
-program), not its math: only the sum of squares' association differs (P slice sums added in o_proj
-instead of one row sum), an fp32 rounding of rstd. So the first step's logits agree to fp32 noise
-(fp32 debug model: stated bound 1e-5 relative RMS; measured 0.0 at 1 and 3 splits, while an eps
-1e-10 off moves them 2.8e-7) and the greedy tokens are equal.
+The switch changes where KDA's gated head RMSNorm runs (the rstd in o_proj's prologue instead of KDA's
+last program), not its math: only fp32 roundings differ (P slice sums added in o_proj instead of one row
+sum, the hardware rsqrt, the gate product before the rstd). So the first step's logits agree to fp32
+noise (fp32 debug model: stated bound 1e-5 relative RMS; measured 1.7e-7 at 1 and 3 splits) and the
+greedy tokens are equal.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits, early_ticket):
                 v,
                 f,
                 b,
+                g,
                 weights,
                 state,
                 use_pdl=True,
@@ -64,7 +65,7 @@ def test_kda_block_with_norm_in_oproj_pdl_graph_steps(v_splits, early_ticket):
                 v_splits=v_splits,
                 early_ticket=early_ticket,
             )
-            gemv_head_norm(head.out, head.sumsq, g, weights.o_norm, o_proj, use_pdl=True, out=out)
+            gemv_head_norm(head.out, head.sumsq, o_proj, use_pdl=True, out=out)
 
     graph = capture(launch)
     for step in range(1, 6):
@@ -93,8 +94,6 @@ def test_gemv_head_norm_with_norm_epilogue_under_pdl():
     width = HEADS * DIM
     x = torch.randn(1, width, device="cuda")
     sumsq = (x.view(1, HEADS, 4, DIM // 4) ** 2).sum(-1)
-    gate = torch.randn(1, width, device="cuda", dtype=torch.bfloat16)
-    o_norm = torch.rand(DIM, device="cuda", dtype=torch.bfloat16) + 0.5
     o_proj = torch.randn(HIDDEN, width, device="cuda", dtype=torch.bfloat16) / 64
     norm_weight = torch.rand(HIDDEN, device="cuda", dtype=torch.bfloat16) + 0.5
     residual0 = torch.randn(1, HIDDEN, device="cuda", dtype=torch.bfloat16)
@@ -105,14 +104,14 @@ def test_gemv_head_norm_with_norm_epilogue_under_pdl():
 
     def launch() -> None:
         residual.copy_(residual0)
-        gemv_head_norm(x, sumsq, gate, o_norm, o_proj, use_pdl=True, out=y, epilogue=epilogue)
+        gemv_head_norm(x, sumsq, o_proj, use_pdl=True, out=y, epilogue=epilogue)
 
     graph = capture(launch)
     for _ in range(2):
         normed.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        attn = gemv_head_norm(x, sumsq, gate, o_norm, o_proj)
+        attn = gemv_head_norm(x, sumsq, o_proj)
         assert_close("y with vs without the epilogue", y, attn, BF16_TOL, BF16_TOL)
         # Reference norm: gemv_add_rmsnorm's epilogue over an identity product of the launch's own y
         # (exact: one non-zero term per output), so the residual must agree bit for bit.
