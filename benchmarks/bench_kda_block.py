@@ -131,7 +131,7 @@ class Blocks:
 def three_launches(
     blocks: Blocks, index: int, pdl: bool, with_kda: bool = True, o_proj_prefetch: bool = False
 ) -> torch.Tensor:
-    """The decoder's block; o_proj_prefetch: its o_proj as under `gemv_prefetch` (the whole strip asked
+    """The decoder's block; o_proj_prefetch: its o_proj with `GemvConfig.l2_prefetch` (the whole strip asked
     of L2 before the PDL wait, the three-launch answer to the same gap)."""
     in_proj, o_proj = blocks.weights_of(index)
     gemv(blocks.x, in_proj, use_pdl=pdl, out=blocks.projs[index])

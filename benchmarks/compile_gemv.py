@@ -5,7 +5,7 @@ Why: the 2560-row projections need all of their 640 programs (4 warps, 4-row str
 not just time. For each `benchmarks/bench_gemv_2560.py` variant this compiles `gemv_kernel` with the
 decode step's launch constants (bf16, one row, PDL on) and prints registers, stack, how many
 `prefetch.global.L2` the PTX holds and whether they all come before `griddepcontrol.wait` (the point of
-`gemv_prefetch`: the strip is requested while the previous kernel still runs). This box's Triton may
+`GemvConfig.l2_prefetch`: the strip is requested while the previous kernel still runs). This box's Triton may
 differ from the device's (3.6): a guide, not the device's truth.
 
 Usage: python3 benchmarks/compile_gemv.py

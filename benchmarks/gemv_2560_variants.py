@@ -3,8 +3,9 @@ registers printed offline belong to the rows timed on the device).
 
 Names: bn = rows per program (BLOCK_N), bk = columns per tile (BLOCK_K), w = warps, pf = L2 prefetch
 mode before `gdc_wait` (kernels/gemv/prefetch.py: 1 plain, 2 evict_last), pairs = two tiles in flight
-per program (kernel.py row_strip_2d_pairs). "base" is what the decoder
-runs today for a 2560-row projection (ops.choose_config: 640 programs of 4 rows x 512 columns).
+per program (kernel.py row_strip_2d_pairs). "base" is what the decoder ran for a 2560-row projection
+until 2026-12-03 (640 programs of 4 rows x 512 columns); since then it runs "bn2 bk1024 w4"
+(ops.NARROW_STRIP: 1280 programs), the fastest alone in the first H200 sweep (RESULTS.md, round 4).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ ALONE_VARIANTS: dict[str, GemvConfig] = {
     "bn8 bk512 w4 pf1": G(8, 512, 4, l2_prefetch=1),
 }
 
-# In the KDA block chain (in_proj -> kda_decode -> o_proj -> add_rmsnorm): the baseline, the prefetch
-# modes, two tiles in flight, and the narrower strip; "none" (no o_proj) gives o_proj's marginal cost.
+# In the KDA block chain (in_proj -> kda_decode -> o_proj -> add_rmsnorm): the old tiles, today's
+# (bn2 bk1024), the prefetch modes, two tiles in flight; "none" (no o_proj) gives o_proj's marginal cost.
 CHAIN_VARIANTS: tuple[str, ...] = (
     "base bn4 bk512 w4",
+    "bn2 bk1024 w4",
     "bn4 bk512 w4 pf1",
     "bn4 bk512 w4 pf2",
     "bn4 bk512 w4 pairs",

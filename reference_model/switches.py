@@ -86,13 +86,6 @@ SWITCH_INFO: list[SwitchInfo] = [
         needs_gpu=True,
     ),
     SwitchInfo(
-        "gemv_prefetch",
-        "each 2560-row output projection's programs ask L2 for their whole weight strip before the PDL "
-        "wait, so the 21-31 MB stream while the previous kernel (KDA decode, the MLA glue) still runs",
-        "only the first weight tile of each program is loaded before the PDL wait",
-        needs_gpu=True,
-    ),
-    SwitchInfo(
         "expert_union",
         "speculative verify: each distinct routed expert streamed once for every window row that chose it",
         "one program per (row, slot): an expert chosen by k rows of the window is streamed k times",
@@ -183,8 +176,6 @@ class LingSwitches:
     norm_epilogue: bool = False
     # Acts on the one-token fast step's KDA layers (the speculative verify keeps kda_verify's norm).
     kda_norm_in_oproj: bool = False
-    # Acts on the one-token fast step's output projections (KDA o_proj, MLA dense, dense FFN down).
-    gemv_prefetch: bool = False
     # Acts on a window of several rows (the speculative verify); a one-token step is unchanged.
     expert_union: bool = False
     bf16_gate: bool = False

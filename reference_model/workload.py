@@ -43,7 +43,6 @@ FAST_SWITCHES = (
     "norm_epilogue",
     "routing_in_experts",
     "kda_norm_in_oproj",
-    "gemv_prefetch",
     "bf16_gate",
     "bf16_lm_head",
     "graph_metadata",

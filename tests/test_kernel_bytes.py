@@ -50,8 +50,9 @@ def test_fused_and_unfused_moe_name_their_own_kernels() -> None:
         "deep_experts_kernel",
         "tma_experts_kernel",
     ]
-    # The GEMV grids are the launcher's: the H200 trace of this preset has grids 2564, 640, 844, 1536, 256.
-    assert {r["grid_x"] for r in unfused.values() if r["grid_x"]} == {2564, 640, 844, 1536, 256}
+    # The GEMV grids are the launcher's: the H200 traces of this preset have grids 2564, 844, 1536, 256 and
+    # the 2560-row projections' 640 (4-row strips, until 2026-12-03) or 1280 (2-row, ops.NARROW_STRIP).
+    assert {r["grid_x"] for r in unfused.values() if r["grid_x"]} == {2564, 1280, 844, 1536, 256}
 
 
 def test_routing_in_experts_moves_the_bias_read_to_the_experts_launch() -> None:
@@ -85,7 +86,7 @@ def test_norm_epilogue_moves_the_norm_weights_into_the_output_gemvs() -> None:
     plain = off["GEMV KDA o_proj / MLA dense / dense FFN down"]
     fused = on["GEMV KDA o_proj / MLA dense / dense FFN down + add/RMSNorm"]
     # Same grid (the launcher's tiles), its own kernel name, one norm weight more per launch.
-    assert fused["kernels"] == ["gemv_norm_epilogue_kernel"] and fused["grid_x"] == plain["grid_x"] == 640
+    assert fused["kernels"] == ["gemv_norm_epilogue_kernel"] and fused["grid_x"] == plain["grid_x"] == 1280
     assert fused["launches"] == plain["launches"] == 44
     assert fused["bytes_per_step"] == plain["bytes_per_step"] + 44 * hidden_row
     experts = "MoE experts (routed + shared)"

@@ -125,8 +125,6 @@ NO_RULE = {
     "verify_norm_kernel": _VERIFY_ONLY,
     "verify_gated_norm": _VERIFY_ONLY,
     "verify_fused_in_proj": _VERIFY_ONLY,
-    "gemv_prefetch": "acts inside the output projections' GEMV launches (when their bytes arrive): no "
-    "launch or gap of its own in a trace",
     "fast_allreduce": "acts on tensor-parallel all-reduces; no rule predicts a collective's time yet",
 }
 

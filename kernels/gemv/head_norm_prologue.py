@@ -14,7 +14,7 @@ us on the H200, RESULTS.md issue 27 round 4).
 
 Same strips as `gemv_kernel` with ACC_2D (one row, elementwise fp32 accumulation, one reduction over K at
 the end; kernel.py says why), the first weight tile loaded before `gdc_wait`, PDL_TRIGGER and the L2
-prefetch of the strip (`GemvConfig.l2_prefetch`, the `gemv_prefetch` switch) as there.
+prefetch of the strip (`GemvConfig.l2_prefetch`, a benchmark arm) as there.
 With an epilogue (`norm_epilogue` on as well) the launch's last program also does the next block's
 residual add + RMSNorm (kernels/rmsnorm/epilogue.py).
 """

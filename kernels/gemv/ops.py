@@ -22,6 +22,12 @@ MAX_ROWS = 16
 # H200's 132. Measured (sweep 2026-11-30, graph + PDL): 4096x2560 bn8 6.9 us, 2560x4096 bn4 7.8 us,
 # 1536x2560 bn2 4.1 us, 512x2560 bn1 2.3 us (the old 8-row strips: 9.3, 11.1, 6.0, 4.9 us).
 TARGET_PROGRAMS = 512
+# Where that rule gives 4-row strips (N in [2048, 4096): the decode step's 2560-row output projections),
+# 2 rows x 1024 columns instead: the same 4 KB tile and 56 registers, twice the programs (1280: 9 fit
+# per SM, so ~all resident) and half the tiles per program, i.e. about twice the bytes in flight.
+# Measured (H200, 2026-12-03, benchmarks/bench_gemv_2560.py, graph + PDL, same run): 2560x4096
+# 7.99 -> 7.03 us, 2560x6144 10.67 -> 9.66 us (RESULTS.md, issue 27 round 4).
+NARROW_STRIP = (2, 1024)
 
 
 @dataclass(frozen=True)
@@ -50,12 +56,15 @@ def rows_block(rows: int) -> int:
 
 
 def choose_config(rows: int, out_features: int, in_features: int) -> GemvConfig:
-    """One row: strips of 8..1 rows (>= TARGET_PROGRAMS programs) x 512 columns, 4 warps. Several rows
+    """One row: strips of 8..1 rows (>= TARGET_PROGRAMS programs) x 512 columns, 4 warps, but 2 x 1024
+    where that gives 4 rows (NARROW_STRIP). Several rows
     (tl.dot): 32 x 256 tiles with 8 warps where N gives >= 128 programs (4096x2560 M=8: 10.5 us against
     13.3 us for 16 x 128), else 16 x 128 with 4 warps."""
     k_cap = max(16, triton.next_power_of_2(in_features))
     if rows == 1:
         block_n = next((bn for bn in (8, 4, 2) if triton.cdiv(out_features, bn) >= TARGET_PROGRAMS), 1)
+        if block_n == 4:
+            return GemvConfig(block_n=NARROW_STRIP[0], block_k=min(NARROW_STRIP[1], k_cap), num_warps=4)
         return GemvConfig(block_n=block_n, block_k=min(512, k_cap), num_warps=4)
     if triton.cdiv(out_features, 32) >= 128:
         return GemvConfig(block_n=32, block_k=min(256, k_cap), num_warps=8)

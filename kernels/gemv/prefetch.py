@@ -1,4 +1,4 @@
-"""L2 prefetch of a GEMV program's whole weight strip, issued before `gdc_wait` (`gemv_prefetch`).
+"""L2 prefetch of a GEMV program's whole weight strip, issued before `gdc_wait` (a benchmark arm: slower).
 
 Why: a decode GEMV's weights never depend on the previous kernel, and under PDL its programs are
 resident while that kernel still runs. Loading only the first tile into registers before the wait
@@ -10,6 +10,11 @@ registers held, nothing returned; after the wait the strip's loads hit L2 instea
 MODE: 0 off, 1 `prefetch.global.L2`, 2 `prefetch.global.L2::evict_last` (the lines stay ahead of
 other traffic until read; a benchmark arm). Inline PTX does not run in the CPU interpreter, so the
 launchers pass MODE 0 there; the prefetch changes no result, only when bytes arrive.
+
+Measured slower on the H200 (RESULTS.md, issue 27 round 4): the 2560-row GEMV alone +13 % (2560 x 4096)
+and +28 % (2560 x 6144), in the KDA block chain +0.95 us per o_proj, in the decode step (as the
+`gemv_prefetch` switch, since removed) +0.048 ms per token. Kept as `GemvConfig.l2_prefetch`, off by
+default, for the benchmarks (bench_gemv_2560.py, bench_kda_block.py).
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ graph), or two Triton launches under `fused_mla_glue`; the two dense layers' Swi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import triton
 from bubblescope.kernels._pdl import is_interpreting
-from bubblescope.kernels.gemv import GemvConfig, choose_config
+from bubblescope.kernels.gemv import GemvConfig
 from bubblescope.kernels.gemv import gemv as gemv_kernel
 from bubblescope.kernels.gemv.head_norm_prologue import gemv_head_norm
 from bubblescope.kernels.gemv.norm_epilogue import gemv_add_rmsnorm
@@ -61,23 +61,14 @@ def gemv(
     return gemv_kernel(x, weight, out_dtype=out_dtype, use_pdl=use_pdl, config=config)
 
 
-def projection_config(out_features: int, in_features: int, opts: StepOptions) -> GemvConfig | None:
-    """Tiles of a block's output projection: the interpreter's or the kernel's own, with the whole strip
-    prefetched into L2 before the PDL wait under `gemv_prefetch` (kernels/gemv/prefetch.py)."""
-    config = interpreter_gemv_config(out_features, in_features)
-    if not opts.gemv_prefetch:
-        return config
-    return replace(config or choose_config(1, out_features, in_features), l2_prefetch=1)
-
-
 def output_projection(
     x: torch.Tensor, weight: torch.Tensor, opts: StepOptions, norm: NormEpilogue | None
 ) -> torch.Tensor:
     """A block's last GEMV `[1, K] -> [1, D]`; with `norm` (the `norm_epilogue` switch) its launch also
     does the residual add + RMSNorm that follows, and the normed row `norm.out` is returned instead."""
-    config = projection_config(weight.shape[0], weight.shape[1], opts)
     if norm is None:
-        return gemv_kernel(x, weight, use_pdl=opts.use_pdl, config=config)
+        return gemv(x, weight, use_pdl=opts.use_pdl)
+    config = interpreter_gemv_config(weight.shape[0], weight.shape[1])
     return gemv_add_rmsnorm(x, weight, norm, use_pdl=opts.use_pdl, config=config)
 
 
@@ -112,8 +103,6 @@ class StepOptions:
             (kernels/rmsnorm/epilogue.py), instead of a separate add_rmsnorm launch.
         kda_norm_in_oproj: KDA decode leaves its gated head RMSNorm to o_proj's GEMV, which norms each
             head's V-chunk as it loads x (kernels/kda_decode/heads.py, kernels/gemv/head_norm_prologue.py).
-        gemv_prefetch: the output projections (KDA o_proj, MLA dense, dense FFN down) ask L2 for each
-            program's whole weight strip before the PDL wait (kernels/gemv/prefetch.py); same products.
     """
 
     use_pdl: bool
@@ -131,7 +120,6 @@ class StepOptions:
     fused_mla_glue: bool = False
     norm_epilogue: bool = False
     kda_norm_in_oproj: bool = False
-    gemv_prefetch: bool = False
 
 
 # Every block below takes `norm`: None returns the block's output `[1, D]` (the caller norms it); a
@@ -187,7 +175,7 @@ def _kda_norm_in_oproj(
     heads = kda_decode_heads(
         *projections, pack.weights, pack.state, eps=opts.eps, use_pdl=opts.use_pdl, v_splits=opts.kda_v_splits
     )
-    config = projection_config(*pack.o_proj.shape, opts)
+    config = interpreter_gemv_config(*pack.o_proj.shape)
     return gemv_head_norm(
         heads.out,
         heads.sumsq,

@@ -124,7 +124,6 @@ class FastDecoder:
             switches.fused_mla_glue,
             switches.norm_epilogue,
             switches.kda_norm_in_oproj,
-            switches.gemv_prefetch,
         )
 
     def step_key(self, switches: LingSwitches) -> tuple:
@@ -159,7 +158,6 @@ class FastDecoder:
             fused_mla_glue=switches.fused_mla_glue,
             norm_epilogue=switches.norm_epilogue,
             kda_norm_in_oproj=switches.kda_norm_in_oproj,
-            gemv_prefetch=switches.gemv_prefetch,
         )
         self._built_key = key
         self.graph = None

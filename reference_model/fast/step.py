@@ -36,7 +36,6 @@ def step_options(
     fused_mla_glue: bool = False,
     norm_epilogue: bool = False,
     kda_norm_in_oproj: bool = False,
-    gemv_prefetch: bool = False,
 ) -> StepOptions:
     """StepOptions of a model for the given kernel-level switches (kda_v_splits: a tuning choice, not
     a switch: it changes which programs do the work, not the math)."""
@@ -57,7 +56,6 @@ def step_options(
         fused_mla_glue=fused_mla_glue,
         norm_epilogue=norm_epilogue,
         kda_norm_in_oproj=kda_norm_in_oproj,
-        gemv_prefetch=gemv_prefetch,
     )
 
 

@@ -29,9 +29,6 @@ CPU_SWITCHES = [
     "bf16_lm_head",
     "graph_metadata",
     "fused_mla_glue",
-    # The prefetch is inline PTX, off in the interpreter: this runs its plumbing (test_gemv_prefetch.py
-    # checks the projections get it; tests/fast/test_gemv_prefetch_gpu.py runs it).
-    "gemv_prefetch",
 ]
 
 

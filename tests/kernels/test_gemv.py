@@ -75,8 +75,13 @@ def test_gemv_single_row_variants_match_naive(device, config):
 
 
 def test_choose_config_keeps_enough_programs():
-    for out_features, block_n in ((4096, 8), (2560, 4), (1536, 2), (512, 1), (100, 1)):
+    for out_features, block_n in ((4096, 8), (2560, 2), (1536, 2), (512, 1), (100, 1)):
         assert choose_config(1, out_features, 2560).block_n == block_n
+    # The 2560-row projections: 2 x 1024 strips where 4 x 512 would be chosen (ops.NARROW_STRIP); the
+    # 1536-row one keeps 2 x 512, a short K keeps its power-of-two cap.
+    assert choose_config(1, 2560, 4096) == GemvConfig(block_n=2, block_k=1024, num_warps=4)
+    assert choose_config(1, 1536, 2560).block_k == 512
+    assert choose_config(1, 2560, 300).block_k == 512
     assert choose_config(8, 4096, 2560) == GemvConfig(block_n=32, block_k=256, num_warps=8)
     assert choose_config(8, 512, 2560).block_n == 16
 
@@ -88,10 +93,10 @@ def test_gemv_rejects_bad_pdl_trigger():
 
 @pytest.mark.parametrize("l2_prefetch", [1, 2])
 def test_gemv_l2_prefetch_matches_naive(device, l2_prefetch):
-    """The strip's L2 prefetch before the wait (`gemv_prefetch`) leaves the product as it was: a partial
-    last strip, a K that is not a multiple of the 64-element line, and a row stride wider than K. (On
-    the CPU the prefetch is inline PTX and stays off, so this runs the launcher's plumbing; on a GPU it
-    runs the prefetch itself.)"""
+    """The strip's L2 prefetch before the wait (`GemvConfig.l2_prefetch`) leaves the product as it was:
+    a partial last strip, a K that is not a multiple of the 64-element line, and a row stride wider
+    than K. (On the CPU the prefetch is inline PTX and stays off, so this runs the launcher's plumbing;
+    on a GPU it runs the prefetch itself.)"""
     x = torch.randn(1, 200, device=device).to(torch.bfloat16)
     weight = torch.randn(21, 260, device=device).to(torch.bfloat16)[:, :200]
     out = poison(torch.empty(1, 21, device=device))

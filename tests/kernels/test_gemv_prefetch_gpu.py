@@ -1,6 +1,6 @@
-"""The decode GEMV with its strip prefetched into L2 before `gdc_wait` (`gemv_prefetch`), alone and with two
-tiles in flight per program (`GemvConfig.pairs`), at the decode step's 2560-row shapes on a GPU: eager, PDL,
-CUDA graph and graph + PDL, against kernels/gemv/naive.py.
+"""The decode GEMV with its strip prefetched into L2 before `gdc_wait` (`GemvConfig.l2_prefetch`, a
+benchmark arm), alone and with two tiles in flight per program (`GemvConfig.pairs`), at the decode
+step's 2560-row shapes on a GPU: eager, PDL, CUDA graph and graph + PDL, against kernels/gemv/naive.py.
 
 The prefetch is inline PTX that changes when bytes arrive, never what is computed, so the products must
 equal the plain launch's within fp32 accumulation order (2e-3, the other GEMV GPU tests' tolerance).
