@@ -9,7 +9,7 @@ graph), or two Triton launches under `fused_mla_glue`; the two dense layers' Swi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
