@@ -148,8 +148,8 @@ for stage in "$@"; do
       grep -v '^{' "$out/kdapersist/bench.log" | tail -16 ;;
     r4-experts)
       # Issue 27, round 4, call 1: the decode MoE experts launch's weight stream (h27-experts). GPU tests of
-      # the TMA experts launch (tiny shapes: partial tiles on real TMA; e256 eager and graph + PDL, vs
-      # moe_naive), then bench_routing's "experts stream e256" cases: today's deep_experts vs the TMA
+      # the TMA experts launch (e256 eager and graph + PDL, vs moe_naive; the tiny partial-tile cases are
+      # interpreter-only since call 1, RESULTS.md round 4), then bench_routing's "experts stream e256" cases: today's deep_experts vs the TMA
       # candidates in one MoE layer (fast_topk, early_shared, routing_in_experts), 16 tokens in one CUDA
       # graph under PDL, against the copy ceiling of the same call; then the candidates' registers /
       # shared memory with the device's Triton. <= 100 s. EXPERTS_DRY=1: tiny shapes, checked, not timed
