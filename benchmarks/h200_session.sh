@@ -82,6 +82,15 @@ for stage in "$@"; do
         | tail -8 | tee "$out/spec/verify_router.log"
       timeout ${SPEC_SWEEP_S:-38} python3 benchmarks/bench_verify_union.py --out "$out/spec" ${SPEC_SWEEP_ARGS:-} 2>&1 \
         | grep -v '^{' | tail -16 | tee "$out/spec/verify_union.log" ;;
+    r4-spec-ablate)
+      # Issue 27 round 4, call 2 (optional): the two verify switches (on_top.SPEC_ROUND4: verify_gated_norm,
+      # verify_fused_in_proj) ablated through the product on DSpark at oracle 9.95, every other speculative
+      # switch held on (records, traces, attribution with intervals; tarball without the HTML).
+      toggles=$(python3 -c "from bubblescope.reference_model.on_top import SPEC_ROUND4; print(','.join(SPEC_ROUND4))")
+      timeout ${SPEC_ABLATE_S:-150} bubblescope ablate --workload bubblescope.reference_model.on_top:make_spec_round4_workload \
+        --preset ling3-flash-e256 --toggles "$toggles" --steps 12 --warmup 3 --repeats 3 --out /tmp/abl-spec-r4 \
+        --format table 2>&1 | grep -v Warn | tail -30 | tee "$out/ablate_spec_round4.log"
+      tar -czf "$out/ablate_spec_round4.tar.gz" --exclude='*.html' -C /tmp abl-spec-r4 ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
       # gpu-marked files), the round's switches ablated on top of the fastest round-3 step
