@@ -90,7 +90,9 @@ def test_round3_studies_its_switches_with_every_other_one_on() -> None:
     assert [info.name for info in workload.switches()] == list(ROUND3) and "norm_epilogue" in ROUND3
     workload.prepare(frozenset(ROUND3))
     assert inner.prepared == [set(FAST_SWITCHES) - set(ROUND4)]
-    assert ROUND3_FIXED_ON | set(ROUND3) | set(ROUND4) == set(FAST_SWITCHES) and set(ROUND2) <= ROUND3_FIXED_ON
+    assert (
+        ROUND3_FIXED_ON | set(ROUND3) | set(ROUND4) == set(FAST_SWITCHES) and set(ROUND2) <= ROUND3_FIXED_ON
+    )
     with pytest.raises(ConfigError, match="deep_experts is fixed by"):
         workload.prepare(frozenset({"deep_experts"}))
 
