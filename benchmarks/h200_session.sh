@@ -91,6 +91,22 @@ for stage in "$@"; do
         --preset ling3-flash-e256 --toggles "$toggles" --steps 12 --warmup 3 --repeats 3 --out /tmp/abl-spec-r4 \
         --format table 2>&1 | grep -v Warn | tail -30 | tee "$out/ablate_spec_round4.log"
       tar -czf "$out/ablate_spec_round4.tar.gz" --exclude='*.html' -C /tmp abl-spec-r4 ;;
+    round4-final)
+      # Issue 27 round 4's final call (2026-12-03 16:33 UTC): the tma_experts kernel tests (-x: the first
+      # failure's traceback is kept), its ling3-tiny switch equivalence, the KDA head-norm kernels, then the
+      # round4 stage (tma_experts and kda_norm_in_oproj ablated, DSpark vs decode), the verify switches'
+      # ablation and the 2560-row GEMV chain. ~300 s.
+      p="python3 -m pytest -q -p no:cacheprovider"
+      timeout 45 $p -x tests/kernels/test_moe_tma.py > "$out/tma_tests.log" 2>&1; tail -25 "$out/tma_tests.log"
+      timeout 70 $p -s -m gpu tests/fast/test_gpu.py -k tma_experts > "$out/fast_gpu_tests.log" 2>&1
+      grep -E "relative RMS|passed|failed|Error" "$out/fast_gpu_tests.log" | tail -8
+      timeout 25 $p tests/kernels/test_kda_head_norm_gpu.py > "$out/head_norm_tests.log" 2>&1
+      tail -3 "$out/head_norm_tests.log"
+      R4_TOGGLES=tma_experts,kda_norm_in_oproj ABLATE_S=120 SPEC_S=100 R4_SPEC_CMD="python3 \
+        benchmarks/bench_spec_vs_decode.py --preset ling3-flash-e256 --accept 9.95 --block 9 --rounds 6 \
+        --decode-steps 48 --spec-steps 16 --warmup 4 --budget-s 30" bash "$0" "$out" round4
+      SPEC_ABLATE_S=120 bash "$0" "$out" r4-spec-ablate
+      GEMV_ONLY=chain GEMV_TESTS_S=1 GEMV_S=35 bash "$0" "$out" r4-gemv ;;
     round4)
       # Issue 27, round 4 (call 2 of its second session): the GPU tests of the round's switches (R4_TESTS,
       # gpu-marked files), the round's switches ablated on top of the fastest round-3 step
