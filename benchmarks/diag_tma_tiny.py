@@ -117,7 +117,8 @@ def layer_cases(shape: str, trials: int, device: str, dry: bool) -> list[dict]:
             "trials": trials,
         }
         print(
-            f"layer {shape:10s} {name:26s} max|err| {max_abs:.2e}  rel RMS {rel:.2e}  ids==naive {ids_equal}"
+            f"layer {shape:10s} {name:26s} max|err| {max_abs:.2e}  rel RMS {rel:.2e}  ids==naive {ids_equal}",
+            flush=True,
         )
         results.append(row)
     return results
@@ -174,10 +175,17 @@ def model_cases(preset: str, device: str) -> list[dict]:
         }
         print(
             f"model {preset} {name:14s} rel RMS vs base {row['rel_rms_vs_base']:.2e}  "
-            f"MoE layers with other ids {differ} (MoE layers {min(base_ids)}..{max(base_ids)})"
+            f"MoE layers with other ids {differ} (MoE layers {min(base_ids)}..{max(base_ids)})",
+            flush=True,
         )
         results.append(row)
     return results
+
+
+def save(out: Path | None, results: list[dict]) -> None:
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "diag_tma_tiny.json", {"results": results})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,15 +198,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.dry_run:
-        results = layer_cases("dry", 2, "cpu", dry=True) + model_cases("debug", "cpu")
+        results = layer_cases("dry", 2, "cpu", dry=True)
+        save(args.out, results)
+        results += model_cases("debug", "cpu")
     else:
         results = layer_cases("ling3-tiny", args.trials, "cuda", dry=False)
         results += layer_cases("e256", args.trials, "cuda", dry=False)
+        # Saved before part (2), so a timeout in the model build still leaves part (1).
+        save(args.out, results)
         if not args.layer_only:
             results += model_cases("ling3-tiny", "cuda")
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(args.out / "diag_tma_tiny.json", {"results": results})
+    save(args.out, results)
     bad = [r for r in results if r["part"] == "layer" and not r["ids_equal_naive"]]
     return 1 if bad else 0
 
