@@ -271,6 +271,12 @@ def test_fast_topk_on_the_unfused_path_keeps_logits_and_tokens(tiny: FastLingWor
 # FUSED_BASE vs itself 5.2e-3 in one call and 0 in another; new switches 0, 5.2e-3, 5.8e-3 from the
 # nearer base), so the tolerance is 1e-2: above those outcomes, two orders below a wrong routing.
 FUSED_TOLERANCE = 1e-2
+# tma_experts multiplies on tensor cores, whose fp32 accumulation is coarser than the register paths':
+# one MoE layer 3.2e-6 relative RMS from moe_naive against 2.9e-7 for deep_experts, at ling3-tiny and e256
+# shapes alike, routed ids equal in every MoE layer of the tiny step (H200 2026-12-03,
+# benchmarks/diag_tma_tiny.py). 24 random-weight layers amplify that to 7.9e-3 (diag) and 3.05e-2 (this test,
+# same day) in the first-step logits, with no routing difference; a wrong gain or expert gives O(1).
+TENSOR_CORE_TOLERANCE = {"tma_experts": 5e-2}
 FUSED_BASE = frozenset({"fused_moe", "pdl", "bf16_gate"})
 
 
@@ -330,5 +336,6 @@ def test_new_moe_switches_on_the_fused_pdl_path(fused_runs, new: str) -> None:
         f"again {noise:.2e}); tokens agree with {key} for {leading_agreement(tokens, base_tokens)} steps "
         f"(base vs base again {bases_agree}) of {len(base_tokens)}"
     )
-    assert error <= FUSED_TOLERANCE, f"{new}: relative RMS {error:.2e} vs the fused base (noise {noise:.2e})"
+    tolerance = max([FUSED_TOLERANCE] + [TENSOR_CORE_TOLERANCE.get(name, 0.0) for name in new.split("+")])
+    assert error <= tolerance, f"{new}: relative RMS {error:.2e} vs the fused base (noise {noise:.2e})"
     assert tokens[:2] == base_tokens[:2], f"{new} changed the first greedy tokens"
