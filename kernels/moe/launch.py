@@ -270,10 +270,10 @@ def launch_experts(
         return
     rows, hidden = x.shape
     inter = weights.w2.shape[2]
-    slots = rule.top_k + (weights.shared_slot is not None)
     kernel, extra, block_i = fused_experts_kernel, dict(ACC_2D=cfg.acc_2d), cfg.block_i
     if cfg.deep_experts:
         kernel, extra, block_i = deep_experts_kernel, dict(STAGES=cfg.deep_stages), cfg.deep_block_i
+    slots = rule.top_k + (weights.shared_slot is not None)
     kernel[(rows * slots, triton.cdiv(inter, block_i))](
         x,
         ws.ids,
@@ -284,8 +284,20 @@ def launch_experts(
         x.stride(0),
         weights.w13.stride(0),
         weights.w2.stride(0),
-        hidden,
-        inter,
+        *experts_slot_arguments(weights, rule, ws),
+        BLOCK_I=block_i,
+        num_warps=cfg.num_warps,
+        **experts_constants(weights, rule, cfg, out, pdl, route_here, epilogue),
+        **extra,
+    )
+
+
+def experts_slot_arguments(weights: MoEWeights, rule: RoutingRule, ws: MoEWorkspace) -> tuple:
+    """The positional arguments every experts kernel (fused, deep, TMA) takes after its weights and
+    strides: D, I, the shared slot, the clamps, and what routing in the experts reads."""
+    return (
+        weights.w2.shape[1],
+        weights.w2.shape[2],
         weights.shared_slot if weights.shared_slot is not None else 0,
         float(weights.swiglu_limit),
         float(weights.shared_swiglu_limit),
@@ -293,16 +305,28 @@ def launch_experts(
         weights.expert_bias,
         weights.router.shape[0],
         rule.scale,
-        SLOTS=slots,
-        BLOCK_I=block_i,
+    )
+
+
+def experts_constants(
+    weights: MoEWeights,
+    rule: RoutingRule,
+    cfg: FusedMoEConfig,
+    out: torch.Tensor,
+    pdl: bool,
+    route_here: bool,
+    epilogue: NormEpilogue | None,
+) -> dict[str, object]:
+    """The keywords every experts kernel takes: slots, output tiles, PDL, early shared expert, routing
+    constexprs, the norm epilogue's arguments and the launch options (each kernel adds its own tiles)."""
+    return dict(
+        SLOTS=rule.top_k + (weights.shared_slot is not None),
         BLOCK_D=cfg.block_d,
         BLOCK_DOUT=cfg.block_dout,
         USE_PDL=pdl,
         EARLY_SHARED=cfg.early_shared,
-        num_warps=cfg.num_warps,
         **experts_routing_constants(weights.router.shape[0], rule, route_here),
         **norm_epilogue_arguments(epilogue, out),
-        **extra,
         **launch_options(pdl),
     )
 
@@ -361,30 +385,15 @@ def launch_tma_experts(
         w2,
         out,
         x.stride(0),
-        hidden,
-        inter,
-        weights.shared_slot if weights.shared_slot is not None else 0,
-        float(weights.swiglu_limit),
-        float(weights.shared_swiglu_limit),
-        ws.logits,
-        weights.expert_bias,
-        weights.router.shape[0],
-        rule.scale,
-        SLOTS=slots,
+        *experts_slot_arguments(weights, rule, ws),
         BLOCK_I=block_i,
-        BLOCK_D=cfg.block_d,
-        BLOCK_DOUT=cfg.block_dout,
-        USE_PDL=pdl,
         STAGES=cfg.tma_stages,
         DOT=cfg.tma_dot,
         # The interpreter's bf16 dot is unreliable (union_kernel.dot_rows); fp32 weights want exact dots.
         DOT_FP32=is_interpreting() or weights.w13.dtype == torch.float32,
         X_DESC=x_desc,
-        EARLY_SHARED=cfg.early_shared,
         num_warps=cfg.tma_num_warps,
-        **experts_routing_constants(weights.router.shape[0], rule, route_here),
-        **norm_epilogue_arguments(epilogue, out),
-        **launch_options(pdl),
+        **experts_constants(weights, rule, cfg, out, pdl, route_here, epilogue),
     )
 
 
