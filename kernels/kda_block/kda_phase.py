@@ -19,6 +19,7 @@ from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.kda_block.grid_sync import grid_barrier
 from bubblescope.kernels.kda_decode.kernel import (
     conv_silu,
+    delta_rule_step,
     load_conv_weights,
     load_head_state,
     store_conv_window,
@@ -114,13 +115,10 @@ def kda_slice_phase(
         b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
         b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
         b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
-        b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
-        b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
-        b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
-        b_s = b_s * b_decay[:, None]
-        b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-        b_s += b_k[:, None] * b_u[None, :]
-        b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
+        b_s, b_o = delta_rule_step(
+            b_q, b_k, b_v, b_f, b_beta, b_rate, b_dt_bias, b_s, lower_bound, scale, eps
+        )
+        b_o = tl.where(m_vs, b_o, 0.0)
         tl.store(p_ws_o + i_h * V + o_vs, b_o, mask=m_vs)
         # Ticket after a barrier, states stored after the ticket: split_kernel.py says why.
         tl.debug_barrier()

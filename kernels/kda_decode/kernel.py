@@ -85,6 +85,23 @@ def load_head_state(
 
 
 @triton.jit
+def delta_rule_step(b_q, b_k, b_v, b_f, b_beta, b_rate, b_dt_bias, b_s, lower_bound, scale, eps):
+    """One token of the gated delta rule on a head's fp32 state `[BLOCK_K, V columns]` (whole or a slice).
+
+    q and k are L2-normed with eps inside the sqrt (FLA convention), q also takes the K^-1/2 scale; then
+    decay -> correct -> update -> read. Returns (new state, o over the state's columns). Every decode
+    kernel (one program per head, V splits, the persistent KDA block) runs this same sequence.
+    """
+    b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
+    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
+    b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
+    b_s = b_s * b_decay[:, None]
+    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
+    b_s += b_k[:, None] * b_u[None, :]
+    return b_s, tl.sum(b_s * b_q[:, None], axis=0)
+
+
+@triton.jit
 def kda_decode_kernel(
     p_q,
     p_k,
@@ -169,16 +186,8 @@ def kda_decode_kernel(
     b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
     b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
-    # L2 norm with eps inside the sqrt (FLA convention); q also takes the K^-1/2 scale.
-    b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
-    b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
-
-    # [BLOCK_K, BLOCK_V] fp32 state of this head: decay -> correct -> update -> read.
-    b_s = b_s * b_decay[:, None]
-    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-    b_s += b_k[:, None] * b_u[None, :]
-    b_o = tl.sum(b_s * b_q[:, None], axis=0)
+    # [BLOCK_K, BLOCK_V] fp32 state of this head.
+    b_s, b_o = delta_rule_step(b_q, b_k, b_v, b_f, b_beta, b_rate, b_dt_bias, b_s, lower_bound, scale, eps)
 
     b_sq = tl.sum(b_o * b_o, axis=0)
     if NORM_IN_CONSUMER:

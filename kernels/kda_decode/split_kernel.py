@@ -47,6 +47,7 @@ from bubblescope.kernels._pdl import pdl_launch_dependents, pdl_wait
 from bubblescope.kernels.kda_decode.kernel import (
     conv_silu,
     conv_taps,
+    delta_rule_step,
     load_conv_weights,
     load_head_state,
     silu_of_conv,
@@ -191,15 +192,9 @@ def kda_decode_split_kernel(
         b_q = conv_silu(b_xq, b_qc_old, b_wq_old, b_wq_new)
         b_k = conv_silu(b_xk, b_kc_old, b_wk_old, b_wk_new)
     b_v = conv_silu(b_xv, b_vc_old, b_wv_old, b_wv_new)
-    b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + eps) * scale
-    b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + eps)
-    b_decay = tl.exp(lower_bound * tl.sigmoid(b_rate * (b_f + b_dt_bias)))
-
-    # [BLOCK_K, BLOCK_VS] fp32 slice of this head's state: decay -> correct -> update -> read.
-    b_s = b_s * b_decay[:, None]
-    b_u = b_beta * (b_v - tl.sum(b_s * b_k[:, None], axis=0))
-    b_s += b_k[:, None] * b_u[None, :]
-    b_o = tl.where(m_vs, tl.sum(b_s * b_q[:, None], axis=0), 0.0)
+    # [BLOCK_K, BLOCK_VS] fp32 slice of this head's state.
+    b_s, b_o = delta_rule_step(b_q, b_k, b_v, b_f, b_beta, b_rate, b_dt_bias, b_s, lower_bound, scale, eps)
+    b_o = tl.where(m_vs, b_o, 0.0)
 
     if NORM_IN_CONSUMER:
         tl.store(p_out + i_b * stride_ob + o_cv, b_o * b_o_norm * tl.sigmoid(b_gate), mask=m_vs)
